@@ -1,0 +1,1 @@
+//! gzip framing (to be written).

@@ -1,0 +1,31 @@
+//! Kafka-exact compression codecs for record batch payloads, without I/O.
+//!
+//! Each codec writes the framing that both Apache Kafka's Java client and librdkafka
+//! read (see `shared/docs/kafka-wire-notes.md`), and reads what either writes:
+//!
+//! | codec  | writes                                    | reads                         |
+//! |--------|-------------------------------------------|-------------------------------|
+//! | gzip   | exactly one RFC 1952 member               | one or more members           |
+//! | snappy | xerial framing, `compression.snappy.block`| xerial framing or raw snappy  |
+//! | lz4    | one LZ4 frame, independent blocks         | the first frame only          |
+//! | zstd   | one frame with content size, window ≤ 2^27| standard frames, window ≤ 2^27|
+//!
+//! Decompression is always bounded: a caller passes the most bytes it will accept and a
+//! payload that would exceed it fails with [`CodecError::LimitExceeded`] before the
+//! claimed size is allocated.
+
+mod codec;
+mod compressor;
+mod decompressor;
+mod error;
+mod gzip;
+mod lz4;
+pub mod options;
+mod snappy;
+mod zstd;
+
+pub use codec::{Codec, UnknownCodec};
+pub use compressor::Compressor;
+pub use decompressor::Decompressor;
+pub use error::CodecError;
+pub use options::{CompressionOptions, OptionError};

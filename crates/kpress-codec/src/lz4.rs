@@ -1,0 +1,1 @@
+//! lz4 framing (to be written).

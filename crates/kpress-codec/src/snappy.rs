@@ -1,0 +1,1 @@
+//! snappy framing (to be written).

@@ -1,0 +1,1 @@
+//! zstd framing (to be written).

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Installs everything kpress's tests, benches and local runs need, on a fresh Debian
+# bookworm machine of the project's kind. Idempotent: a second run only checks.
+# Downloads are cached under .cache/ (ignored by git).
+#
+#   scripts/setup.sh            all of it
+#   scripts/setup.sh kafka      only the Kafka jars (what `scripts/run-local.sh` needs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/.cache
+mkdir -p "$CACHE"
+# shellcheck source=scripts/versions.sh
+. scripts/versions.sh
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_updated=0
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ $apt_updated -eq 0 ]; then
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    apt_updated=1
+  fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# Kafka jars for one version: broker, tools and a log4j binding, from Maven Central.
+kafka_jars() {
+  local ver=$1 dir=$CACHE/kafka/$1
+  [ -f "$dir/.complete" ] && return 0
+  log "fetching Apache Kafka $ver jars from Maven Central"
+  mkdir -p "$dir/libs"
+  local binding
+  case $ver in
+    3.*) binding='<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>' ;;
+    *) binding='<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.24.3</version></dependency>' ;;
+  esac
+  cat >"$dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kpress.cache</groupId><artifactId>kafka-$ver</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$ver</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$ver</version></dependency>
+    $binding
+  </dependencies>
+</project>
+POM
+  mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+    dependency:copy-dependencies -DoutputDirectory="$dir/libs" >&2
+  touch "$dir/.complete"
+}
+
+# Our Java test clients (tests/java), compiled against each Kafka version's kafka-clients.
+java_clients() {
+  local ver=$1 out=$CACHE/kafka/$1/test-clients
+  local stamp
+  stamp=$(cat tests/java/*.java | sha256sum | cut -c1-16)
+  [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && return 0
+  log "compiling Java test clients against kafka-clients $ver"
+  rm -rf "$out" && mkdir -p "$out"
+  javac -nowarn -d "$out" -cp "$CACHE/kafka/$ver/libs/*" tests/java/*.java
+  echo "$stamp" >"$out/.stamp"
+}
+
+python_clients() {
+  local venv=$CACHE/venv
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating Python venv for confluent-kafka"
+    python3 -m venv "$venv"
+  fi
+  "$venv/bin/python" -c "import confluent_kafka" 2>/dev/null && return 0
+  log "pip install confluent-kafka==$CONFLUENT_KAFKA_VERSION"
+  "$venv/bin/pip" install -q "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2
+}
+
+# The real QATzip library from Debian trixie, unpacked into .cache/qatzip/root without
+# touching the system (see shared/docs/real-kafka.md).
+qatzip() {
+  local dir=$CACHE/qatzip
+  [ -f "$dir/.complete" ] && return 0
+  log "fetching QATzip (Debian trixie packages) into $dir"
+  mkdir -p "$dir/lists/partial" "$dir/debs" "$dir/root"
+  local uri keyring
+  uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  keyring=$(awk '/^Signed-By:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  echo "deb [signed-by=$keyring] $uri trixie main" >"$dir/sources.list"
+  local opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache::archives=$dir/debs")
+  apt-get "${opts[@]}" update -qq >/dev/null
+  (cd "$dir/debs" && apt-get "${opts[@]}" download libqatzip3 libqatzip-dev libqat4 libusdm0 >/dev/null)
+  for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
+  test -f "$dir/root/usr/include/qatzip.h"
+  touch "$dir/.complete"
+}
+
+what=${1:-all}
+case $what in
+  kafka)
+    kafka_jars "$KAFKA_VERSION"
+    ;;
+  all)
+    apt_install kcat libisal-dev libclang-dev pkg-config
+    kafka_jars "$KAFKA_VERSION"
+    kafka_jars "$KAFKA_OLD_VERSION"
+    if compgen -G "tests/java/*.java" >/dev/null; then
+      java_clients "$KAFKA_VERSION"
+      java_clients "$KAFKA_OLD_VERSION"
+    fi
+    python_clients
+    qatzip
+    ;;
+  *) echo "usage: $0 [all|kafka]" >&2; exit 2 ;;
+esac
+log "ok"

@@ -1,0 +1,1 @@
+//! Test harness: real Kafka brokers and clients (to be written).
