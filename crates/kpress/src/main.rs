@@ -1,1 +1,52 @@
-fn main() {}
+//! The `kpress` command: the proxy (`run`), its config checker (`check-config`), and
+//! offline recompression of Kafka log segments (`recompress`).
+
+use clap::{Parser, Subcommand};
+
+mod check_config;
+mod recompress;
+mod run;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kpress",
+    version,
+    about = "Kafka-compatible proxy that recompresses produced record batches per topic"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the proxy in front of the brokers named in the policy file.
+    Run(run::Args),
+    /// Validate a policy file and report every problem with file, line, key and value.
+    CheckConfig(check_config::Args),
+    /// Recompress every record batch of a file of concatenated batches (a Kafka log segment).
+    Recompress(recompress::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KPRESS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::main(args),
+        Command::CheckConfig(args) => check_config::main(args),
+        Command::Recompress(args) => recompress::main(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("kpress: error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
