@@ -1,0 +1,1 @@
+//! kpress's TOML policy file (being written).
