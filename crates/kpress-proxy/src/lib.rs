@@ -1,0 +1,1 @@
+//! The tokio I/O of the kpress proxy (being written).
