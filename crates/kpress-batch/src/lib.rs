@@ -1,1 +1,26 @@
-//! Kafka RecordBatch v2: a view over its bytes and recompression (to be written).
+//! Kafka RecordBatch v2: a zero-copy view over its bytes, and its recompression into a
+//! per-topic codec, without I/O.
+//!
+//! A rewrite changes only the records payload, attribute bits 0-2, `length` and `crc`
+//! (see `shared/docs/kafka-wire-notes.md`). Anything that cannot or should not be
+//! rewritten — corrupt, control, empty, legacy, or a rewrite that does not pay — is
+//! passed through byte for byte, with a [`PassReason`] saying why.
+
+mod batch;
+mod error;
+mod policy;
+mod records;
+mod rewrite;
+mod stats;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod builder;
+
+pub use batch::{batches, Batches, RecordBatch, CRC_START, HEADER_LEN, LOG_OVERHEAD, MIN_LENGTH};
+pub use error::BatchError;
+pub use policy::{
+    PolicyLookup, RecompressMode, RewritePolicy, Target, UnknownMode, UnknownTarget,
+    DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES,
+};
+pub use rewrite::Recompressor;
+pub use stats::{Outcome, PassReason, RewriteStats};

@@ -1,0 +1,166 @@
+//! What a rewrite should produce for one topic: target codec, mode and limits.
+
+use kpress_codec::{Codec, CompressionOptions};
+use std::fmt;
+use std::str::FromStr;
+
+/// Kafka's `max.message.bytes` default: 1 MiB plus the 12-byte log overhead.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
+/// 64 x Kafka's 1 MiB `message.max.bytes`: a batch inflating past this is refused.
+pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
+/// The codec batches should end up in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Keep whatever the producer sent (Kafka's `compression.type=producer`).
+    Producer,
+    /// Recompress into `codec` with `options`.
+    Codec {
+        codec: Codec,
+        options: CompressionOptions,
+    },
+}
+
+impl Target {
+    /// The target for a `compression.type` value: `producer` or a codec name.
+    pub fn from_name(name: &str, options: CompressionOptions) -> Result<Target, UnknownTarget> {
+        if name.eq_ignore_ascii_case("producer") {
+            return Ok(Target::Producer);
+        }
+        name.parse::<Codec>()
+            .map(|codec| Target::Codec { codec, options })
+            .map_err(|_| UnknownTarget(name.to_owned()))
+    }
+
+    /// `producer` or the codec's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::Producer => "producer",
+            Target::Codec { codec, .. } => codec.name(),
+        }
+    }
+}
+
+/// A `compression.type` value that is neither `producer` nor a codec.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown compression type {0:?}: allowed are producer, none, gzip, snappy, lz4, zstd")]
+pub struct UnknownTarget(pub String);
+
+/// When a batch already in the target codec is re-encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecompressMode {
+    /// Only batches in another codec are rewritten, as the broker does (`codec-differs`).
+    #[default]
+    CodecDiffers,
+    /// Same-codec batches are re-encoded too, at the target's settings (`always`).
+    Always,
+}
+
+impl RecompressMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecompressMode::CodecDiffers => "codec-differs",
+            RecompressMode::Always => "always",
+        }
+    }
+}
+
+impl fmt::Display for RecompressMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A recompress mode name other than `codec-differs` or `always`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown recompress mode {0:?}: allowed are codec-differs, always")]
+pub struct UnknownMode(pub String);
+
+impl FromStr for RecompressMode {
+    type Err = UnknownMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [RecompressMode::CodecDiffers, RecompressMode::Always]
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownMode(s.to_owned()))
+    }
+}
+
+/// How to rewrite the batches of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewritePolicy {
+    pub target: Target,
+    pub mode: RecompressMode,
+    /// Largest batch (all bytes, as `max.message.bytes` counts) a rewrite may produce.
+    pub max_batch_bytes: usize,
+    /// Most bytes a batch's records may decompress to before it is passed through.
+    pub max_decompressed_bytes: usize,
+    /// Use a rewrite even when it is larger than the original (the codec was chosen
+    /// for CPU, not size); `max_batch_bytes` still applies.
+    pub allow_growth: bool,
+}
+
+impl Default for RewritePolicy {
+    fn default() -> Self {
+        RewritePolicy {
+            target: Target::Producer,
+            mode: RecompressMode::default(),
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
+            allow_growth: false,
+        }
+    }
+}
+
+impl RewritePolicy {
+    /// The default policy with `codec` at `options` as target.
+    pub fn to_codec(codec: Codec, options: CompressionOptions) -> RewritePolicy {
+        RewritePolicy {
+            target: Target::Codec { codec, options },
+            ..RewritePolicy::default()
+        }
+    }
+}
+
+/// Finds the policy of a topic; the proxy asks it once per topic per Produce request.
+pub trait PolicyLookup: Send + Sync {
+    fn policy_for(&self, topic: &str) -> &RewritePolicy;
+}
+
+/// One policy for every topic.
+impl PolicyLookup for RewritePolicy {
+    fn policy_for(&self, _topic: &str) -> &RewritePolicy {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(
+            Target::from_name("producer", CompressionOptions::default()),
+            Ok(Target::Producer)
+        );
+        assert_eq!(
+            Target::from_name("ZSTD", CompressionOptions::default())
+                .unwrap()
+                .name(),
+            "zstd"
+        );
+        let err = Target::from_name("brotli", CompressionOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("producer, none"));
+        assert_eq!("always".parse(), Ok(RecompressMode::Always));
+        assert_eq!("codec-differs".parse(), Ok(RecompressMode::CodecDiffers));
+        assert!("sometimes".parse::<RecompressMode>().is_err());
+        let p = RewritePolicy::default();
+        assert_eq!(p.target, Target::Producer);
+        assert_eq!(p.max_batch_bytes, 1_048_588);
+        assert_eq!(p.max_decompressed_bytes, 64 * 1024 * 1024);
+        assert!(!p.allow_growth);
+        assert_eq!(p.policy_for("any").target, Target::Producer);
+    }
+}

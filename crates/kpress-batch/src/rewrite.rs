@@ -1,0 +1,197 @@
+//! Recompressing one batch (or every batch of a records field) into a policy's codec.
+//!
+//! Copies per payload byte on the rewrite path: one decompression into a reused scratch
+//! buffer (none for an uncompressed source: the records slice is read in place), one
+//! compression straight into `out` behind the copied 61-byte header. Only the header's
+//! codec bits, length and CRC are patched afterwards, the CRC last. A batch that is not
+//! rewritten costs one copy of its bytes into `out`.
+
+use crate::batch::{
+    ATTRIBUTES_OFFSET, CODEC_MASK, CRC_OFFSET, CRC_START, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD,
+};
+use crate::records::holds_exactly;
+use crate::{BatchError, Outcome, PassReason, RecompressMode, RecordBatch, RewritePolicy};
+use crate::{RewriteStats, Target};
+use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
+
+/// Rewrites batches, keeping codec state and buffers between calls. One per thread.
+#[derive(Debug, Default)]
+pub struct Recompressor {
+    decompressor: Decompressor,
+    /// One per (codec, options) seen; policies are few, so a linear scan is enough.
+    compressors: Vec<Compressor>,
+    scratch: Vec<u8>,
+}
+
+impl Recompressor {
+    pub fn new() -> Self {
+        Recompressor::default()
+    }
+
+    /// Appends to `out` either the rewritten batch or the original bytes, and says which.
+    ///
+    /// `batch` must be exactly one batch: bytes after the one its length field frames
+    /// make it [`PassReason::Malformed`] (use [`rewrite_records`](Self::rewrite_records)
+    /// for a records field).
+    pub fn rewrite_batch(
+        &mut self,
+        batch: &[u8],
+        policy: &RewritePolicy,
+        out: &mut Vec<u8>,
+    ) -> Outcome {
+        let start = out.len();
+        match self.try_rewrite(batch, policy, out) {
+            Ok(outcome) => outcome,
+            Err(reason) => {
+                out.truncate(start);
+                out.extend_from_slice(batch);
+                Outcome::PassedThrough(reason)
+            }
+        }
+    }
+
+    /// Rewrites every batch of a records field (or log segment) into `out`; magic 0/1
+    /// entries and any unparseable tail are copied untouched.
+    pub fn rewrite_records(
+        &mut self,
+        records: &[u8],
+        policy: &RewritePolicy,
+        out: &mut Vec<u8>,
+        stats: &mut RewriteStats,
+    ) {
+        let mut rest = records;
+        while !rest.is_empty() {
+            let (size, outcome) = match RecordBatch::parse(rest) {
+                Ok(batch) => {
+                    let bytes = batch.bytes();
+                    (bytes.len(), self.rewrite_batch(bytes, policy, out))
+                }
+                Err(BatchError::NotMagicV2 { size, .. }) => {
+                    out.extend_from_slice(&rest[..size]);
+                    (size, Outcome::PassedThrough(PassReason::NotMagicV2))
+                }
+                Err(_) => {
+                    out.extend_from_slice(rest);
+                    (rest.len(), Outcome::PassedThrough(PassReason::Malformed))
+                }
+            };
+            stats.add(&outcome, size);
+            rest = &rest[size..];
+        }
+    }
+
+    /// Writes the rewrite into `out` or says why not; the caller undoes partial output.
+    fn try_rewrite(
+        &mut self,
+        input: &[u8],
+        policy: &RewritePolicy,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, PassReason> {
+        let batch = RecordBatch::parse(input).map_err(|err| match err {
+            BatchError::NotMagicV2 { .. } => PassReason::NotMagicV2,
+            _ => PassReason::Malformed,
+        })?;
+        if batch.bytes().len() != input.len() {
+            return Err(PassReason::Malformed);
+        }
+        if batch.is_control() {
+            return Err(PassReason::ControlBatch);
+        }
+        let count = batch.records_count();
+        if count == 0 {
+            return Err(PassReason::EmptyBatch);
+        }
+        if count < 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(count) {
+            return Err(PassReason::Malformed);
+        }
+        if !batch.crc_is_valid() {
+            return Err(PassReason::CrcMismatch);
+        }
+        let from = batch.codec().ok_or(PassReason::UnknownCodec)?;
+        let (to, options) = match &policy.target {
+            Target::Producer => return Err(PassReason::PolicyProducer),
+            Target::Codec { codec, options } => (*codec, options),
+        };
+        // Re-encoding uncompressed records as uncompressed would copy them unchanged.
+        if from == to && (policy.mode == RecompressMode::CodecDiffers || to == Codec::None) {
+            return Err(PassReason::SameCodec);
+        }
+
+        let records = if from == Codec::None {
+            if batch.records().len() > policy.max_decompressed_bytes {
+                return Err(PassReason::DecompressLimit);
+            }
+            batch.records()
+        } else {
+            self.scratch.clear();
+            self.decompressor
+                .decompress(
+                    from,
+                    batch.records(),
+                    policy.max_decompressed_bytes,
+                    &mut self.scratch,
+                )
+                .map_err(|err| match err {
+                    CodecError::LimitExceeded { .. } => PassReason::DecompressLimit,
+                    _ => PassReason::DecompressFailed,
+                })?;
+            &self.scratch
+        };
+        // `count` is positive here.
+        if !holds_exactly(records, count as usize) {
+            return Err(PassReason::RecordCountMismatch);
+        }
+
+        let start = out.len();
+        out.extend_from_slice(&input[..HEADER_LEN]);
+        if to == Codec::None {
+            out.extend_from_slice(records);
+        } else {
+            compressor_for(&mut self.compressors, to, options)
+                .compress(records, out)
+                .map_err(|_| PassReason::CompressFailed)?;
+        }
+        let bytes_out = out.len() - start;
+        if bytes_out > policy.max_batch_bytes {
+            return Err(PassReason::OverBatchLimit);
+        }
+        // The user asked for uncompressed output, so its growth is expected.
+        if bytes_out >= input.len() && !policy.allow_growth && to != Codec::None {
+            return Err(PassReason::NotSmaller);
+        }
+        let length =
+            i32::try_from(bytes_out - LOG_OVERHEAD).map_err(|_| PassReason::OverBatchLimit)?;
+
+        let written = &mut out[start..];
+        written[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+        let attributes = (batch.attributes() & !CODEC_MASK) | to.id();
+        written[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
+            .copy_from_slice(&attributes.to_be_bytes());
+        let crc = crc32c::crc32c(&written[CRC_START..]);
+        written[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        Ok(Outcome::Rewritten {
+            from,
+            to,
+            bytes_in: input.len(),
+            bytes_out,
+        })
+    }
+}
+
+fn compressor_for<'c>(
+    compressors: &'c mut Vec<Compressor>,
+    codec: Codec,
+    options: &CompressionOptions,
+) -> &'c mut Compressor {
+    let found = compressors
+        .iter()
+        .position(|c| c.codec() == codec && c.options() == options);
+    let index = match found {
+        Some(i) => i,
+        None => {
+            compressors.push(Compressor::new(codec, options));
+            compressors.len() - 1
+        }
+    };
+    &mut compressors[index]
+}

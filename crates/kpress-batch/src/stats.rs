@@ -1,0 +1,205 @@
+//! What a rewrite did with each batch, and counts of it for metrics and summaries.
+
+use kpress_codec::Codec;
+use std::fmt;
+
+/// What [`Recompressor::rewrite_batch`](crate::Recompressor::rewrite_batch) appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A recompressed batch of `bytes_out` bytes replaced the `bytes_in`-byte original.
+    Rewritten {
+        from: Codec,
+        to: Codec,
+        bytes_in: usize,
+        bytes_out: usize,
+    },
+    /// The original bytes, untouched.
+    PassedThrough(PassReason),
+}
+
+/// Why a batch went through untouched.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PassReason {
+    /// The policy keeps the producer's codec.
+    PolicyProducer,
+    /// Already in the target codec and the mode is `codec-differs`.
+    SameCodec,
+    /// A magic 0/1 message set entry.
+    NotMagicV2,
+    ControlBatch,
+    /// `recordsCount` is 0.
+    EmptyBatch,
+    /// Cannot be framed, or its counts disagree (`lastOffsetDelta + 1 != recordsCount`).
+    Malformed,
+    /// The stored CRC does not match: never rewrite (and so launder) corruption.
+    CrcMismatch,
+    /// Codec id 5-7.
+    UnknownCodec,
+    DecompressFailed,
+    /// The records decompress to more than `max_decompressed_bytes`.
+    DecompressLimit,
+    /// The records are not exactly `recordsCount` length-prefixed records.
+    RecordCountMismatch,
+    CompressFailed,
+    /// The rewrite was not smaller (and growth is not allowed).
+    NotSmaller,
+    /// The rewrite is larger than `max_batch_bytes`.
+    OverBatchLimit,
+}
+
+impl PassReason {
+    pub const ALL: [PassReason; 14] = [
+        PassReason::PolicyProducer,
+        PassReason::SameCodec,
+        PassReason::NotMagicV2,
+        PassReason::ControlBatch,
+        PassReason::EmptyBatch,
+        PassReason::Malformed,
+        PassReason::CrcMismatch,
+        PassReason::UnknownCodec,
+        PassReason::DecompressFailed,
+        PassReason::DecompressLimit,
+        PassReason::RecordCountMismatch,
+        PassReason::CompressFailed,
+        PassReason::NotSmaller,
+        PassReason::OverBatchLimit,
+    ];
+
+    /// snake_case label for metrics and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassReason::PolicyProducer => "policy_producer",
+            PassReason::SameCodec => "same_codec",
+            PassReason::NotMagicV2 => "not_magic_v2",
+            PassReason::ControlBatch => "control_batch",
+            PassReason::EmptyBatch => "empty_batch",
+            PassReason::Malformed => "malformed",
+            PassReason::CrcMismatch => "crc_mismatch",
+            PassReason::UnknownCodec => "unknown_codec",
+            PassReason::DecompressFailed => "decompress_failed",
+            PassReason::DecompressLimit => "decompress_limit",
+            PassReason::RecordCountMismatch => "record_count_mismatch",
+            PassReason::CompressFailed => "compress_failed",
+            PassReason::NotSmaller => "not_smaller",
+            PassReason::OverBatchLimit => "over_batch_limit",
+        }
+    }
+
+    /// Position in [`ALL`](Self::ALL) (and in [`RewriteStats::passed`]).
+    pub fn index(self) -> usize {
+        // Declaration order is ALL's order.
+        self as usize
+    }
+}
+
+impl fmt::Display for PassReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counts of outcomes over many batches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RewriteStats {
+    pub batches_rewritten: u64,
+    /// Batches passed through, indexed by [`PassReason::index`].
+    pub passed: [u64; PassReason::ALL.len()],
+    /// Bytes of every batch (and unparseable tail) seen.
+    pub bytes_in: u64,
+    /// Bytes written for them, rewritten or passed through.
+    pub bytes_out: u64,
+}
+
+impl RewriteStats {
+    /// Counts one batch of `input_len` bytes that ended with `outcome`.
+    pub fn add(&mut self, outcome: &Outcome, input_len: usize) {
+        self.bytes_in += input_len as u64;
+        match *outcome {
+            Outcome::Rewritten { bytes_out, .. } => {
+                self.batches_rewritten += 1;
+                self.bytes_out += bytes_out as u64;
+            }
+            Outcome::PassedThrough(reason) => {
+                self.passed[reason.index()] += 1;
+                self.bytes_out += input_len as u64;
+            }
+        }
+    }
+
+    pub fn merge(&mut self, other: &RewriteStats) {
+        self.batches_rewritten += other.batches_rewritten;
+        for (mine, theirs) in self.passed.iter_mut().zip(other.passed) {
+            *mine += theirs;
+        }
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+    }
+
+    pub fn passed_for(&self, reason: PassReason) -> u64 {
+        self.passed[reason.index()]
+    }
+
+    pub fn batches_passed(&self) -> u64 {
+        self.passed.iter().sum()
+    }
+
+    pub fn batches(&self) -> u64 {
+        self.batches_rewritten + self.batches_passed()
+    }
+
+    /// Every reason with its count, zeros included, in [`PassReason::ALL`] order.
+    pub fn passed_by_reason(&self) -> impl Iterator<Item = (PassReason, u64)> + '_ {
+        PassReason::ALL
+            .into_iter()
+            .map(|r| (r, self.passed[r.index()]))
+    }
+
+    /// `bytes_out / bytes_in`, or 1 when nothing was seen.
+    pub fn ratio(&self) -> f64 {
+        if self.bytes_in == 0 {
+            1.0
+        } else {
+            self.bytes_out as f64 / self.bytes_in as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_index_their_position_and_labels_are_unique() {
+        for (i, r) in PassReason::ALL.into_iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+        let mut labels: Vec<_> = PassReason::ALL.iter().map(|r| r.as_str()).collect();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), PassReason::ALL.len());
+    }
+
+    #[test]
+    fn stats_add_and_merge() {
+        let mut a = RewriteStats::default();
+        a.add(
+            &Outcome::Rewritten {
+                from: Codec::Gzip,
+                to: Codec::Zstd,
+                bytes_in: 100,
+                bytes_out: 60,
+            },
+            100,
+        );
+        a.add(&Outcome::PassedThrough(PassReason::CrcMismatch), 40);
+        let mut b = a.clone();
+        b.merge(&a);
+        assert_eq!(b.batches_rewritten, 2);
+        assert_eq!(b.passed_for(PassReason::CrcMismatch), 2);
+        assert_eq!(b.batches(), 4);
+        assert_eq!((b.bytes_in, b.bytes_out), (280, 200));
+        assert_eq!(b.passed_by_reason().filter(|(_, n)| *n > 0).count(), 1);
+        assert!((a.ratio() - 100.0 / 140.0).abs() < 1e-9);
+    }
+}
