@@ -1,8 +1,25 @@
-use crate::{Codec, CodecError};
+use flate2::Decompress;
+
+use crate::zstd::ZstdDecompressor;
+use crate::{gzip, lz4, snappy, Codec, CodecError};
 
 /// A decompressor for every codec, keeping library state between calls.
-#[derive(Debug, Default)]
-pub struct Decompressor {}
+#[derive(Debug)]
+pub struct Decompressor {
+    inflate: Decompress,
+    snappy: snap::raw::Decoder,
+    zstd: ZstdDecompressor,
+}
+
+impl Default for Decompressor {
+    fn default() -> Self {
+        Decompressor {
+            inflate: Decompress::new(false),
+            snappy: snap::raw::Decoder::new(),
+            zstd: ZstdDecompressor::default(),
+        }
+    }
+}
 
 impl Decompressor {
     pub fn new() -> Decompressor {
@@ -11,7 +28,8 @@ impl Decompressor {
 
     /// Appends the decompressed form of `input` to `out` and returns how many bytes it
     /// appended. Fails with [`CodecError::LimitExceeded`] if that would be more than
-    /// `limit`, without allocating more than `limit` bytes.
+    /// `limit`, without allocating more than `limit` bytes. On error `out` is as it
+    /// was before the call.
     pub fn decompress(
         &mut self,
         codec: Codec,
@@ -19,10 +37,24 @@ impl Decompressor {
         limit: usize,
         out: &mut Vec<u8>,
     ) -> Result<usize, CodecError> {
-        let _ = (input, limit, out);
-        Err(CodecError::Corrupt {
-            codec,
-            reason: "not yet implemented".into(),
-        })
+        let start = out.len();
+        let result = match codec {
+            Codec::None => {
+                if input.len() > limit {
+                    Err(CodecError::LimitExceeded { codec, limit })
+                } else {
+                    out.extend_from_slice(input);
+                    Ok(input.len())
+                }
+            }
+            Codec::Gzip => gzip::decompress(&mut self.inflate, input, limit, out),
+            Codec::Snappy => snappy::decompress(&mut self.snappy, input, limit, out),
+            Codec::Lz4 => lz4::decompress(input, limit, out),
+            Codec::Zstd => self.zstd.decompress(input, limit, out),
+        };
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
     }
 }

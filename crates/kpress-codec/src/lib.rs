@@ -22,6 +22,8 @@ mod gzip;
 mod lz4;
 pub mod options;
 mod snappy;
+mod spare;
+mod xxh32;
 mod zstd;
 
 pub use codec::{Codec, UnknownCodec};
