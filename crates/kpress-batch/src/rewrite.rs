@@ -195,3 +195,6 @@ fn compressor_for<'c>(
     };
     &mut compressors[index]
 }
+
+#[cfg(test)]
+mod tests;
