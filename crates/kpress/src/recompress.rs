@@ -1,8 +1,104 @@
-//! (to be written)
+//! `kpress recompress`: rewrites every record batch of a file of concatenated batches
+//! (a Kafka log segment) into one codec, offline, and prints what it did.
+
+use anyhow::{anyhow, Context};
+use kpress_batch::{
+    Recompressor, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+};
+use kpress_codec::CompressionOptions;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
-pub(crate) struct Args {}
+pub(crate) struct Args {
+    /// File of concatenated record batches, e.g. a partition's 00000000000000000000.log.
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the rewritten batches.
+    #[arg(long)]
+    output: PathBuf,
+    /// Target codec: producer (keep every batch as is), none, gzip, snappy, lz4 or zstd.
+    #[arg(long)]
+    compression: String,
+    /// A compression option as KEY=VALUE, e.g. compression.zstd.level=19; repeatable.
+    #[arg(long = "property", value_name = "KEY=VALUE")]
+    properties: Vec<String>,
+    /// codec-differs: rewrite batches not already in the target codec;
+    /// always: also re-encode those at the given options.
+    #[arg(long, default_value = "codec-differs")]
+    recompress: String,
+    /// Largest batch a rewrite may produce; larger rewrites keep the original batch.
+    #[arg(long, default_value_t = DEFAULT_MAX_BATCH_BYTES)]
+    max_batch_bytes: usize,
+    /// Most bytes a batch may decompress to; larger batches are kept as they are.
+    #[arg(long, default_value_t = DEFAULT_MAX_DECOMPRESSED_BYTES)]
+    max_decompressed_bytes: usize,
+    /// Keep rewrites that are larger than the original batch.
+    #[arg(long)]
+    allow_growth: bool,
+}
 
-pub(crate) fn main(_args: Args) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("not yet implemented")
+fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
+    let mut options = CompressionOptions::default();
+    for property in &args.properties {
+        let (key, value) = property
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--property {property:?} is not KEY=VALUE"))?;
+        options.set(key.trim(), value)?;
+    }
+    Ok(RewritePolicy {
+        target: Target::from_name(&args.compression, options)?,
+        mode: args.recompress.parse()?,
+        max_batch_bytes: args.max_batch_bytes,
+        max_decompressed_bytes: args.max_decompressed_bytes,
+        allow_growth: args.allow_growth,
+    })
+}
+
+pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let policy = policy(&args)?;
+    let input =
+        std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+
+    let started = Instant::now();
+    let mut output = Vec::with_capacity(input.len());
+    let mut stats = RewriteStats::default();
+    Recompressor::new().rewrite_records(&input, &policy, &mut output, &mut stats);
+    let elapsed = started.elapsed();
+
+    std::fs::write(&args.output, &output)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    print!("{}", summary(&args, &policy, &stats, elapsed));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary(args: &Args, policy: &RewritePolicy, stats: &RewriteStats, elapsed: Duration) -> String {
+    let mut s = format!(
+        "{} -> {} (target {}, recompress {})\n",
+        args.input.display(),
+        args.output.display(),
+        policy.target.name(),
+        policy.mode,
+    );
+    s += &format!("batches rewritten: {}\n", stats.batches_rewritten);
+    s += &format!("batches passed through: {}\n", stats.batches_passed());
+    for (reason, count) in stats.passed_by_reason().filter(|(_, n)| *n > 0) {
+        s += &format!("  {}: {count}\n", reason.as_str());
+    }
+    s += &format!(
+        "bytes in: {}\nbytes out: {}\nratio: {:.4}\n",
+        stats.bytes_in,
+        stats.bytes_out,
+        stats.ratio()
+    );
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        format!(" ({:.1} MB/s in)", stats.bytes_in as f64 / secs / 1e6)
+    } else {
+        String::new()
+    };
+    s += &format!("elapsed: {secs:.3} s{rate}\n");
+    s
 }
