@@ -1,0 +1,60 @@
+//! The sans-IO Kafka protocol layer of the kpress proxy: bytes in, bytes out,
+//! no sockets. The tokio proxy (`kpress-proxy`) frames the connections and
+//! calls in here for the few messages kpress changes; everything else is
+//! relayed as raw bytes.
+//!
+//! # Requests (from clients: hostile input)
+//!
+//! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
+//! - [`rewrite_produce_with`]: each partition's records of a Produce request
+//!   (v3-v13) go through a [`RecordsRewriter`] (kpress-batch's recompressor
+//!   with the topic's policy); returns the new request payload (header + body,
+//!   no size prefix) or `None` to forward the original. v13 topic ids without
+//!   a known name are listed and left untouched. Hostile counts and lengths
+//!   are errors, never allocations.
+//!
+//! # Responses (from the broker)
+//!
+//! - [`rewrites_response`]: whether a response kind may need rewriting.
+//! - [`rewrite_response`]: rewrites the body (after the response header):
+//!   every broker address (Metadata, FindCoordinator, DescribeCluster, KIP-951
+//!   NodeEndpoints in Produce v10+ and Fetch v16+) becomes the address the
+//!   [`ResponseObserver`] returns; Metadata topic ids are reported to it;
+//!   ApiVersions max versions are capped to what kpress parses
+//!   ([`PARSED_MAX_VERSIONS`], lowered further by
+//!   [`ResponseObserver::max_version`]). ApiVersions responses always use
+//!   response header v0, and a broker refusing the requested ApiVersions
+//!   version answers in the v0 body format ([`api_versions_body_version`]).
+//! - [`metadata_request`]: a whole Metadata request frame for kpress's own
+//!   calls (learning brokers, naming v13 topic ids).
+//!
+//! # Errors
+//!
+//! [`ProtocolError::fault`] says whose fault a failure is ([`Fault::Client`],
+//! [`Fault::Broker`], [`Fault::Proxy`]). Whatever the fault, the original bytes
+//! are intact: forward them untouched.
+//!
+//! # Frames
+//!
+//! [`frame`] (size-prefixed frames, request header peeking) belongs to the
+//! proxy's I/O side.
+
+mod api_versions;
+mod cluster;
+mod coordinator;
+mod endpoints;
+mod error;
+pub mod frame;
+mod metadata;
+mod produce;
+mod response;
+mod wire;
+
+pub use api_versions::{api_versions_body_version, PARSED_MAX_VERSIONS};
+pub use error::{Fault, ProtocolError, WireError};
+pub use metadata::metadata_request;
+pub use produce::{
+    produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, PRODUCE_MAX_VERSION,
+    PRODUCE_MIN_VERSION,
+};
+pub use response::{api_key, rewrite_response, rewrites_response, ResponseObserver};

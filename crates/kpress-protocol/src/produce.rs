@@ -1,0 +1,261 @@
+//! Produce requests (v3-v13): read `acks`, and rewrite each partition's
+//! records without decoding the whole request.
+//!
+//! Requests come from clients, so they are hostile input. Rather than decode
+//! the request into structs (whose decoders size vectors from wire counts),
+//! this walks the body with a bounds-checked [`Reader`], notes where each
+//! partition's records field sits, and splices in the rewritten records,
+//! rewriting only their length prefix. Nothing else in a Produce request
+//! carries a size, so the rest is copied byte for byte.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::error::{ProtocolError, WireError};
+use crate::wire::{put_uvarint, LengthPrefix, Reader};
+
+const API: &str = "Produce";
+/// Produce v3 is the first with RecordBatch v2 only; v13 is kafka-protocol 0.18's newest.
+pub const PRODUCE_MIN_VERSION: i16 = 3;
+pub const PRODUCE_MAX_VERSION: i16 = 13;
+/// Produce v9 is the first flexible version (compact strings, tagged fields).
+const FIRST_FLEXIBLE: i16 = 9;
+/// Produce v13 names topics by id (KIP-516).
+const FIRST_TOPIC_ID: i16 = 13;
+
+/// How a topic is named in a Produce request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TopicRef<'a> {
+    /// v3-v12: the name as sent (kpress only rewrites names that are UTF-8).
+    Name(&'a str),
+    /// v13: a topic id.
+    Id([u8; 16]),
+}
+
+/// Rewrites one partition's records field.
+pub trait RecordsRewriter {
+    /// `out` is empty on entry. Return `true` if `out` now holds records that
+    /// replace `records`; `false` forwards `records` unchanged.
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool;
+}
+
+/// Outcome of [`rewrite_produce_with`].
+#[derive(Debug, Default)]
+pub struct ProduceSplice {
+    /// The whole new request payload (header + body, no size prefix), or
+    /// `None` when nothing changed: forward the original bytes.
+    pub frame_payload: Option<BytesMut>,
+    /// v13 topic ids kpress has no name for; their records went untouched.
+    pub unknown_topic_ids: Vec<[u8; 16]>,
+}
+
+fn malformed(version: i16) -> impl Fn(WireError) -> ProtocolError {
+    move |source| ProtocolError::MalformedRequest {
+        api: API,
+        version,
+        source,
+    }
+}
+
+fn check_version(api_version: i16) -> Result<(), ProtocolError> {
+    if (PRODUCE_MIN_VERSION..=PRODUCE_MAX_VERSION).contains(&api_version) {
+        Ok(())
+    } else {
+        Err(ProtocolError::UnsupportedVersion {
+            api: API,
+            version: api_version,
+            min: PRODUCE_MIN_VERSION,
+            max: PRODUCE_MAX_VERSION,
+        })
+    }
+}
+
+fn string_prefix(flexible: bool) -> LengthPrefix {
+    if flexible {
+        LengthPrefix::Compact
+    } else {
+        LengthPrefix::Int16
+    }
+}
+
+/// Reads `acks` from a Produce request body (after the request header).
+/// Cheap: it sits right after `transactional_id`.
+pub fn produce_acks(body: &[u8], api_version: i16) -> Result<i16, ProtocolError> {
+    check_version(api_version)?;
+    let flexible = api_version >= FIRST_FLEXIBLE;
+    let mut reader = Reader::new(body);
+    reader
+        .length_prefixed(string_prefix(flexible))
+        .and_then(|_| reader.i16())
+        .map_err(malformed(api_version))
+}
+
+/// A records field to replace: `field` spans its length prefix and content in
+/// the body; the new content is `scratch[new]`.
+#[derive(Debug)]
+struct Splice {
+    field: Range<usize>,
+    new: Range<usize>,
+}
+
+/// Rewrites the records of every partition of a Produce request through
+/// `rewriter`, topic by topic.
+///
+/// `payload` is the request header and body (no size prefix); `header_len`
+/// is the request header's length. v13 topic ids are named by `topic_name`;
+/// ids it does not know are listed in the result and their records left alone.
+/// On error nothing was changed: forward the original bytes and let the
+/// broker answer the client.
+pub fn rewrite_produce_with(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+    rewriter: &mut dyn RecordsRewriter,
+) -> Result<ProduceSplice, ProtocolError> {
+    check_version(api_version)?;
+    let malformed = malformed(api_version);
+    if header_len > payload.len() {
+        return Err(malformed(WireError::HeaderBeyondPayload {
+            header_len,
+            payload_len: payload.len(),
+        }));
+    }
+    let body = &payload[header_len..];
+    let mut splices = Vec::new();
+    let mut scratch = Vec::new();
+    let mut unknown_topic_ids = Vec::new();
+    walk_produce_body(body, api_version, |topic, field, records| {
+        let name: Arc<str> = match topic {
+            TopicRef::Name(name) => Arc::from(name),
+            TopicRef::Id(id) => match topic_name(&id) {
+                Some(name) => name,
+                None => {
+                    if !unknown_topic_ids.contains(&id) {
+                        unknown_topic_ids.push(id);
+                    }
+                    return;
+                }
+            },
+        };
+        let mut out = Vec::new();
+        if rewriter.rewrite_records(&name, records, &mut out) {
+            let start = scratch.len();
+            scratch.extend_from_slice(&out);
+            splices.push(Splice {
+                field,
+                new: start..scratch.len(),
+            });
+        }
+    })
+    .map_err(malformed)?;
+
+    if splices.is_empty() {
+        return Ok(ProduceSplice {
+            frame_payload: None,
+            unknown_topic_ids,
+        });
+    }
+    let flexible = api_version >= FIRST_FLEXIBLE;
+    let mut out = Vec::with_capacity(payload.len() + scratch.len());
+    out.extend_from_slice(&payload[..header_len]);
+    let mut copied = 0;
+    for splice in &splices {
+        out.extend_from_slice(&body[copied..splice.field.start]);
+        let new_records = &scratch[splice.new.clone()];
+        let length = u32::try_from(new_records.len()).map_err(|_| ProtocolError::Encode {
+            api: API,
+            version: api_version,
+            reason: format!("rewritten records of {} bytes", new_records.len()),
+        })?;
+        if flexible {
+            put_uvarint(&mut out, length.saturating_add(1));
+        } else {
+            let length = i32::try_from(length).map_err(|_| ProtocolError::Encode {
+                api: API,
+                version: api_version,
+                reason: format!("rewritten records of {length} bytes"),
+            })?;
+            out.extend_from_slice(&length.to_be_bytes());
+        }
+        out.extend_from_slice(new_records);
+        copied = splice.field.end;
+    }
+    out.extend_from_slice(&body[copied..]);
+    Ok(ProduceSplice {
+        frame_payload: Some(BytesMut::from(&out[..])),
+        unknown_topic_ids,
+    })
+}
+
+/// Walks a Produce body, calling `on_records(topic, field, records)` for each
+/// partition with non-empty records; `field` is the byte range of the records
+/// field (length prefix included) in `body`. v3-12 topic names that are not
+/// UTF-8 are skipped (the broker rejects them). The whole body must parse,
+/// trailing bytes included, before anything is rewritten.
+fn walk_produce_body<'a>(
+    body: &'a [u8],
+    api_version: i16,
+    mut on_records: impl FnMut(TopicRef<'a>, Range<usize>, &'a [u8]),
+) -> Result<(), WireError> {
+    let flexible = api_version >= FIRST_FLEXIBLE;
+    let by_id = api_version >= FIRST_TOPIC_ID;
+    let mut reader = Reader::new(body);
+    reader.length_prefixed(string_prefix(flexible))?; // transactional_id
+    reader.i16()?; // acks
+    reader.i32()?; // timeout_ms
+                   // Smallest topic: empty name or id, empty partition array, tagged fields.
+    let min_topic = match (flexible, by_id) {
+        (_, true) => 16 + 1 + 1,
+        (true, false) => 1 + 1 + 1,
+        (false, false) => 2 + 4,
+    };
+    let min_partition = if flexible { 4 + 1 + 1 } else { 4 + 4 };
+    let topics = reader.required_count(flexible, min_topic, "topic_data")?;
+    let mut found = Vec::new();
+    for _ in 0..topics {
+        let topic = if by_id {
+            Some(TopicRef::Id(reader.uuid()?))
+        } else {
+            let at = reader.position();
+            let name = reader
+                .length_prefixed(string_prefix(flexible))?
+                .ok_or(WireError::UnexpectedNull { at, field: "name" })?;
+            std::str::from_utf8(name).ok().map(TopicRef::Name)
+        };
+        let partitions = reader.required_count(flexible, min_partition, "partition_data")?;
+        for _ in 0..partitions {
+            reader.i32()?; // index
+            let start = reader.position();
+            let prefix = if flexible {
+                LengthPrefix::Compact
+            } else {
+                LengthPrefix::Int32
+            };
+            let records = reader.length_prefixed(prefix)?;
+            let field = start..reader.position();
+            if flexible {
+                reader.skip_tagged_fields()?;
+            }
+            if let (Some(topic), Some(records)) = (topic, records) {
+                if !records.is_empty() {
+                    found.push((topic, field, records));
+                }
+            }
+        }
+        if flexible {
+            reader.skip_tagged_fields()?;
+        }
+    }
+    if flexible {
+        reader.skip_tagged_fields()?;
+    }
+    reader.finish()?;
+    // Only a body that parsed to its end gets rewritten.
+    for (topic, field, records) in found {
+        on_records(topic, field, records);
+    }
+    Ok(())
+}

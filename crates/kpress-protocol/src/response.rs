@@ -1,0 +1,143 @@
+//! Broker responses kpress must change: every broker address it hands out
+//! becomes a kpress address, and ApiVersions is capped to what kpress parses.
+//!
+//! Each response kind lives in its own module; this one only dispatches.
+
+use bytes::BytesMut;
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::error::{ProtocolError, WireError};
+use crate::{api_versions, cluster, coordinator, endpoints, metadata};
+
+/// Kafka API keys kpress parses.
+pub mod api_key {
+    pub const PRODUCE: i16 = 0;
+    pub const FETCH: i16 = 1;
+    pub const METADATA: i16 = 3;
+    pub const FIND_COORDINATOR: i16 = 10;
+    pub const API_VERSIONS: i16 = 18;
+    pub const DESCRIBE_CLUSTER: i16 = 60;
+}
+
+/// What the proxy learns from, and decides for, the responses kpress rewrites.
+pub trait ResponseObserver {
+    /// The broker advertised node `node_id` at `host:port`; returns the
+    /// address clients must use instead (that node's kpress listener).
+    fn broker(&mut self, node_id: i32, host: &str, port: i32) -> (String, i32);
+
+    /// A Metadata response named topic `id`.
+    fn topic(&mut self, id: [u8; 16], name: &str);
+
+    /// The highest version of `api_key` the relayed ApiVersions response
+    /// advertises, given what the broker and kpress support
+    /// (`min(broker_max, kpress_max)`). Override to cap lower, e.g. Produce
+    /// at v12 so clients send topic names instead of ids.
+    fn max_version(&mut self, api_key: i16, capped_max: i16) -> i16 {
+        let _ = api_key;
+        capped_max
+    }
+}
+
+/// Whether a response to `api_key` at `api_version` may need rewriting; the
+/// proxy relays every other response without looking at it.
+pub fn rewrites_response(api_key: i16, api_version: i16) -> bool {
+    match api_key {
+        api_key::METADATA | api_key::FIND_COORDINATOR | api_key::DESCRIBE_CLUSTER => true,
+        api_key::API_VERSIONS => true,
+        api_key::PRODUCE => api_version >= endpoints::PRODUCE_FIRST_NODE_ENDPOINTS,
+        api_key::FETCH => api_version >= endpoints::FETCH_FIRST_NODE_ENDPOINTS,
+        _ => false,
+    }
+}
+
+/// Rewrites a response body (after the response header). Returns the new
+/// body, or `None` when it is unchanged (relay the original bytes).
+/// On error, relay the original bytes: the error says whose fault it was.
+pub fn rewrite_response(
+    api_key: i16,
+    api_version: i16,
+    body: &[u8],
+    observer: &mut dyn ResponseObserver,
+) -> Result<Option<BytesMut>, ProtocolError> {
+    match api_key {
+        api_key::METADATA => metadata::rewrite_metadata_response(api_version, body, observer),
+        api_key::FIND_COORDINATOR => {
+            coordinator::rewrite_find_coordinator_response(api_version, body, observer)
+        }
+        api_key::DESCRIBE_CLUSTER => {
+            cluster::rewrite_describe_cluster_response(api_version, body, observer)
+        }
+        api_key::API_VERSIONS => {
+            api_versions::rewrite_api_versions_response(api_version, body, observer)
+        }
+        api_key::PRODUCE | api_key::FETCH => {
+            endpoints::rewrite_node_endpoints(api_key, api_version, body, observer)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The supported version range of a response kind, checked before decoding.
+pub(crate) fn check_version(
+    api: &'static str,
+    api_version: i16,
+    min: i16,
+    max: i16,
+) -> Result<(), ProtocolError> {
+    if (min..=max).contains(&api_version) {
+        Ok(())
+    } else {
+        Err(ProtocolError::UnsupportedVersion {
+            api,
+            version: api_version,
+            min,
+            max,
+        })
+    }
+}
+
+pub(crate) fn malformed(api: &'static str, version: i16) -> impl Fn(WireError) -> ProtocolError {
+    move |source| ProtocolError::MalformedResponse {
+        api,
+        version,
+        source,
+    }
+}
+
+/// Decodes a response body with kafka-protocol once `guard` (a bounds-checked
+/// walk of the same body) has proven every count fits in the bytes present:
+/// kafka-protocol sizes vectors from wire counts.
+pub(crate) fn guarded_decode<T: Decodable>(
+    api: &'static str,
+    version: i16,
+    body: &[u8],
+    guard: impl FnOnce(&[u8], i16) -> Result<(), WireError>,
+) -> Result<T, ProtocolError> {
+    let malformed = malformed(api, version);
+    guard(body, version).map_err(&malformed)?;
+    let mut buf = body;
+    T::decode(&mut buf, version).map_err(|e| malformed(WireError::Decode(e.to_string())))
+}
+
+pub(crate) fn encode_failed<E: std::fmt::Display>(
+    api: &'static str,
+    version: i16,
+) -> impl Fn(E) -> ProtocolError {
+    move |e| ProtocolError::Encode {
+        api,
+        version,
+        reason: e.to_string(),
+    }
+}
+
+pub(crate) fn encode<T: Encodable>(
+    api: &'static str,
+    version: i16,
+    message: &T,
+) -> Result<BytesMut, ProtocolError> {
+    let mut out = BytesMut::new();
+    message
+        .encode(&mut out, version)
+        .map_err(encode_failed(api, version))?;
+    Ok(out)
+}
