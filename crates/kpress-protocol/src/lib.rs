@@ -6,12 +6,13 @@
 //! # Requests (from clients: hostile input)
 //!
 //! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
-//! - [`rewrite_produce_with`]: each partition's records of a Produce request
-//!   (v3-v13) go through a [`RecordsRewriter`] (kpress-batch's recompressor
-//!   with the topic's policy); returns the new request payload (header + body,
-//!   no size prefix) or `None` to forward the original. v13 topic ids without
-//!   a known name are listed and left untouched. Hostile counts and lengths
-//!   are errors, never allocations.
+//! - [`rewrite_produce`]: each partition's records of a Produce request
+//!   (v3-v13) are recompressed by kpress-batch's `Recompressor` with the
+//!   topic's policy; returns the new request payload (header + body, no size
+//!   prefix) or `None` to forward the original, and the batch stats. v13
+//!   topic ids without a known name are listed and left untouched. Hostile
+//!   counts and lengths are errors, never allocations.
+//!   [`rewrite_produce_with`] takes any [`RecordsRewriter`] instead.
 //!
 //! # Responses (from the broker)
 //!
@@ -54,7 +55,7 @@ pub use api_versions::{api_versions_body_version, PARSED_MAX_VERSIONS};
 pub use error::{Fault, ProtocolError, WireError};
 pub use metadata::metadata_request;
 pub use produce::{
-    produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, PRODUCE_MAX_VERSION,
-    PRODUCE_MIN_VERSION,
+    produce_acks, rewrite_produce, rewrite_produce_with, ProduceRewrite, ProduceSplice,
+    RecordsRewriter, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
 pub use response::{api_key, rewrite_response, rewrites_response, ResponseObserver};

@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use kpress_batch::{PolicyLookup, Recompressor, RewriteStats};
 
 use crate::error::{ProtocolError, WireError};
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
@@ -36,9 +37,68 @@ pub(crate) enum TopicRef<'a> {
 
 /// Rewrites one partition's records field.
 pub trait RecordsRewriter {
-    /// `out` is empty on entry. Return `true` if `out` now holds records that
-    /// replace `records`; `false` forwards `records` unchanged.
+    /// Appends the new records of `topic` to `out` and returns `true`, or
+    /// returns `false` to keep `records` (anything appended is then dropped).
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool;
+}
+
+/// Outcome of [`rewrite_produce`].
+#[derive(Debug, Default)]
+pub struct ProduceRewrite {
+    /// The whole new request payload (header + body, no size prefix), or
+    /// `None` when no batch changed: forward the original bytes.
+    pub frame_payload: Option<BytesMut>,
+    /// v13 topic ids kpress has no name for; their records went untouched.
+    pub unknown_topic_ids: Vec<[u8; 16]>,
+    /// What happened to every batch of the topics kpress could name.
+    pub stats: RewriteStats,
+}
+
+/// Recompresses each partition's records with its topic's policy.
+struct PolicyRewriter<'a> {
+    policies: &'a dyn PolicyLookup,
+    recompressor: &'a mut Recompressor,
+    stats: RewriteStats,
+}
+
+impl RecordsRewriter for PolicyRewriter<'_> {
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        let policy = self.policies.policy_for(topic);
+        let mut stats = RewriteStats::default();
+        self.recompressor
+            .rewrite_records(records, policy, out, &mut stats);
+        self.stats.merge(&stats);
+        stats.batches_rewritten > 0
+    }
+}
+
+/// Recompresses the records of every partition of a Produce request (v3-v13)
+/// with the policy `policies` names for its topic.
+///
+/// `payload` is the request header and body (no size prefix); `header_len`
+/// is the request header's length. v13 topic ids are named by `topic_name`;
+/// ids it does not know are listed in the result and their records left alone.
+/// On error nothing was changed: forward the original bytes and let the
+/// broker answer the client.
+pub fn rewrite_produce(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    policies: &dyn PolicyLookup,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+    recompressor: &mut Recompressor,
+) -> Result<ProduceRewrite, ProtocolError> {
+    let mut rewriter = PolicyRewriter {
+        policies,
+        recompressor,
+        stats: RewriteStats::default(),
+    };
+    let splice = rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
+    Ok(ProduceRewrite {
+        frame_payload: splice.frame_payload,
+        unknown_topic_ids: splice.unknown_topic_ids,
+        stats: rewriter.stats,
+    })
 }
 
 /// Outcome of [`rewrite_produce_with`].
@@ -100,14 +160,8 @@ struct Splice {
     new: Range<usize>,
 }
 
-/// Rewrites the records of every partition of a Produce request through
-/// `rewriter`, topic by topic.
-///
-/// `payload` is the request header and body (no size prefix); `header_len`
-/// is the request header's length. v13 topic ids are named by `topic_name`;
-/// ids it does not know are listed in the result and their records left alone.
-/// On error nothing was changed: forward the original bytes and let the
-/// broker answer the client.
+/// [`rewrite_produce`] with any [`RecordsRewriter`]: the request walk and
+/// splice, without the policy lookup.
 pub fn rewrite_produce_with(
     payload: &[u8],
     header_len: usize,
@@ -140,14 +194,14 @@ pub fn rewrite_produce_with(
                 }
             },
         };
-        let mut out = Vec::new();
-        if rewriter.rewrite_records(&name, records, &mut out) {
-            let start = scratch.len();
-            scratch.extend_from_slice(&out);
+        let start = scratch.len();
+        if rewriter.rewrite_records(&name, records, &mut scratch) {
             splices.push(Splice {
                 field,
                 new: start..scratch.len(),
             });
+        } else {
+            scratch.truncate(start);
         }
     })
     .map_err(malformed)?;
