@@ -1,0 +1,788 @@
+//! Reads a policy file's TOML into [`Config`], reporting every problem with its place.
+//!
+//! The walk is over toml's spanned document (`DeTable`), not serde: serde stops at the
+//! first error and loses the places of keys, and operators need every typo at once.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use kpress_batch::RecompressMode;
+use kpress_codec::options::{allowed_values, OPTION_KEYS};
+use kpress_codec::Codec;
+use toml::de::{DeString, DeTable, DeValue};
+use toml::Spanned;
+
+use crate::problem::{line_column, Problem, ProblemSink};
+use crate::settings::{
+    Compression, Config, Limits, ListenerSettings, MetricsSettings, TopicPolicy, TopicRule,
+    UpstreamSettings,
+};
+use crate::topic_match::TopicPattern;
+
+const SECTIONS: &str = "listener, upstream, limits, metrics, defaults, topics";
+const COMPRESSION_TYPES: &str = "producer, none (or uncompressed), gzip, snappy, lz4, zstd";
+const RECOMPRESS_MODES: &str = "codec-differs, always";
+
+/// Kafka sizes are int32 on the wire.
+const INT32_MAX: i64 = i32::MAX as i64;
+
+type Entry<'a, 'i> = (&'a Spanned<DeString<'i>>, &'a Spanned<DeValue<'i>>);
+
+/// A `[defaults]` or `[[topics]]` table, read.
+struct PolicyRead {
+    policy: TopicPolicy,
+    /// The rule's `match`; `None` for `[defaults]`.
+    pattern: Option<MatchRead>,
+}
+
+struct MatchRead {
+    pattern: TopicPattern,
+    line: usize,
+    span: Range<usize>,
+}
+
+/// A leaf of a policy table with its dotted path joined back into Kafka's name.
+struct FlatKey<'a, 'i> {
+    name: String,
+    key: &'a Spanned<DeString<'i>>,
+    value: &'a Spanned<DeValue<'i>>,
+}
+
+/// Parses a whole policy file; `Err` holds every problem, in file order.
+pub(crate) fn parse_document(text: &str, source_name: &str) -> Result<Config, Vec<Problem>> {
+    let (root, syntax_errors) = DeTable::parse_recoverable(text);
+    if !syntax_errors.is_empty() {
+        // Past a syntax error the document is a guess: report the syntax only.
+        return Err(syntax_errors
+            .iter()
+            .map(|e| {
+                let (line, column) = line_column(text, e.span().map_or(0, |s| s.start));
+                Problem {
+                    source_name: source_name.to_owned(),
+                    line,
+                    column,
+                    key: None,
+                    value: None,
+                    message: format!("TOML syntax: {}", e.message()),
+                    allowed: None,
+                }
+            })
+            .collect());
+    }
+    let mut walk = Walk {
+        sink: ProblemSink::new(text, source_name),
+    };
+    let config = walk.document(root.get_ref());
+    match config {
+        Some(config) if walk.sink.is_empty() => Ok(config),
+        _ => Err(walk.sink.into_problems()),
+    }
+}
+
+struct Walk<'t> {
+    sink: ProblemSink<'t>,
+}
+
+/// The start of the file, for problems with no place of their own (a missing section).
+const FILE_START: Range<usize> = 0..0;
+
+impl Walk<'_> {
+    fn document(&mut self, root: &DeTable<'_>) -> Option<Config> {
+        let mut listener = None;
+        let mut upstream = None;
+        let mut limits = Some(Limits::default());
+        let mut metrics = None;
+        let mut defaults = Some(TopicPolicy::default());
+        let mut topics_value = None;
+        let mut defaults_value = None;
+        for (key, value) in root.iter() {
+            match key.get_ref().as_ref() {
+                "listener" => {
+                    listener = self.table(key, value).and_then(|t| self.listener(t, value))
+                }
+                "upstream" => {
+                    upstream = self.table(key, value).and_then(|t| self.upstream(t, value))
+                }
+                "limits" => limits = self.table(key, value).and_then(|t| self.limits(t)),
+                "metrics" => metrics = self.table(key, value).and_then(|t| self.metrics(t, value)),
+                "defaults" => defaults_value = Some((key, value)),
+                "topics" => topics_value = Some((key, value)),
+                other => self.sink.report(
+                    &key.span(),
+                    Some(other),
+                    None,
+                    "unknown section",
+                    Some(SECTIONS.to_owned()),
+                ),
+            }
+        }
+        if !root.contains_key("listener") {
+            self.missing_section("listener");
+        }
+        if !root.contains_key("upstream") {
+            self.missing_section("upstream");
+        }
+        // Rules inherit [defaults], so it is read before [[topics]] whatever the file order.
+        if let Some((key, value)) = defaults_value {
+            defaults = self
+                .table(key, value)
+                .and_then(|t| self.policy(t, &TopicPolicy::default(), None))
+                .map(|read| read.policy);
+        }
+        let mut topics = Some(Vec::new());
+        if let (Some((key, value)), Some(defaults)) = (topics_value, &defaults) {
+            topics = self.topics(key, value, defaults);
+        }
+        let listener = listener?;
+        let upstream = upstream?;
+        if root.contains_key("metrics") && metrics.is_none() {
+            return None;
+        }
+        let limits = limits?;
+        if let Some(m) = &metrics {
+            if conflicts(m.bind, listener.bind) {
+                let span = root
+                    .get("metrics")
+                    .map_or(FILE_START, |v| v.span().start..v.span().start);
+                self.sink.report(
+                    &span,
+                    Some("metrics.bind"),
+                    None,
+                    format!("is the same address as listener.bind ({})", listener.bind),
+                    None,
+                );
+            }
+        }
+        Some(Config {
+            listener,
+            upstream,
+            limits,
+            metrics,
+            defaults: defaults?,
+            topics: topics?,
+        })
+    }
+
+    fn missing_section(&mut self, name: &str) {
+        self.sink.report(
+            &FILE_START,
+            Some(&format!("[{name}]")),
+            None,
+            "missing section",
+            None,
+        );
+    }
+
+    fn table<'a, 'i>(
+        &mut self,
+        key: &Spanned<DeString<'_>>,
+        value: &'a Spanned<DeValue<'i>>,
+    ) -> Option<&'a DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(t) => Some(t),
+            other => {
+                self.sink.bad_value(
+                    key.get_ref(),
+                    &value.span(),
+                    format!("must be a table, not {}", other.type_str()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// Reports every key of `table` not in `known`, returning the known entries by name.
+    fn known_keys<'a, 'i>(
+        &mut self,
+        section: &str,
+        table: &'a DeTable<'i>,
+        known: &[&str],
+    ) -> HashMap<String, Entry<'a, 'i>> {
+        let mut found = HashMap::new();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().as_ref();
+            if known.contains(&name) {
+                found.insert(name.to_owned(), (key, value));
+            } else {
+                self.sink.report(
+                    &key.span(),
+                    Some(&format!("{section}.{name}")),
+                    None,
+                    format!("unknown key in [{section}]"),
+                    Some(known.join(", ")),
+                );
+            }
+        }
+        found
+    }
+
+    fn missing_key(&mut self, section: &str, key: &str, section_value: &Spanned<DeValue<'_>>) {
+        let at = section_value.span().start;
+        self.sink.report(
+            &(at..at),
+            Some(&format!("{section}.{key}")),
+            None,
+            format!("missing key in [{section}]"),
+            None,
+        );
+    }
+
+    /// `Some(None)`: problems were reported; the section is unusable but the walk goes on.
+    fn listener(
+        &mut self,
+        table: &DeTable<'_>,
+        section: &Spanned<DeValue<'_>>,
+    ) -> Option<ListenerSettings> {
+        let keys = self.known_keys(
+            "listener",
+            table,
+            &["bind", "advertised_host", "node_port_base"],
+        );
+        let bind = match keys.get("bind") {
+            Some((_, v)) => self.socket_addr("listener.bind", v),
+            None => {
+                self.missing_key("listener", "bind", section);
+                None
+            }
+        };
+        let node_port_base = match keys.get("node_port_base") {
+            Some((_, v)) => self
+                .integer_in("listener.node_port_base", v, 1, u16::MAX.into(), "1..65535")
+                .map(|p| p as u16),
+            None => {
+                self.missing_key("listener", "node_port_base", section);
+                None
+            }
+        };
+        let advertised_host = match keys.get("advertised_host") {
+            Some((_, v)) => self.string("listener.advertised_host", v).and_then(|host| {
+                if host.is_empty() || host.contains(char::is_whitespace) {
+                    self.sink.bad_value(
+                        "listener.advertised_host",
+                        &v.span(),
+                        "must be a host name or IP address without spaces",
+                        None,
+                    );
+                    None
+                } else {
+                    Some(host.to_owned())
+                }
+            }),
+            // Clients can reach the bind address itself unless it is a wildcard.
+            None => match bind {
+                Some(b) if !b.ip().is_unspecified() => Some(b.ip().to_string()),
+                Some(b) => {
+                    let at = keys.get("bind").map_or(FILE_START, |(_, v)| v.span());
+                    self.sink.report(
+                        &at,
+                        Some("listener.advertised_host"),
+                        None,
+                        format!(
+                            "missing: listener.bind is the wildcard {}, so clients need a host to be sent to",
+                            b.ip()
+                        ),
+                        None,
+                    );
+                    None
+                }
+                None => None,
+            },
+        };
+        Some(ListenerSettings {
+            bind: bind?,
+            advertised_host: advertised_host?,
+            node_port_base: node_port_base?,
+        })
+    }
+
+    fn upstream(
+        &mut self,
+        table: &DeTable<'_>,
+        section: &Spanned<DeValue<'_>>,
+    ) -> Option<UpstreamSettings> {
+        let keys = self.known_keys("upstream", table, &["bootstrap_servers"]);
+        let Some((_, value)) = keys.get("bootstrap_servers") else {
+            self.missing_key("upstream", "bootstrap_servers", section);
+            return None;
+        };
+        const KEY: &str = "upstream.bootstrap_servers";
+        let DeValue::Array(items) = value.get_ref() else {
+            self.sink.bad_value(
+                KEY,
+                &value.span(),
+                format!(
+                    "must be an array of \"host:port\" strings, not {}",
+                    value.get_ref().type_str()
+                ),
+                None,
+            );
+            return None;
+        };
+        if items.is_empty() {
+            self.sink
+                .bad_value(KEY, &value.span(), "needs at least one \"host:port\"", None);
+            return None;
+        }
+        let mut servers = Vec::with_capacity(items.len());
+        let mut all_ok = true;
+        for item in items.iter() {
+            match self.string(KEY, item) {
+                Some(s) if is_host_port(s) => servers.push(s.to_owned()),
+                Some(_) => {
+                    self.sink.bad_value(
+                        KEY,
+                        &item.span(),
+                        "not a \"host:port\" address",
+                        Some("host:port with port 1..65535, [IPv6]:port".to_owned()),
+                    );
+                    all_ok = false;
+                }
+                None => all_ok = false,
+            }
+        }
+        all_ok.then_some(UpstreamSettings {
+            bootstrap_servers: servers,
+        })
+    }
+
+    fn limits(&mut self, table: &DeTable<'_>) -> Option<Limits> {
+        let keys = self.known_keys(
+            "limits",
+            table,
+            &[
+                "max_batch_bytes",
+                "max_decompressed_bytes",
+                "max_frame_bytes",
+                "max_inflight_bytes",
+            ],
+        );
+        let mut limits = Limits::default();
+        let mut ok = true;
+        let fields: [(&str, &mut usize, i64, i64); 4] = [
+            (
+                "max_batch_bytes",
+                &mut limits.max_batch_bytes,
+                61,
+                INT32_MAX,
+            ),
+            (
+                "max_decompressed_bytes",
+                &mut limits.max_decompressed_bytes,
+                1024,
+                INT32_MAX,
+            ),
+            (
+                "max_frame_bytes",
+                &mut limits.max_frame_bytes,
+                1024,
+                INT32_MAX,
+            ),
+            (
+                "max_inflight_bytes",
+                &mut limits.max_inflight_bytes,
+                1024,
+                1 << 40,
+            ),
+        ];
+        for (name, field, min, max) in fields {
+            if let Some((_, v)) = keys.get(name) {
+                let key = format!("limits.{name}");
+                match self.integer_in(&key, v, min, max, &format!("{min}..{max}")) {
+                    Some(n) => *field = n as usize,
+                    None => ok = false,
+                }
+            }
+        }
+        if ok && limits.max_inflight_bytes < limits.max_frame_bytes {
+            // A frame of the largest allowed size could never be admitted.
+            let at = keys
+                .get("max_inflight_bytes")
+                .or_else(|| keys.get("max_frame_bytes"))
+                .map_or(FILE_START, |(_, v)| v.span());
+            self.sink.bad_value(
+                "limits.max_inflight_bytes",
+                &at,
+                format!(
+                    "is below limits.max_frame_bytes ({}): a largest frame could never be admitted",
+                    limits.max_frame_bytes
+                ),
+                Some(format!("{}..{}", limits.max_frame_bytes, 1u64 << 40)),
+            );
+            ok = false;
+        }
+        ok.then_some(limits)
+    }
+
+    fn metrics(
+        &mut self,
+        table: &DeTable<'_>,
+        section: &Spanned<DeValue<'_>>,
+    ) -> Option<MetricsSettings> {
+        let keys = self.known_keys("metrics", table, &["bind"]);
+        let Some((_, value)) = keys.get("bind") else {
+            self.missing_key("metrics", "bind", section);
+            return None;
+        };
+        Some(MetricsSettings {
+            bind: self.socket_addr("metrics.bind", value)?,
+        })
+    }
+
+    fn topics(
+        &mut self,
+        key: &Spanned<DeString<'_>>,
+        value: &Spanned<DeValue<'_>>,
+        defaults: &TopicPolicy,
+    ) -> Option<Vec<TopicRule>> {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.sink.bad_value(
+                key.get_ref(),
+                &value.span(),
+                "must be an array of tables ([[topics]])",
+                None,
+            );
+            return None;
+        };
+        let mut rules = Vec::with_capacity(items.len());
+        let mut ok = true;
+        // Same pattern twice: the second rule can never apply.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for item in items.iter() {
+            let DeValue::Table(table) = item.get_ref() else {
+                self.sink.bad_value(
+                    "topics",
+                    &item.span(),
+                    "each entry must be a table ([[topics]])",
+                    None,
+                );
+                ok = false;
+                continue;
+            };
+            let Some(read) = self.policy(table, defaults, Some(item)) else {
+                ok = false;
+                continue;
+            };
+            let Some(matched) = read.pattern else {
+                continue;
+            };
+            let text = matched.pattern.to_string();
+            if let Some(first) = seen.get(&text) {
+                self.sink.bad_value(
+                    "match",
+                    &matched.span,
+                    format!(
+                        "same pattern as the rule at line {first}, which always wins (first match wins)"
+                    ),
+                    None,
+                );
+                ok = false;
+            } else {
+                seen.insert(text, matched.line);
+            }
+            rules.push(TopicRule {
+                pattern: matched.pattern,
+                policy: read.policy,
+                line: matched.line,
+            });
+        }
+        ok.then_some(rules)
+    }
+
+    /// Reads a `[defaults]` table (`rule = None`) or one `[[topics]]` table on top of
+    /// `base`, the defaults it inherits.
+    fn policy(
+        &mut self,
+        table: &DeTable<'_>,
+        base: &TopicPolicy,
+        rule: Option<&Spanned<DeValue<'_>>>,
+    ) -> Option<PolicyRead> {
+        let mut flat = Vec::new();
+        flatten(table, "", &mut flat);
+        let mut policy = base.clone();
+        let mut pattern = None;
+        let mut ok = true;
+        let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
+        for FlatKey { name, key, value } in &flat {
+            let name = name.as_str();
+            // `compression.type` and `"compression.type"` are different TOML keys.
+            if let Some(first) = seen.insert(name, key.span()) {
+                let (line, _) = line_column(self.sink.text(), first.start);
+                self.sink.report(
+                    &key.span(),
+                    Some(name),
+                    None,
+                    format!("set twice (first at line {line})"),
+                    None,
+                );
+                ok = false;
+                continue;
+            }
+            let span = value.span();
+            let read = match name {
+                "match" if rule.is_some() => {
+                    self.string(name, value)
+                        .and_then(|text| match TopicPattern::parse(text) {
+                            Ok(p) => {
+                                pattern = Some(MatchRead {
+                                    pattern: p,
+                                    line: line_column(self.sink.text(), span.start).0,
+                                    span: span.clone(),
+                                });
+                                Some(())
+                            }
+                            Err(e) => {
+                                self.sink.bad_value(
+                                    name,
+                                    &span,
+                                    e.to_string(),
+                                    Some(
+                                        "an exact topic name, a glob (*, ?, [...]) or re:<regex>"
+                                            .to_owned(),
+                                    ),
+                                );
+                                None
+                            }
+                        })
+                }
+                "compression.type" => {
+                    self.string(name, value)
+                        .and_then(|text| match compression_type(text) {
+                            Some(c) => {
+                                policy.compression = c;
+                                Some(())
+                            }
+                            None => {
+                                self.sink.bad_value(
+                                    name,
+                                    &span,
+                                    "unknown compression type",
+                                    Some(COMPRESSION_TYPES.to_owned()),
+                                );
+                                None
+                            }
+                        })
+                }
+                "recompress" => self.string(name, value).and_then(|text| {
+                    match text {
+                        "codec-differs" => policy.recompress = RecompressMode::CodecDiffers,
+                        "always" => policy.recompress = RecompressMode::Always,
+                        _ => {
+                            self.sink.bad_value(
+                                name,
+                                &span,
+                                "unknown recompress mode",
+                                Some(RECOMPRESS_MODES.to_owned()),
+                            );
+                            return None;
+                        }
+                    }
+                    Some(())
+                }),
+                "allow_growth" => self.boolean(name, value).map(|b| policy.allow_growth = b),
+                option if OPTION_KEYS.contains(&option) => {
+                    let allowed = allowed_values(option).map(|a| a.to_string());
+                    self.integer(name, value, allowed.clone()).and_then(|n| {
+                        match policy.options.set_int(option, n) {
+                            Ok(()) => Some(()),
+                            Err(e) => {
+                                let message = match e {
+                                    kpress_codec::OptionError::OutOfRange { .. } => {
+                                        "out of range".to_owned()
+                                    }
+                                    other => other.to_string(),
+                                };
+                                self.sink.bad_value(name, &span, message, allowed);
+                                None
+                            }
+                        }
+                    })
+                }
+                unknown => {
+                    let where_ = if rule.is_some() {
+                        "[[topics]]"
+                    } else {
+                        "[defaults]"
+                    };
+                    let mut known: Vec<&str> = Vec::new();
+                    if rule.is_some() {
+                        known.push("match");
+                    }
+                    known.extend(["compression.type", "recompress", "allow_growth"]);
+                    known.extend(OPTION_KEYS);
+                    if unknown == "match" {
+                        known.clear();
+                        known.extend(["only in [[topics]]"]);
+                    }
+                    self.sink.report(
+                        &key.span(),
+                        Some(unknown),
+                        None,
+                        format!("unknown key in {where_}"),
+                        Some(known.join(", ")),
+                    );
+                    None
+                }
+            };
+            ok &= read.is_some();
+        }
+        if let Some(rule) = rule {
+            if !seen.contains_key("match") {
+                let at = rule.span().start;
+                self.sink.report(
+                    &(at..at),
+                    Some("match"),
+                    None,
+                    "missing key in [[topics]]: which topics does this rule apply to?",
+                    Some("an exact topic name, a glob (*, ?, [...]) or re:<regex>".to_owned()),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(PolicyRead { policy, pattern })
+    }
+
+    fn string<'a>(&mut self, key: &str, value: &'a Spanned<DeValue<'_>>) -> Option<&'a str> {
+        match value.get_ref() {
+            DeValue::String(s) => Some(s.as_ref()),
+            other => {
+                self.sink.bad_value(
+                    key,
+                    &value.span(),
+                    format!("must be a string, not {}", other.type_str()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<bool> {
+        match value.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                self.sink.bad_value(
+                    key,
+                    &value.span(),
+                    format!("must be true or false, not {}", other.type_str()),
+                    Some("true, false".to_owned()),
+                );
+                None
+            }
+        }
+    }
+
+    fn integer(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+        allowed: Option<String>,
+    ) -> Option<i64> {
+        match value.get_ref() {
+            DeValue::Integer(n) => match i64::from_str_radix(n.as_str(), n.radix()) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    self.sink
+                        .bad_value(key, &value.span(), "out of range", allowed);
+                    None
+                }
+            },
+            other => {
+                self.sink.bad_value(
+                    key,
+                    &value.span(),
+                    format!("must be an integer, not {}", other.type_str()),
+                    allowed,
+                );
+                None
+            }
+        }
+    }
+
+    fn integer_in(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+        min: i64,
+        max: i64,
+        allowed: &str,
+    ) -> Option<i64> {
+        let n = self.integer(key, value, Some(allowed.to_owned()))?;
+        if (min..=max).contains(&n) {
+            Some(n)
+        } else {
+            self.sink
+                .bad_value(key, &value.span(), "out of range", Some(allowed.to_owned()));
+            None
+        }
+    }
+
+    fn socket_addr(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<SocketAddr> {
+        let text = self.string(key, value)?;
+        match text.parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                self.sink.bad_value(
+                    key,
+                    &value.span(),
+                    "not an IP:port socket address",
+                    Some("IPv4:port or [IPv6]:port, e.g. 127.0.0.1:19092".to_owned()),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Joins TOML's nested tables back into Kafka's dotted names: `compression.zstd.level = 3`
+/// is table `compression` → table `zstd` → key `level`.
+fn flatten<'a, 'i>(table: &'a DeTable<'i>, prefix: &str, out: &mut Vec<FlatKey<'a, 'i>>) {
+    for (key, value) in table.iter() {
+        let name = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        match value.get_ref() {
+            DeValue::Table(inner) if !inner.is_empty() => flatten(inner, &name, out),
+            _ => out.push(FlatKey { name, key, value }),
+        }
+    }
+}
+
+/// Kafka's names: the producer says `none`, topic configs say `uncompressed`; both mean
+/// no codec. Names are lower case, as Kafka requires.
+fn compression_type(text: &str) -> Option<Compression> {
+    Some(match text {
+        "producer" => Compression::Producer,
+        "none" | "uncompressed" => Compression::Codec(Codec::None),
+        "gzip" => Compression::Codec(Codec::Gzip),
+        "snappy" => Compression::Codec(Codec::Snappy),
+        "lz4" => Compression::Codec(Codec::Lz4),
+        "zstd" => Compression::Codec(Codec::Zstd),
+        _ => return None,
+    })
+}
+
+/// Whether two listeners would fight over one port.
+fn conflicts(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// `host:port` or `[v6]:port` with a port in 1..=65535.
+fn is_host_port(s: &str) -> bool {
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = if let Some(inner) = host.strip_prefix('[') {
+        inner
+            .strip_suffix(']')
+            .is_some_and(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok())
+    } else {
+        !host.is_empty() && !host.contains(|c: char| c.is_whitespace() || c == ':' || c == '/')
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}

@@ -1,0 +1,152 @@
+//! What a valid policy file says, as typed values.
+
+use std::fmt;
+use std::net::SocketAddr;
+
+use kpress_batch::RecompressMode;
+use kpress_codec::{Codec, CompressionOptions};
+
+use crate::topic_match::TopicPattern;
+
+/// Kafka's `message.max.bytes` default: the largest record batch a broker accepts.
+pub const MAX_BATCH_BYTES_DEFAULT: usize = kpress_batch::DEFAULT_MAX_BATCH_BYTES;
+/// 64 x `message.max.bytes`: room for highly compressible batches, bounded all the same.
+pub const MAX_DECOMPRESSED_BYTES_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DECOMPRESSED_BYTES;
+/// Kafka's `socket.request.max.bytes` default.
+pub const MAX_FRAME_BYTES_DEFAULT: usize = 100 << 20;
+/// One memory budget for the requests and responses of all connections together.
+pub const MAX_INFLIGHT_BYTES_DEFAULT: usize = 256 << 20;
+
+/// A whole, valid policy file.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listener: ListenerSettings,
+    pub upstream: UpstreamSettings,
+    pub limits: Limits,
+    /// `None` when the file has no `[metrics]` section: no exporter.
+    pub metrics: Option<MetricsSettings>,
+    /// `[defaults]`: the policy of topics no rule matches, and what rules inherit.
+    pub defaults: TopicPolicy,
+    /// `[[topics]]`, in file order; the first rule whose pattern matches wins.
+    pub topics: Vec<TopicRule>,
+}
+
+/// `[listener]`: where clients connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerSettings {
+    /// The bootstrap address clients put in `bootstrap.servers`.
+    pub bind: SocketAddr,
+    /// The host written into rewritten broker addresses (Metadata and the like).
+    pub advertised_host: String,
+    /// Broker node N is served on port `node_port_base + N`.
+    pub node_port_base: u16,
+}
+
+/// `[upstream]`: the real brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSettings {
+    /// `host:port` entries, as in Kafka's `bootstrap.servers`.
+    pub bootstrap_servers: Vec<String>,
+}
+
+/// `[limits]`: bounds on memory, with Kafka-aligned defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A rewritten batch larger than this is not used (the original goes on).
+    pub max_batch_bytes: usize,
+    /// A batch whose records decompress to more than this passes through untouched.
+    pub max_decompressed_bytes: usize,
+    /// Largest Kafka frame accepted from a client or broker.
+    pub max_frame_bytes: usize,
+    /// Bytes of requests and responses held at once, all connections together.
+    pub max_inflight_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_batch_bytes: MAX_BATCH_BYTES_DEFAULT,
+            max_decompressed_bytes: MAX_DECOMPRESSED_BYTES_DEFAULT,
+            max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
+            max_inflight_bytes: MAX_INFLIGHT_BYTES_DEFAULT,
+        }
+    }
+}
+
+/// `[metrics]`: the Prometheus scrape endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsSettings {
+    pub bind: SocketAddr,
+}
+
+/// `compression.type`: keep what the producer sent, or one of Kafka's codecs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Producer,
+    Codec(Codec),
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::Producer => f.write_str("producer"),
+            Compression::Codec(codec) => f.write_str(codec.name()),
+        }
+    }
+}
+
+/// What happens to the batches of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicPolicy {
+    pub compression: Compression,
+    /// Every `compression.*` option, Kafka's defaults where the file says nothing.
+    pub options: CompressionOptions,
+    /// `recompress`: whether a batch already in the target codec is re-encoded.
+    pub recompress: RecompressMode,
+    /// Use a rewrite even when it is larger than the original batch.
+    pub allow_growth: bool,
+}
+
+impl Default for TopicPolicy {
+    fn default() -> Self {
+        TopicPolicy {
+            compression: Compression::Producer,
+            options: CompressionOptions::default(),
+            recompress: RecompressMode::default(),
+            allow_growth: false,
+        }
+    }
+}
+
+/// Prints the policy as an operator reads it: the codec with its own options only.
+impl fmt::Display for TopicPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Compression::Codec(codec) = self.compression else {
+            return f.write_str("producer (batches pass as sent)");
+        };
+        f.write_str(codec.name())?;
+        let prefix = format!("compression.{}.", codec.name());
+        let own: Vec<String> = kpress_codec::options::OPTION_KEYS
+            .iter()
+            .filter(|key| key.starts_with(&prefix))
+            .filter_map(|key| Some(format!("{key}={}", self.options.get(key)?)))
+            .collect();
+        if !own.is_empty() {
+            write!(f, " ({})", own.join(", "))?;
+        }
+        write!(f, ", recompress {}", self.recompress.name())?;
+        if self.allow_growth {
+            f.write_str(", allow_growth")?;
+        }
+        Ok(())
+    }
+}
+
+/// One `[[topics]]` entry.
+#[derive(Debug, Clone)]
+pub struct TopicRule {
+    pub pattern: TopicPattern,
+    pub policy: TopicPolicy,
+    /// Line of the rule's `match` key, for messages and summaries.
+    pub line: usize,
+}

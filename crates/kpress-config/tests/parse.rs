@@ -1,0 +1,548 @@
+//! The policy file format: every key, every kind of error, and where errors point.
+
+use kpress_batch::{PolicyLookup, RecompressMode, Target};
+use kpress_codec::options::{allowed_values, OPTION_KEYS};
+use kpress_codec::Codec;
+use kpress_config::{parse, Compression, ConfigError, PolicySet, Problem};
+
+const HEAD: &str = r#"[listener]
+bind = "127.0.0.1:19092"
+advertised_host = "127.0.0.1"
+node_port_base = 19100
+[upstream]
+bootstrap_servers = ["127.0.0.1:9092"]
+"#;
+
+fn problems(text: &str) -> Vec<Problem> {
+    match parse(text, "t.toml") {
+        Ok(_) => panic!("expected problems in:\n{text}"),
+        Err(ConfigError::Invalid(p)) => {
+            assert!(!p.is_empty());
+            p
+        }
+        Err(other) => panic!("unexpected {other}"),
+    }
+}
+
+fn one_problem(text: &str) -> String {
+    let p = problems(text);
+    assert_eq!(p.len(), 1, "{p:#?}");
+    p[0].to_string()
+}
+
+#[test]
+fn minimal_file_gets_kafka_defaults() {
+    let c = parse(HEAD, "t.toml").unwrap();
+    assert_eq!(c.listener.bind.to_string(), "127.0.0.1:19092");
+    assert_eq!(c.listener.advertised_host, "127.0.0.1");
+    assert_eq!(c.listener.node_port_base, 19100);
+    assert_eq!(c.upstream.bootstrap_servers, ["127.0.0.1:9092"]);
+    assert_eq!(c.limits.max_batch_bytes, 1_048_588);
+    assert_eq!(c.limits.max_decompressed_bytes, 64 << 20);
+    assert_eq!(c.limits.max_frame_bytes, 100 << 20);
+    assert_eq!(c.limits.max_inflight_bytes, 256 << 20);
+    assert!(c.metrics.is_none());
+    assert_eq!(c.defaults.compression, Compression::Producer);
+    assert!(c.topics.is_empty());
+}
+
+#[test]
+fn the_issue_example_parses() {
+    let text = format!(
+        r#"{HEAD}
+[limits]
+max_batch_bytes = 1048588
+max_decompressed_bytes = 67108864
+max_frame_bytes = 104857600
+max_inflight_bytes = 268435456
+[metrics]
+bind = "127.0.0.1:9464"
+[defaults]
+compression.type = "producer"
+[[topics]]
+match = "logs.*"
+compression.type = "zstd"
+compression.zstd.level = 3
+compression.zstd.window = 0
+recompress = "codec-differs"
+"#
+    );
+    let c = parse(&text, "t.toml").unwrap();
+    assert_eq!(c.metrics.unwrap().bind.to_string(), "127.0.0.1:9464");
+    assert_eq!(c.topics.len(), 1);
+    let rule = &c.topics[0];
+    assert_eq!(rule.pattern.to_string(), "logs.*");
+    assert_eq!(rule.line, 18);
+    assert_eq!(rule.policy.compression, Compression::Codec(Codec::Zstd));
+    assert_eq!(rule.policy.options.zstd_level(), 3);
+    assert_eq!(rule.policy.recompress, RecompressMode::CodecDiffers);
+}
+
+#[test]
+fn every_option_key_at_its_bounds_and_one_past() {
+    // Representative bounds for each key, from the codec core's own ranges.
+    let cases: [(&str, &[i64], &[i64]); 7] = [
+        ("compression.gzip.level", &[-1, 1, 9], &[-2, 0, 10]),
+        (
+            "compression.gzip.buffer",
+            &[512, 1 << 30],
+            &[511, (1 << 30) + 1],
+        ),
+        ("compression.snappy.block", &[1024, 1 << 30], &[1023, 0]),
+        ("compression.lz4.level", &[1, 17], &[0, 18]),
+        ("compression.lz4.block", &[4, 7], &[3, 8]),
+        ("compression.zstd.level", &[-131072, 22], &[-131073, 23]),
+        ("compression.zstd.window", &[0, 10, 22], &[9, 23]),
+    ];
+    assert_eq!(cases.len(), OPTION_KEYS.len());
+    for (key, good, bad) in cases {
+        for v in good {
+            for section in ["[defaults]", "[[topics]]\nmatch = \"t\""] {
+                let text = format!("{HEAD}{section}\n{key} = {v}\n");
+                let c = parse(&text, "t.toml").unwrap_or_else(|e| panic!("{key}={v}: {e}"));
+                let policy = c.topics.first().map_or(&c.defaults, |r| &r.policy);
+                assert_eq!(policy.options.get(key), Some(*v), "{key}");
+            }
+        }
+        for v in bad {
+            let text = format!("{HEAD}[[topics]]\nmatch = \"t\"\n{key} = {v}\n");
+            let allowed = allowed_values(key).unwrap().to_string();
+            let col = key.len() + 4;
+            assert_eq!(
+                one_problem(&text),
+                format!("t.toml:9:{col}: {key} = {v}: out of range (allowed: {allowed})")
+            );
+        }
+    }
+}
+
+#[test]
+fn compression_types_and_recompress_modes() {
+    for (name, expect) in [
+        ("producer", Compression::Producer),
+        ("none", Compression::Codec(Codec::None)),
+        ("uncompressed", Compression::Codec(Codec::None)),
+        ("gzip", Compression::Codec(Codec::Gzip)),
+        ("snappy", Compression::Codec(Codec::Snappy)),
+        ("lz4", Compression::Codec(Codec::Lz4)),
+        ("zstd", Compression::Codec(Codec::Zstd)),
+    ] {
+        let text = format!("{HEAD}[defaults]\ncompression.type = \"{name}\"\n");
+        assert_eq!(parse(&text, "t").unwrap().defaults.compression, expect);
+    }
+    assert_eq!(
+        one_problem(&format!("{HEAD}[defaults]\ncompression.type = \"ZSTD\"\n")),
+        "t.toml:8:20: compression.type = \"ZSTD\": unknown compression type \
+         (allowed: producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
+    );
+    let text = format!("{HEAD}[defaults]\nrecompress = \"always\"\nallow_growth = true\n");
+    let c = parse(&text, "t").unwrap();
+    assert_eq!(c.defaults.recompress, RecompressMode::Always);
+    assert!(c.defaults.allow_growth);
+    assert_eq!(
+        one_problem(&format!("{HEAD}[defaults]\nrecompress = \"sometimes\"\n")),
+        "t.toml:8:14: recompress = \"sometimes\": unknown recompress mode \
+         (allowed: codec-differs, always)"
+    );
+    assert_eq!(
+        one_problem(&format!("{HEAD}[defaults]\nallow_growth = \"yes\"\n")),
+        "t.toml:8:16: allow_growth = \"yes\": must be true or false, not string \
+         (allowed: true, false)"
+    );
+}
+
+#[test]
+fn rules_inherit_defaults_and_override_them() {
+    let text = format!(
+        r#"{HEAD}[defaults]
+compression.type = "zstd"
+compression.zstd.level = 7
+compression.lz4.level = 3
+recompress = "always"
+allow_growth = true
+[[topics]]
+match = "a"
+[[topics]]
+match = "b"
+compression.type = "lz4"
+compression.zstd.level = 1
+recompress = "codec-differs"
+"#
+    );
+    let c = parse(&text, "t").unwrap();
+    let a = &c.topics[0].policy;
+    assert_eq!(a, &c.defaults);
+    let b = &c.topics[1].policy;
+    assert_eq!(b.compression, Compression::Codec(Codec::Lz4));
+    assert_eq!(b.options.lz4_level(), 3, "inherited");
+    assert_eq!(b.options.zstd_level(), 1, "overridden");
+    assert_eq!(b.recompress, RecompressMode::CodecDiffers);
+    assert!(b.allow_growth, "inherited");
+}
+
+#[test]
+fn defaults_apply_whatever_the_section_order() {
+    let text =
+        format!("{HEAD}[[topics]]\nmatch = \"a\"\n[defaults]\ncompression.type = \"gzip\"\n");
+    let c = parse(&text, "t").unwrap();
+    assert_eq!(
+        c.topics[0].policy.compression,
+        Compression::Codec(Codec::Gzip)
+    );
+}
+
+#[test]
+fn dotted_quoted_and_nested_spellings_are_the_same_key() {
+    for body in [
+        "compression.zstd.level = 5",
+        "\"compression.zstd.level\" = 5",
+        "compression = { zstd = { level = 5 } }",
+        "[defaults.compression.zstd]\nlevel = 5",
+    ] {
+        let text = format!("{HEAD}[defaults]\n{body}\n");
+        let c = parse(&text, "t").unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(c.defaults.options.zstd_level(), 5, "{body}");
+    }
+    let p = one_problem(&format!(
+        "{HEAD}[defaults]\ncompression.type = \"gzip\"\n\"compression.type\" = \"lz4\"\n"
+    ));
+    assert!(
+        p.starts_with("t.toml:9:1: compression.type: set twice (first at line 8)"),
+        "{p}"
+    );
+}
+
+#[test]
+fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
+    let p = one_problem(&format!("{HEAD}[defaults]\ncompression.zstd.levle = 3\n"));
+    assert!(
+        p.starts_with("t.toml:8:18: compression.zstd.levle: unknown key in [defaults] (allowed: compression.type, recompress, allow_growth, compression.gzip.level"),
+        "{p}"
+    );
+    let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
+    assert_eq!(
+        p,
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, metrics, defaults, topics)"
+    );
+    let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
+    assert!(
+        p.starts_with(
+            "t.toml:8:1: limits.max_batch: unknown key in [limits] (allowed: max_batch_bytes,"
+        ),
+        "{p}"
+    );
+    let p = one_problem(&format!("{HEAD}[defaults]\nmatch = \"x\"\n"));
+    assert!(
+        p.contains("match: unknown key in [defaults] (allowed: only in [[topics]])"),
+        "{p}"
+    );
+    let p: Vec<String> = problems(&HEAD.replace("node_port_base", "node_port_bas"))
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(
+        p,
+        [
+            "t.toml:1:1: listener.node_port_base: missing key in [listener]",
+            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, advertised_host, node_port_base)"
+        ]
+    );
+}
+
+#[test]
+fn all_problems_are_reported_in_file_order() {
+    let text = r#"[listener]
+bind = "127.0.0.1"
+node_port_base = 70000
+[upstream]
+bootstrap_servers = ["nohost", "b:9092", "c:0"]
+[limits]
+max_batch_bytes = 10
+[defaults]
+compression.type = "brotli"
+compression.zstd.level = 99
+[[topics]]
+compression.type = "lz4"
+[[topics]]
+match = "bad name"
+compression.lz4.level = "3"
+"#;
+    let p: Vec<String> = problems(text).iter().map(|p| p.to_string()).collect();
+    let expected = [
+        "t.toml:2:8: listener.bind = \"127.0.0.1\": not an IP:port socket address (allowed: IPv4:port or [IPv6]:port, e.g. 127.0.0.1:19092)",
+        "t.toml:3:18: listener.node_port_base = 70000: out of range (allowed: 1..65535)",
+        "t.toml:5:22: upstream.bootstrap_servers = \"nohost\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
+        "t.toml:5:42: upstream.bootstrap_servers = \"c:0\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
+        "t.toml:7:19: limits.max_batch_bytes = 10: out of range (allowed: 61..2147483647)",
+        "t.toml:9:20: compression.type = \"brotli\": unknown compression type (allowed: producer, none (or uncompressed), gzip, snappy, lz4, zstd)",
+        "t.toml:10:26: compression.zstd.level = 99: out of range (allowed: -131072..22)",
+    ];
+    assert_eq!(&p[..expected.len()], expected, "{p:#?}");
+    // [[topics]] rules are only read on valid [defaults]; fix those and see them.
+    let text = text
+        .replace("\"brotli\"", "\"gzip\"")
+        .replace("level = 99", "level = 9");
+    let p: Vec<String> = problems(&text).iter().map(|p| p.to_string()).collect();
+    assert_eq!(p.len(), 8, "{p:#?}");
+    assert!(
+        p[5].starts_with("t.toml:11:1: match: missing key in [[topics]]"),
+        "{}",
+        p[5]
+    );
+    assert_eq!(
+        p[6],
+        "t.toml:14:9: match = \"bad name\": ' ' cannot be in a Kafka topic name, so this rule would never match (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)"
+    );
+    assert_eq!(
+        p[7],
+        "t.toml:15:25: compression.lz4.level = \"3\": must be an integer, not string (allowed: 1..17)"
+    );
+}
+
+#[test]
+fn wrong_types_name_the_type_found() {
+    let p = one_problem(&format!(
+        "{HEAD}[defaults]\ncompression.lz4.level = \"3\"\n"
+    ));
+    assert_eq!(
+        p,
+        "t.toml:8:25: compression.lz4.level = \"3\": must be an integer, not string (allowed: 1..17)"
+    );
+    let p = one_problem(&format!("{HEAD}[defaults]\ncompression.zstd.level = 3.5\n"));
+    assert!(p.contains("must be an integer, not float"), "{p}");
+    let p = one_problem(&HEAD.replace("[\"127.0.0.1:9092\"]", "\"127.0.0.1:9092\""));
+    assert!(
+        p.starts_with(
+            "t.toml:6:21: upstream.bootstrap_servers = \"127.0.0.1:9092\": must be an array"
+        ),
+        "{p}"
+    );
+    let p = one_problem(&format!("topics = 3\n{HEAD}"));
+    assert!(p.contains("topics = 3: must be an array of tables"), "{p}");
+    let p = one_problem(&format!("metrics = \"127.0.0.1:9464\"\n{HEAD}"));
+    assert!(
+        p.contains("metrics = \"127.0.0.1:9464\": must be a table, not string"),
+        "{p}"
+    );
+}
+
+#[test]
+fn missing_sections_and_keys() {
+    let p: Vec<String> = problems("").iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        p,
+        [
+            "t.toml:1:1: [listener]: missing section",
+            "t.toml:1:1: [upstream]: missing section"
+        ]
+    );
+    let text = "[listener]\nbind = \"0.0.0.0:19092\"\n[upstream]\n[metrics]\n";
+    let p: Vec<String> = problems(text).iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        p,
+        [
+            "t.toml:1:1: listener.node_port_base: missing key in [listener]",
+            "t.toml:2:8: listener.advertised_host: missing: listener.bind is the wildcard 0.0.0.0, so clients need a host to be sent to",
+            "t.toml:3:1: upstream.bootstrap_servers: missing key in [upstream]",
+            "t.toml:4:1: metrics.bind: missing key in [metrics]",
+        ]
+    );
+}
+
+#[test]
+fn advertised_host_defaults_to_a_specific_bind_address() {
+    let c = parse(&HEAD.replace("advertised_host = \"127.0.0.1\"\n", ""), "t").unwrap();
+    assert_eq!(c.listener.advertised_host, "127.0.0.1");
+    let p = one_problem(&HEAD.replace("\"127.0.0.1\"\n", "\"\"\n"));
+    assert!(
+        p.contains("listener.advertised_host = \"\": must be a host name"),
+        "{p}"
+    );
+}
+
+#[test]
+fn limit_bounds_and_cross_checks() {
+    const I32: i64 = i32::MAX as i64;
+    for (key, min, max) in [
+        ("max_batch_bytes", 61, I32),
+        ("max_decompressed_bytes", 1024, I32),
+        ("max_frame_bytes", 1024, I32),
+        ("max_inflight_bytes", 1024, 1 << 40),
+    ] {
+        // The other of frame/inflight is set so that only the bound under test matters.
+        let other = match key {
+            "max_frame_bytes" => "max_inflight_bytes = 1099511627776\n",
+            "max_inflight_bytes" => "max_frame_bytes = 1024\n",
+            _ => "",
+        };
+        for v in [min, max] {
+            let text = format!("{HEAD}[limits]\n{key} = {v}\n{other}");
+            let c = parse(&text, "t").unwrap_or_else(|e| panic!("{key}={v}: {e}"));
+            let got = match key {
+                "max_batch_bytes" => c.limits.max_batch_bytes,
+                "max_decompressed_bytes" => c.limits.max_decompressed_bytes,
+                "max_frame_bytes" => c.limits.max_frame_bytes,
+                _ => c.limits.max_inflight_bytes,
+            };
+            assert_eq!(got as i64, v, "{key}");
+        }
+        for v in [min - 1, max + 1] {
+            let p = one_problem(&format!("{HEAD}[limits]\n{key} = {v}\n{other}"));
+            assert_eq!(
+                p,
+                format!(
+                    "t.toml:8:{}: limits.{key} = {v}: out of range (allowed: {min}..{max})",
+                    key.len() + 4
+                )
+            );
+        }
+    }
+    let p = one_problem(&format!(
+        "{HEAD}[limits]\nmax_frame_bytes = 2000\nmax_inflight_bytes = 1500\n"
+    ));
+    assert_eq!(
+        p,
+        "t.toml:9:22: limits.max_inflight_bytes = 1500: is below limits.max_frame_bytes (2000): a largest frame could never be admitted (allowed: 2000..1099511627776)"
+    );
+    let p = one_problem(&format!(
+        "{HEAD}[limits]\nmax_batch_bytes = 99999999999999999999\n"
+    ));
+    assert!(
+        p.contains("out of range") || p.contains("TOML syntax"),
+        "{p}"
+    );
+}
+
+#[test]
+fn metrics_cannot_share_the_listener_port() {
+    let p = one_problem(&format!("{HEAD}[metrics]\nbind = \"0.0.0.0:19092\"\n"));
+    assert!(
+        p.starts_with("t.toml:7:1: metrics.bind: is the same address as listener.bind"),
+        "{p}"
+    );
+    parse(
+        &format!("{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\n"),
+        "t",
+    )
+    .unwrap();
+}
+
+#[test]
+fn duplicate_patterns_are_refused() {
+    let text = format!("{HEAD}[[topics]]\nmatch = \"logs.*\"\n[[topics]]\nmatch = \"logs.*\"\n");
+    assert_eq!(
+        one_problem(&text),
+        "t.toml:10:9: match = \"logs.*\": same pattern as the rule at line 8, which always wins (first match wins)"
+    );
+}
+
+#[test]
+fn syntax_errors_are_located() {
+    let p = problems(&format!("{HEAD}[defaults\ncompression.type = \"zstd\"\n"));
+    assert!(p[0].to_string().starts_with("t.toml:7:"), "{p:#?}");
+    assert!(p[0].message.starts_with("TOML syntax"), "{p:#?}");
+    let p = problems(&format!(
+        "{HEAD}[defaults]\ncompression.type = \"gzip\"\ncompression.type = \"lz4\"\n"
+    ));
+    assert!(p[0].to_string().starts_with("t.toml:9:"), "{p:#?}");
+}
+
+#[test]
+fn first_matching_rule_wins_and_lookups_are_cached() {
+    let text = format!(
+        r#"{HEAD}[defaults]
+compression.type = "producer"
+[[topics]]
+match = "logs.audit"
+compression.type = "gzip"
+[[topics]]
+match = "logs.*"
+compression.type = "zstd"
+[[topics]]
+match = "re:logs\\.(audit|x)"
+compression.type = "lz4"
+[[topics]]
+match = "metrics.?"
+compression.type = "snappy"
+allow_growth = true
+"#
+    );
+    let config = parse(&text, "t").unwrap();
+    let set = PolicySet::new(&config);
+    let codec = |topic: &str| match &set.policy_for(topic).target {
+        Target::Producer => "producer".to_owned(),
+        Target::Codec { codec, .. } => codec.name().to_owned(),
+    };
+    assert_eq!(codec("logs.audit"), "gzip");
+    assert_eq!(codec("logs.x"), "zstd", "the glob comes before the regex");
+    assert_eq!(codec("logs.app"), "zstd");
+    assert_eq!(codec("metrics.a"), "snappy");
+    assert_eq!(codec("metrics.ab"), "producer");
+    assert_eq!(codec("other"), "producer");
+    assert_eq!(set.rule_index("logs.audit"), Some(0));
+    assert_eq!(set.rule_index("other"), None);
+    assert!(set.policy_for("metrics.a").allow_growth);
+    assert_eq!(set.policy_for("logs.app").max_batch_bytes, 1_048_588);
+    assert_eq!(set.cached_topics(), 6);
+    // Cached answers are the same answers.
+    assert_eq!(codec("logs.audit"), "gzip");
+    assert_eq!(set.cached_topics(), 6);
+}
+
+#[test]
+fn the_cache_stays_bounded() {
+    let config = parse(
+        &format!("{HEAD}[[topics]]\nmatch = \"t*\"\ncompression.type = \"lz4\"\n"),
+        "t",
+    )
+    .unwrap();
+    let set = PolicySet::new(&config);
+    for i in 0..kpress_config::CACHE_CAPACITY + 10 {
+        let topic = format!("t{i}");
+        assert!(matches!(
+            set.policy_for(&topic).target,
+            Target::Codec {
+                codec: Codec::Lz4,
+                ..
+            }
+        ));
+    }
+    assert!(set.cached_topics() <= kpress_config::CACHE_CAPACITY);
+}
+
+#[test]
+fn limits_reach_every_policy() {
+    let text = format!("{HEAD}[limits]\nmax_batch_bytes = 5000\nmax_decompressed_bytes = 9000\n[[topics]]\nmatch = \"a\"\ncompression.type = \"zstd\"\n");
+    let set = PolicySet::new(&parse(&text, "t").unwrap());
+    for topic in ["a", "b"] {
+        let p = set.policy_for(topic);
+        assert_eq!((p.max_batch_bytes, p.max_decompressed_bytes), (5000, 9000));
+    }
+}
+
+#[test]
+fn load_names_the_file_and_reports_unreadable_files() {
+    let err = kpress_config::load(std::path::Path::new("/nonexistent/kpress.toml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(
+        err.to_string()
+            .starts_with("cannot read /nonexistent/kpress.toml: "),
+        "{err}"
+    );
+    assert!(err.problems().is_empty());
+}
+
+#[test]
+fn the_shipped_example_files_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let config = kpress_config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!config.topics.is_empty(), "{}", path.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 3, "config/kpress.toml and the examples");
+}
