@@ -1,1 +1,185 @@
-//! The tokio I/O of the kpress proxy (being written).
+//! The tokio I/O of the kpress proxy.
+//!
+//! [`run`] learns the brokers from a bootstrap server, then serves a bootstrap listener
+//! and one listener per broker node (node N on port `node_port_base + N`). Every
+//! client connection gets its own upstream connection: from the bootstrap listener to
+//! a bootstrap server, from a node's listener to that node. Frames are relayed as raw
+//! bytes, in order, with correlation ids untouched; Produce batches are recompressed
+//! into each topic's policy codec (off the reactor), and every response that carries
+//! broker addresses is rewritten to kpress's, so no real broker address reaches a
+//! client. All frames in flight share one memory budget.
+//!
+//! The Kafka parsing is in `kpress-protocol` (sans-IO) and the batch rewrite in
+//! `kpress-batch`; this crate only does I/O, scheduling and bookkeeping.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kpress_batch::PolicyLookup;
+
+mod budget;
+mod cluster;
+mod connection;
+mod error;
+mod frame_io;
+pub mod metrics;
+mod produce;
+mod shared;
+mod upstream;
+
+pub use error::ProxyError;
+
+use crate::budget::Direction;
+use crate::cluster::AddressObserver;
+use crate::shared::{Shared, SharedConfig, UpstreamTarget};
+
+/// Kafka's `socket.request.max.bytes` default: the largest frame kpress accepts.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+
+/// How the proxy listens, where the brokers are, and its limits.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    /// The bootstrap listener; node listeners use its IP with their own ports.
+    pub bind: SocketAddr,
+    /// The host clients are told to connect to for every broker node.
+    pub advertised_host: String,
+    /// Broker node N is served on port `node_port_base + N` (an error if that passes
+    /// 65535), so a node's kpress address never changes across restarts.
+    pub node_port_base: u16,
+    /// `host:port` of the brokers kpress bootstraps from, tried in order.
+    pub bootstrap_servers: Vec<String>,
+    /// Largest frame accepted in either direction; a larger one closes its connection.
+    pub max_frame_bytes: usize,
+    /// One budget for the bytes of all frames in flight on all connections, half for
+    /// requests and half for responses: a frame larger than its half is refused, so
+    /// this should be at least twice `max_frame_bytes`.
+    pub max_inflight_bytes: usize,
+    /// How long in-flight requests may take to finish once shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// Runs the proxy until `shutdown` completes, then stops accepting, lets in-flight
+/// requests finish for up to `settings.shutdown_grace`, and closes what is left.
+///
+/// Fails at start if no bootstrap server answers a Metadata request, a listener cannot
+/// be bound, or a node's port would pass 65535.
+pub async fn run(
+    settings: ProxySettings,
+    policies: Arc<dyn PolicyLookup>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ProxyError> {
+    validate(&settings)?;
+    let (shared, control) = Shared::new(SharedConfig {
+        policies,
+        advertised_host: settings.advertised_host.clone(),
+        node_port_base: settings.node_port_base,
+        max_frame_bytes: settings.max_frame_bytes,
+        max_inflight_bytes: settings.max_inflight_bytes,
+        bootstrap_servers: settings.bootstrap_servers.clone(),
+        listen_ip: settings.bind.ip(),
+    });
+
+    let nodes = discover(&shared).await?;
+    let bootstrap = shared::bind(settings.bind, "bootstrap")?;
+    tracing::info!(
+        addr = %bootstrap.local_addr().map_or(settings.bind, |a| a),
+        bootstrap_servers = ?settings.bootstrap_servers,
+        "kpress bootstrap listener ready"
+    );
+    shared.ensure_node_listeners(&nodes)?;
+    shared.spawn_accept_loop(bootstrap, UpstreamTarget::Bootstrap);
+
+    shutdown.await;
+    let mut open = control.open_connections.clone();
+    tracing::info!(
+        open_connections = *open.borrow(),
+        grace = ?settings.shutdown_grace,
+        "shutting down: no new connections, finishing in-flight requests"
+    );
+    let _ = control.shutdown.send(true);
+    let drained = tokio::time::timeout(settings.shutdown_grace, open.wait_for(|n| *n == 0))
+        .await
+        .is_ok();
+    if !drained {
+        let still_open = *open.borrow();
+        tracing::warn!(
+            open_connections = still_open,
+            "shutdown grace over; closing the remaining connections"
+        );
+        let _ = control.abort.send(true);
+        // Closing is immediate once told; this only waits for the tasks to notice.
+        let _ = tokio::time::timeout(Duration::from_secs(5), open.wait_for(|n| *n == 0))
+            .await
+            .is_ok();
+    }
+    tracing::info!("kpress stopped");
+    Ok(())
+}
+
+fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
+    if settings.bootstrap_servers.is_empty() {
+        return Err(ProxyError::InvalidSettings(
+            "bootstrap_servers is empty".into(),
+        ));
+    }
+    if settings.advertised_host.is_empty() {
+        return Err(ProxyError::InvalidSettings(
+            "advertised_host is empty".into(),
+        ));
+    }
+    if settings.max_frame_bytes > i32::MAX as usize {
+        return Err(ProxyError::InvalidSettings(format!(
+            "max_frame_bytes {} exceeds Kafka's int32 frame size",
+            settings.max_frame_bytes
+        )));
+    }
+    if settings.max_inflight_bytes / 2 < settings.max_frame_bytes.min(1024 * 1024) {
+        return Err(ProxyError::InvalidSettings(format!(
+            "max_inflight_bytes {} leaves less than 1 MiB (or max_frame_bytes) per direction",
+            settings.max_inflight_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// Learns the broker nodes (and topic ids) from the first bootstrap server that
+/// answers a Metadata request; returns the nodes to serve.
+async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
+    let mut attempts = Vec::new();
+    for server in shared.bootstrap_servers() {
+        let mut observer = AddressObserver::new(&shared.cluster);
+        let asked = async {
+            let mut stream = upstream::connect(server).await?;
+            upstream::fetch_metadata(
+                &mut stream,
+                &[],
+                shared.max_frame_bytes,
+                shared.budget.pool(Direction::Response),
+                &mut observer,
+            )
+            .await
+        };
+        match asked.await {
+            Ok(()) => {
+                if let Some(problem) = observer.problems.into_iter().next() {
+                    return Err(problem);
+                }
+                tracing::info!(
+                    %server,
+                    nodes = ?observer.nodes_without_listener,
+                    "learned the broker nodes"
+                );
+                return Ok(observer.nodes_without_listener);
+            }
+            Err(err) => {
+                tracing::warn!(%server, fault = %err.fault(), error = %err, "bootstrap server did not answer");
+                attempts.push(format!("{server}: {err}"));
+            }
+        }
+    }
+    Err(ProxyError::Bootstrap {
+        attempts: attempts.join("; "),
+    })
+}

@@ -1,0 +1,247 @@
+//! What kpress knows about the cluster behind it: each broker node's real address,
+//! which nodes already have a kpress listener, and the names of topic ids. Filled at
+//! start and from every response kpress rewrites; read by every connection.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use kpress_protocol::ResponseObserver;
+
+use crate::error::ProxyError;
+
+/// A broker's real address, as the broker advertised it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BrokerAddress {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl fmt::Display for BrokerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// The port kpress serves node `node_id` on: `node_port_base + node_id`.
+pub(crate) fn node_port(node_port_base: u16, node_id: i32) -> Result<u16, ProxyError> {
+    u16::try_from(i64::from(node_port_base) + i64::from(node_id))
+        .ok()
+        .filter(|_| node_id >= 0)
+        .ok_or(ProxyError::NodePortOverflow {
+            node_id,
+            node_port_base,
+        })
+}
+
+/// Shared knowledge of the cluster. Locks are held only for map operations.
+#[derive(Debug)]
+pub(crate) struct Cluster {
+    advertised_host: String,
+    node_port_base: u16,
+    nodes: RwLock<HashMap<i32, BrokerAddress>>,
+    listening: Mutex<HashSet<i32>>,
+    topic_names: RwLock<HashMap<[u8; 16], Arc<str>>>,
+}
+
+impl Cluster {
+    pub(crate) fn new(advertised_host: String, node_port_base: u16) -> Cluster {
+        Cluster {
+            advertised_host,
+            node_port_base,
+            nodes: RwLock::default(),
+            listening: Mutex::default(),
+            topic_names: RwLock::default(),
+        }
+    }
+
+    pub(crate) fn node_port_base(&self) -> u16 {
+        self.node_port_base
+    }
+
+    pub(crate) fn node_address(&self, node_id: i32) -> Option<BrokerAddress> {
+        self.nodes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&node_id)
+            .cloned()
+    }
+
+    pub(crate) fn topic_name(&self, id: &[u8; 16]) -> Option<Arc<str>> {
+        self.topic_names
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    fn record_topic(&self, id: [u8; 16], name: &str) {
+        let known = self.topic_name(&id);
+        if known.as_deref() != Some(name) {
+            self.topic_names
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id, Arc::from(name));
+        }
+    }
+
+    fn record_node(&self, node_id: i32, address: BrokerAddress) {
+        let known = self.node_address(node_id);
+        if known.as_ref() != Some(&address) {
+            tracing::info!(node_id, %address, "learned broker node address");
+            self.nodes
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(node_id, address);
+        }
+    }
+
+    /// Marks `node_id` as having a listener; false if it already had one.
+    pub(crate) fn claim_listener(&self, node_id: i32) -> bool {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node_id)
+    }
+
+    /// Undoes [`claim_listener`](Self::claim_listener) after a failed bind, so a later
+    /// response retries it.
+    pub(crate) fn release_listener(&self, node_id: i32) {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&node_id);
+    }
+
+    fn has_listener(&self, node_id: i32) -> bool {
+        self.listening
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&node_id)
+    }
+}
+
+/// The [`ResponseObserver`] for every response kpress rewrites: records real node
+/// addresses and topic ids, and hands out kpress's address for each node.
+#[derive(Debug)]
+pub(crate) struct AddressObserver<'a> {
+    cluster: &'a Cluster,
+    /// Nodes seen without a kpress listener yet: bind them before the response is
+    /// relayed, so a client never connects to a port nobody serves.
+    pub(crate) nodes_without_listener: Vec<i32>,
+    /// Nodes kpress cannot serve; the response must not be relayed.
+    pub(crate) problems: Vec<ProxyError>,
+}
+
+impl<'a> AddressObserver<'a> {
+    pub(crate) fn new(cluster: &'a Cluster) -> AddressObserver<'a> {
+        AddressObserver {
+            cluster,
+            nodes_without_listener: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
+/// What a client gets for a node kpress does not serve: no address at all, as the
+/// broker itself writes for "no node" (node -1, empty host, port -1).
+fn no_address() -> (String, i32) {
+    (String::new(), -1)
+}
+
+impl ResponseObserver for AddressObserver<'_> {
+    fn broker(&mut self, node_id: i32, host: &str, port: i32) -> (String, i32) {
+        if node_id < 0 {
+            // "No node" (e.g. FindCoordinator with an error): there is nothing to serve.
+            return no_address();
+        }
+        let proxied_port = match node_port(self.cluster.node_port_base, node_id) {
+            Ok(port) => port,
+            Err(err) => {
+                self.problems.push(err);
+                return no_address();
+            }
+        };
+        match u16::try_from(port) {
+            Ok(port) => {
+                self.cluster.record_node(
+                    node_id,
+                    BrokerAddress {
+                        host: host.to_owned(),
+                        port,
+                    },
+                );
+                if !self.cluster.has_listener(node_id)
+                    && !self.nodes_without_listener.contains(&node_id)
+                {
+                    self.nodes_without_listener.push(node_id);
+                }
+            }
+            // An unusable real port: kpress's port for the node is handed out anyway
+            // (a connection to it will fail with a log line), never the broker's.
+            Err(_) => tracing::warn!(node_id, host, port, "broker advertised an invalid port"),
+        }
+        (
+            self.cluster.advertised_host.clone(),
+            i32::from(proxied_port),
+        )
+    }
+
+    fn topic(&mut self, id: [u8; 16], name: &str) {
+        self.cluster.record_topic(id, name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ports_are_base_plus_id_and_overflow_is_an_error() {
+        assert_eq!(node_port(19100, 0).unwrap(), 19100);
+        assert_eq!(node_port(19100, 7).unwrap(), 19107);
+        assert_eq!(node_port(65535, 0).unwrap(), 65535);
+        assert!(matches!(
+            node_port(65535, 1),
+            Err(ProxyError::NodePortOverflow { node_id: 1, .. })
+        ));
+        assert!(node_port(100, -1).is_err());
+        assert!(node_port(0, i32::MAX).is_err());
+    }
+
+    #[test]
+    fn observer_records_real_address_and_hands_out_kpress_address() {
+        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let mut observer = AddressObserver::new(&cluster);
+        assert_eq!(
+            observer.broker(3, "10.0.0.3", 9092),
+            ("kpress.local".to_owned(), 20003)
+        );
+        assert_eq!(observer.broker(-1, "leak", 1), (String::new(), -1));
+        observer.topic([7; 16], "orders");
+        assert_eq!(observer.nodes_without_listener, vec![3]);
+        assert!(observer.problems.is_empty());
+        assert_eq!(
+            cluster.node_address(3),
+            Some(BrokerAddress {
+                host: "10.0.0.3".into(),
+                port: 9092
+            })
+        );
+        assert_eq!(cluster.topic_name(&[7; 16]).as_deref(), Some("orders"));
+        assert!(cluster.claim_listener(3));
+        assert!(!cluster.claim_listener(3));
+        let mut again = AddressObserver::new(&cluster);
+        again.broker(3, "10.0.0.3", 9092);
+        assert!(again.nodes_without_listener.is_empty());
+    }
+
+    #[test]
+    fn observer_never_leaks_an_address_it_cannot_serve() {
+        let cluster = Cluster::new("kpress.local".into(), 65530);
+        let mut observer = AddressObserver::new(&cluster);
+        assert_eq!(observer.broker(10, "10.0.0.10", 9092), (String::new(), -1));
+        assert_eq!(observer.problems.len(), 1);
+        assert_eq!(cluster.node_address(10), None);
+    }
+}

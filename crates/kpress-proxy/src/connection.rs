@@ -1,0 +1,379 @@
+//! One proxied connection: client frames relayed to one upstream broker connection,
+//! responses relayed back in order.
+//!
+//! Two halves run together. The request half reads a frame (its bytes granted by the
+//! budget first), rewrites Produce, notes which response to expect, and forwards. The
+//! response half takes the next expected response, reads it, rewrites broker
+//! addresses where needed, and relays it. Kafka answers requests in order on a
+//! connection, so a FIFO of expected responses is the whole pipeline state; Produce
+//! with acks=0 gets no entry because the broker sends nothing back.
+//!
+//! Generic over both streams so TLS can wrap either side later; SASL already works,
+//! as its frames are relayed like any other.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, BytesMut};
+use kpress_protocol::frame::{
+    peek_request_header, response_correlation_id, response_header_len, RequestHeader,
+    API_KEY_PRODUCE, SIZE_PREFIX_LEN,
+};
+use kpress_protocol::{produce_acks, rewrite_response, rewrites_response, Fault as ProtocolFault};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::sync::{mpsc, watch};
+
+use crate::budget::Direction;
+use crate::cluster::AddressObserver;
+use crate::error::ConnectionError;
+use crate::frame_io::{framed, read_frame, write_frame, Frame};
+use crate::metrics;
+use crate::produce::{rewrite_produce, ProduceRewrite};
+use crate::shared::{Shared, UpstreamTarget};
+use crate::upstream;
+
+/// A response the broker owes, in request order.
+#[derive(Debug, Clone, Copy)]
+struct Expected {
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+}
+
+/// Who this connection serves, for logs and for kpress's own upstream requests.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionInfo {
+    pub(crate) client: SocketAddr,
+    pub(crate) upstream: UpstreamTarget,
+}
+
+/// Relays frames between `client` and `upstream` until the client leaves, either side
+/// fails, or shutdown begins (then requests already read are answered first).
+pub(crate) async fn serve<C, U>(
+    client: C,
+    upstream: U,
+    shared: Arc<Shared>,
+    info: ConnectionInfo,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ConnectionError>
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
+    let (expected_tx, expected_rx) = mpsc::unbounded_channel();
+    let requests = relay_requests(
+        &mut client_read,
+        &mut upstream_write,
+        expected_tx,
+        &shared,
+        &info,
+        &mut shutdown,
+    );
+    let responses = relay_responses(&mut upstream_read, &mut client_write, expected_rx, &shared);
+    tokio::try_join!(requests, responses)?;
+    // Every expected response was relayed; tell the client we are done.
+    let _ = client_write.shutdown().await;
+    Ok(())
+}
+
+async fn relay_requests<C, U>(
+    client: &mut ReadHalf<C>,
+    upstream: &mut WriteHalf<U>,
+    expected: mpsc::UnboundedSender<Expected>,
+    shared: &Arc<Shared>,
+    info: &ConnectionInfo,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), ConnectionError>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let pool = shared.budget.pool(Direction::Request);
+    let max_frame_bytes = shared.max_frame_bytes;
+    loop {
+        let frame = tokio::select! {
+            // A frame cut off by shutdown is lost with the connection; the client resends.
+            _ = shutdown.wait_for(|stopping| *stopping) => return Ok(()),
+            read = read_frame(client, max_frame_bytes, pool) => read,
+        };
+        let Some(frame) = frame.map_err(ConnectionError::from_client_read)? else {
+            return Ok(());
+        };
+        let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
+        let mut expects_response = true;
+        let forward = match header.header_len {
+            Some(header_len) if header.api_key == API_KEY_PRODUCE => {
+                let body = frame.body().get(header_len..).unwrap_or_default();
+                let acks =
+                    produce_acks(body, header.api_version).map_err(ConnectionError::ProduceAcks)?;
+                // acks=0: the broker answers nothing, so nothing may be awaited.
+                expects_response = acks != 0;
+                rewrite_produce_frame(frame, header, header_len, shared, info).await?
+            }
+            _ => Forward::Original(frame),
+        };
+        if expects_response {
+            // The response half may have failed and gone; its error is what try_join
+            // reports, so a send error here needs no handling of its own.
+            let _ = expected.send(Expected {
+                api_key: header.api_key,
+                api_version: header.api_version,
+                correlation_id: header.correlation_id,
+            });
+        }
+        write_frame(upstream, forward.bytes())
+            .await
+            .map_err(ConnectionError::BrokerIo)?;
+        // Dropping `forward` releases its budget bytes.
+    }
+}
+
+/// The bytes to forward, and the budget permits that count them.
+#[derive(Debug)]
+enum Forward {
+    Original(Frame),
+    Rewritten {
+        bytes: BytesMut,
+        _permit: crate::budget::BudgetPermit,
+    },
+}
+
+impl Forward {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Forward::Original(frame) => &frame.bytes,
+            Forward::Rewritten { bytes, .. } => bytes,
+        }
+    }
+}
+
+/// Rewrites a Produce frame on a blocking thread; resolves unknown v13 topic ids once
+/// with a Metadata request of kpress's own and retries. Any problem forwards the
+/// original bytes: the broker answers the client as it would without kpress.
+async fn rewrite_produce_frame(
+    frame: Frame,
+    header: RequestHeader,
+    header_len: usize,
+    shared: &Arc<Shared>,
+    info: &ConnectionInfo,
+) -> Result<Forward, ConnectionError> {
+    let (frame, mut result) = run_rewrite(frame, header, header_len, shared).await?;
+    if let Ok(rewrite) = &result {
+        if !rewrite.unknown_topic_ids.is_empty() {
+            let ids = rewrite.unknown_topic_ids.clone();
+            match resolve_topic_ids(&ids, shared, info).await {
+                Ok(()) => {
+                    let (frame, retried) = run_rewrite(frame, header, header_len, shared).await?;
+                    result = retried;
+                    return finish_rewrite(frame, result, header, shared);
+                }
+                Err(err) => tracing::warn!(
+                    client = %info.client,
+                    fault = %err.fault(),
+                    error = %err,
+                    "cannot name Produce v13 topic ids; their batches go untouched"
+                ),
+            }
+        }
+    }
+    finish_rewrite(frame, result, header, shared)
+}
+
+fn finish_rewrite(
+    frame: Frame,
+    result: Result<ProduceRewrite, kpress_protocol::ProtocolError>,
+    header: RequestHeader,
+    shared: &Shared,
+) -> Result<Forward, ConnectionError> {
+    let rewrite = match result {
+        Ok(rewrite) => rewrite,
+        Err(err) => {
+            match err.fault() {
+                ProtocolFault::Proxy => tracing::warn!(
+                    correlation_id = header.correlation_id,
+                    error = %err,
+                    "kpress could not re-encode a Produce request; forwarding it untouched"
+                ),
+                _ => tracing::debug!(
+                    correlation_id = header.correlation_id,
+                    error = %err,
+                    "Produce request not parsed; forwarding it untouched for the broker to answer"
+                ),
+            }
+            return Ok(Forward::Original(frame));
+        }
+    };
+    if !rewrite.unknown_topic_ids.is_empty() {
+        metrics::unknown_topic_ids(rewrite.unknown_topic_ids.len());
+    }
+    let Some(payload) = &rewrite.payload else {
+        rewrite.record_metrics();
+        return Ok(Forward::Original(frame));
+    };
+    let bytes = framed(payload).map_err(|e| ConnectionError::RewriteTask(e.to_string()))?;
+    // The output is counted too; if the budget has no room for it right now, the
+    // original goes (waiting here while holding the input could deadlock the pool).
+    let Some(permit) = shared
+        .budget
+        .pool(Direction::Request)
+        .try_acquire(bytes.len())
+    else {
+        metrics::rewrite_dropped_for_budget();
+        tracing::debug!(
+            correlation_id = header.correlation_id,
+            "no in-flight budget for a rewritten Produce request; forwarding the original"
+        );
+        return Ok(Forward::Original(frame));
+    };
+    rewrite.record_metrics();
+    tracing::trace!(
+        correlation_id = header.correlation_id,
+        batches = rewrite.rewritten_batches(),
+        bytes_in = frame.bytes.len(),
+        bytes_out = bytes.len(),
+        "rewrote Produce request"
+    );
+    drop(frame);
+    Ok(Forward::Rewritten {
+        bytes,
+        _permit: permit,
+    })
+}
+
+type RewriteResult = Result<ProduceRewrite, kpress_protocol::ProtocolError>;
+
+/// Runs the CPU-bound rewrite on tokio's blocking pool; the frame travels there and back.
+async fn run_rewrite(
+    frame: Frame,
+    header: RequestHeader,
+    header_len: usize,
+    shared: &Arc<Shared>,
+) -> Result<(Frame, RewriteResult), ConnectionError> {
+    let shared = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || {
+        let result = rewrite_produce(
+            &frame.bytes[SIZE_PREFIX_LEN..],
+            header_len,
+            header.api_version,
+            &*shared.policies,
+            &|id| shared.cluster.topic_name(id),
+        );
+        (frame, result)
+    })
+    .await
+    .map_err(|err| ConnectionError::RewriteTask(err.to_string()))
+}
+
+/// Names topic ids with a Metadata request on a connection of kpress's own.
+async fn resolve_topic_ids(
+    ids: &[[u8; 16]],
+    shared: &Arc<Shared>,
+    info: &ConnectionInfo,
+) -> Result<(), ConnectionError> {
+    let mut stream = shared.connect_upstream(&info.upstream).await?;
+    let mut observer = AddressObserver::new(&shared.cluster);
+    upstream::fetch_metadata(
+        &mut stream,
+        ids,
+        shared.max_frame_bytes,
+        shared.budget.pool(Direction::Response),
+        &mut observer,
+    )
+    .await?;
+    // Nodes learned on the way get listeners too (their addresses are now known).
+    shared
+        .ensure_node_listeners(&observer.nodes_without_listener)
+        .map_err(ConnectionError::Listener)?;
+    Ok(())
+}
+
+async fn relay_responses<C, U>(
+    upstream: &mut ReadHalf<U>,
+    client: &mut WriteHalf<C>,
+    mut expected: mpsc::UnboundedReceiver<Expected>,
+    shared: &Arc<Shared>,
+) -> Result<(), ConnectionError>
+where
+    C: AsyncRead + AsyncWrite + Unpin,
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    let pool = shared.budget.pool(Direction::Response);
+    // Only read when a response is owed: bytes the broker sends unasked stay unread.
+    while let Some(next) = expected.recv().await {
+        let frame = read_frame(upstream, shared.max_frame_bytes, pool)
+            .await
+            .map_err(ConnectionError::from_broker_read)?
+            .ok_or(ConnectionError::BrokerClosed {
+                correlation_id: next.correlation_id,
+            })?;
+        let received =
+            response_correlation_id(frame.body()).map_err(ConnectionError::BrokerFrame)?;
+        if received != next.correlation_id {
+            return Err(ConnectionError::CorrelationMismatch {
+                expected: next.correlation_id,
+                received,
+            });
+        }
+        if rewrites_response(next.api_key, next.api_version) {
+            let rewritten = rewrite_addresses(&frame, next, shared)?;
+            if let Some(bytes) = rewritten {
+                drop(frame);
+                // Held only while writing; waiting is safe as nothing else is held.
+                let _permit = pool
+                    .acquire(bytes.len())
+                    .await
+                    .map_err(ConnectionError::OverBudget)?;
+                write_frame(client, &bytes)
+                    .await
+                    .map_err(ConnectionError::ClientIo)?;
+                continue;
+            }
+        }
+        write_frame(client, &frame.bytes)
+            .await
+            .map_err(ConnectionError::ClientIo)?;
+    }
+    Ok(())
+}
+
+/// The response with every broker address replaced by kpress's, or `None` if it needs
+/// no change. Listeners for newly seen nodes are bound before it is relayed. Anything
+/// that would let a real broker address through is an error that closes the connection.
+fn rewrite_addresses(
+    frame: &Frame,
+    expected: Expected,
+    shared: &Arc<Shared>,
+) -> Result<Option<BytesMut>, ConnectionError> {
+    let body = frame.body();
+    let header_len = response_header_len(expected.api_key, expected.api_version, body)
+        .map_err(ConnectionError::BrokerFrame)?
+        // Only known API keys are rewritten, so the header length is known.
+        .unwrap_or(4);
+    let mut observer = AddressObserver::new(&shared.cluster);
+    let new_body = rewrite_response(
+        expected.api_key,
+        expected.api_version,
+        &body[header_len..],
+        &mut observer,
+    )
+    .map_err(ConnectionError::Response)?;
+    if let Some(problem) = observer.problems.into_iter().next() {
+        return Err(ConnectionError::Listener(problem));
+    }
+    shared
+        .ensure_node_listeners(&observer.nodes_without_listener)
+        .map_err(ConnectionError::Listener)?;
+    let Some(new_body) = new_body else {
+        return Ok(None);
+    };
+    let size = header_len + new_body.len();
+    let size = i32::try_from(size)
+        .map_err(|_| ConnectionError::RewriteTask(format!("rewritten response of {size} bytes")))?;
+    let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + size as usize);
+    out.put_i32(size);
+    out.put_slice(&body[..header_len]);
+    out.put_slice(&new_body);
+    Ok(Some(out))
+}

@@ -1,0 +1,152 @@
+//! Errors of the proxy: [`ProxyError`] stops `run`; [`ConnectionError`] closes one
+//! connection and says whose fault that was.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+
+use kpress_protocol::frame::FrameError;
+use kpress_protocol::ProtocolError;
+
+use crate::budget::OverBudget;
+use crate::frame_io::ReadFrameError;
+
+/// Why the proxy could not start or keep serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The settings cannot work (e.g. no bootstrap server).
+    #[error("invalid proxy settings: {0}")]
+    InvalidSettings(String),
+    /// Node `node_id` would be served on `node_port_base + node_id`, past port 65535.
+    #[error("broker node {node_id} would be served on port {node_port_base} + {node_id}, past 65535: lower node_port_base")]
+    NodePortOverflow { node_id: i32, node_port_base: u16 },
+    /// A listener could not be bound.
+    #[error("cannot listen for {listener} on {addr}: {source}")]
+    Bind {
+        listener: String,
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    /// No bootstrap server answered kpress's Metadata request.
+    #[error("no bootstrap server answered kpress's Metadata request: {attempts}")]
+    Bootstrap { attempts: String },
+}
+
+/// Who caused a connection to close: decides what an operator looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The client sent something Kafka would refuse too, or went away.
+    Client,
+    /// The broker sent something unreadable, or went away.
+    Broker,
+    /// kpress itself: a limit it sets, a port it cannot bind, a bug.
+    Proxy,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Fault::Client => "client",
+            Fault::Broker => "broker",
+            Fault::Proxy => "kpress",
+        })
+    }
+}
+
+/// Why one proxied connection was closed early.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectionError {
+    #[error("client connection failed: {0}")]
+    ClientIo(#[source] io::Error),
+    #[error("broker connection failed: {0}")]
+    BrokerIo(#[source] io::Error),
+    #[error("cannot connect to broker {addr}: {source}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("client sent an invalid frame: {0}")]
+    ClientFrame(#[source] FrameError),
+    #[error("broker sent an invalid frame: {0}")]
+    BrokerFrame(#[source] FrameError),
+    #[error("client closed the connection inside a frame ({0})")]
+    ClientEndedMidFrame(String),
+    #[error("broker closed the connection inside a frame ({0})")]
+    BrokerEndedMidFrame(String),
+    #[error("{0}")]
+    OverBudget(#[source] OverBudget),
+    #[error(
+        "broker closed the connection with a response to correlation id {correlation_id} pending"
+    )]
+    BrokerClosed { correlation_id: i32 },
+    #[error("broker answered correlation id {received} where {expected} was next")]
+    CorrelationMismatch { expected: i32, received: i32 },
+    #[error("client sent a Produce request kpress cannot read acks from: {0}")]
+    ProduceAcks(#[source] ProtocolError),
+    #[error(
+        "cannot rewrite broker addresses in a response, closing rather than leaking them: {0}"
+    )]
+    Response(#[source] ProtocolError),
+    #[error("{0}")]
+    Listener(#[source] ProxyError),
+    #[error("produce rewrite task failed: {0}")]
+    RewriteTask(String),
+    #[error("kpress has no address for broker node {0}")]
+    UnknownNode(i32),
+}
+
+impl ConnectionError {
+    pub(crate) fn fault(&self) -> Fault {
+        use ConnectionError::*;
+        match self {
+            ClientIo(_) | ClientFrame(_) | ClientEndedMidFrame(_) | ProduceAcks(_) => Fault::Client,
+            BrokerIo(_)
+            | Connect { .. }
+            | BrokerFrame(_)
+            | BrokerEndedMidFrame(_)
+            | BrokerClosed { .. }
+            | CorrelationMismatch { .. } => Fault::Broker,
+            Response(err) => match err.fault() {
+                kpress_protocol::Fault::Client => Fault::Client,
+                kpress_protocol::Fault::Broker => Fault::Broker,
+                kpress_protocol::Fault::Proxy => Fault::Proxy,
+            },
+            OverBudget(_) | Listener(_) | RewriteTask(_) | UnknownNode(_) => Fault::Proxy,
+        }
+    }
+
+    /// The `reason` label of the frames-refused metric, for errors that refuse a frame.
+    pub(crate) fn refused_frame_reason(&self) -> Option<&'static str> {
+        match self {
+            ConnectionError::ClientFrame(FrameError::TooLarge { .. })
+            | ConnectionError::BrokerFrame(FrameError::TooLarge { .. }) => Some("too_large"),
+            ConnectionError::ClientFrame(_) | ConnectionError::BrokerFrame(_) => Some("malformed"),
+            ConnectionError::OverBudget(_) => Some("over_budget"),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn from_client_read(err: ReadFrameError) -> ConnectionError {
+        match err {
+            ReadFrameError::Io(e) => ConnectionError::ClientIo(e),
+            ReadFrameError::Frame(e) => ConnectionError::ClientFrame(e),
+            ReadFrameError::OverBudget(e) => ConnectionError::OverBudget(e),
+            e @ ReadFrameError::EndedMidFrame { .. } => {
+                ConnectionError::ClientEndedMidFrame(e.to_string())
+            }
+        }
+    }
+
+    pub(crate) fn from_broker_read(err: ReadFrameError) -> ConnectionError {
+        match err {
+            ReadFrameError::Io(e) => ConnectionError::BrokerIo(e),
+            ReadFrameError::Frame(e) => ConnectionError::BrokerFrame(e),
+            ReadFrameError::OverBudget(e) => ConnectionError::OverBudget(e),
+            e @ ReadFrameError::EndedMidFrame { .. } => {
+                ConnectionError::BrokerEndedMidFrame(e.to_string())
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The proxy's metrics, through the `metrics` facade (the binary installs an exporter).
+//! Every name and label is defined here so dashboards have one place to look.
+
+use kpress_batch::PassReason;
+use kpress_codec::Codec;
+
+/// Batches recompressed, labelled `topic`, `from`, `to`.
+pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";
+/// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`]).
+pub const BATCHES_PASSED: &str = "kpress_batches_passed_total";
+/// Bytes of the batches that were recompressed, before.
+pub const REWRITTEN_BYTES_IN: &str = "kpress_rewritten_bytes_in_total";
+/// Bytes of the batches that were recompressed, after.
+pub const REWRITTEN_BYTES_OUT: &str = "kpress_rewritten_bytes_out_total";
+/// Client connections accepted, labelled `listener` (`bootstrap` or `node`).
+pub const CONNECTIONS: &str = "kpress_connections_total";
+/// Client connections open now.
+pub const CONNECTIONS_OPEN: &str = "kpress_connections_open";
+/// Bytes of frames held in the in-flight budget now.
+pub const INFLIGHT_BYTES: &str = "kpress_inflight_bytes";
+/// Frames refused (their connection closed), labelled `reason`.
+pub const FRAMES_REFUSED: &str = "kpress_frames_refused_total";
+/// Produce v13 topic ids no Metadata could name; their batches went untouched.
+pub const UNKNOWN_TOPIC_IDS: &str = "kpress_unknown_topic_ids_total";
+/// Produce rewrite outputs dropped because the in-flight budget had no room for them.
+pub const REWRITES_DROPPED_FOR_BUDGET: &str = "kpress_rewrites_dropped_for_budget_total";
+
+pub(crate) fn batch_rewritten(
+    topic: &str,
+    from: Codec,
+    to: Codec,
+    bytes_in: usize,
+    bytes_out: usize,
+) {
+    metrics::counter!(
+        BATCHES_REWRITTEN,
+        "topic" => topic.to_owned(),
+        "from" => from.name(),
+        "to" => to.name()
+    )
+    .increment(1);
+    metrics::counter!(REWRITTEN_BYTES_IN).increment(bytes_in as u64);
+    metrics::counter!(REWRITTEN_BYTES_OUT).increment(bytes_out as u64);
+}
+
+pub(crate) fn batch_passed(reason: PassReason) {
+    metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()).increment(1);
+}
+
+pub(crate) fn connection_opened(listener: &'static str) {
+    metrics::counter!(CONNECTIONS, "listener" => listener).increment(1);
+    metrics::gauge!(CONNECTIONS_OPEN).increment(1.0);
+}
+
+pub(crate) fn connection_closed() {
+    metrics::gauge!(CONNECTIONS_OPEN).decrement(1.0);
+}
+
+pub(crate) fn inflight_bytes_add(bytes: usize) {
+    metrics::gauge!(INFLIGHT_BYTES).increment(bytes as f64);
+}
+
+pub(crate) fn inflight_bytes_sub(bytes: usize) {
+    metrics::gauge!(INFLIGHT_BYTES).decrement(bytes as f64);
+}
+
+pub(crate) fn frame_refused(reason: &'static str) {
+    metrics::counter!(FRAMES_REFUSED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn unknown_topic_ids(count: usize) {
+    metrics::counter!(UNKNOWN_TOPIC_IDS).increment(count as u64);
+}
+
+pub(crate) fn rewrite_dropped_for_budget() {
+    metrics::counter!(REWRITES_DROPPED_FOR_BUDGET).increment(1);
+}

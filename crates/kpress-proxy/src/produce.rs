@@ -1,0 +1,145 @@
+//! The Produce rewrite, run off the async reactor: each partition's records go through
+//! kpress-batch's [`Recompressor`] with the topic's policy; every batch's outcome is
+//! kept (with its topic) for metrics.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use kpress_batch::{BatchError, Outcome, PassReason, PolicyLookup, Recompressor, RecordBatch};
+use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
+
+use crate::metrics;
+
+thread_local! {
+    /// Codec state and scratch buffers, reused by every rewrite on this blocking thread.
+    static RECOMPRESSOR: RefCell<Recompressor> = RefCell::new(Recompressor::new());
+}
+
+/// What one Produce rewrite did.
+#[derive(Debug, Default)]
+pub(crate) struct ProduceRewrite {
+    /// The new request payload (header + body, no size prefix), or `None`: forward the
+    /// original.
+    pub(crate) payload: Option<BytesMut>,
+    /// v13 topic ids kpress had no name for; their records went untouched.
+    pub(crate) unknown_topic_ids: Vec<[u8; 16]>,
+    /// Each batch's outcome, grouped by topic in request order.
+    pub(crate) outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
+}
+
+impl ProduceRewrite {
+    /// Counts every batch in the metrics: rewritten ones by topic and codecs, others
+    /// by reason.
+    pub(crate) fn record_metrics(&self) {
+        for (topic, outcomes) in &self.outcomes {
+            for outcome in outcomes {
+                match *outcome {
+                    Outcome::Rewritten {
+                        from,
+                        to,
+                        bytes_in,
+                        bytes_out,
+                    } => metrics::batch_rewritten(topic, from, to, bytes_in, bytes_out),
+                    Outcome::PassedThrough(reason) => metrics::batch_passed(reason),
+                }
+            }
+        }
+    }
+
+    /// Batches rewritten, for logs.
+    pub(crate) fn rewritten_batches(&self) -> usize {
+        self.outcomes
+            .iter()
+            .flat_map(|(_, outcomes)| outcomes)
+            .filter(|o| matches!(o, Outcome::Rewritten { .. }))
+            .count()
+    }
+}
+
+/// Rewrites a Produce request payload (header + body, no size prefix). Blocking: run
+/// it on a blocking thread.
+pub(crate) fn rewrite_produce(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    policies: &dyn PolicyLookup,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+) -> Result<ProduceRewrite, ProtocolError> {
+    RECOMPRESSOR.with(|cell| {
+        // A panic inside a rewrite would poison nothing: `RefCell` is released on unwind.
+        let mut recompressor = cell.borrow_mut();
+        let mut rewriter = PolicyRewriter {
+            policies,
+            recompressor: &mut recompressor,
+            outcomes: Vec::new(),
+        };
+        let splice =
+            rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
+        Ok(ProduceRewrite {
+            payload: splice.frame_payload,
+            unknown_topic_ids: splice.unknown_topic_ids,
+            outcomes: rewriter.outcomes,
+        })
+    })
+}
+
+struct PolicyRewriter<'a> {
+    policies: &'a dyn PolicyLookup,
+    recompressor: &'a mut Recompressor,
+    outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
+}
+
+impl PolicyRewriter<'_> {
+    fn outcomes_for(&mut self, topic: &str) -> &mut Vec<Outcome> {
+        let same_topic = matches!(self.outcomes.last(), Some((last, _)) if &**last == topic);
+        if !same_topic {
+            self.outcomes.push((Arc::from(topic), Vec::new()));
+        }
+        let last = self.outcomes.len() - 1;
+        &mut self.outcomes[last].1
+    }
+}
+
+impl RecordsRewriter for PolicyRewriter<'_> {
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        let policy = self.policies.policy_for(topic);
+        let mut outcomes = Vec::new();
+        let mut rest = records;
+        while !rest.is_empty() {
+            let (size, outcome) = match RecordBatch::parse(rest) {
+                Ok(batch) => {
+                    let bytes = batch.bytes();
+                    (
+                        bytes.len(),
+                        self.recompressor.rewrite_batch(bytes, policy, out),
+                    )
+                }
+                Err(BatchError::NotMagicV2 { size, .. }) => {
+                    out.extend_from_slice(&rest[..size]);
+                    (size, Outcome::PassedThrough(PassReason::NotMagicV2))
+                }
+                // An unparseable tail goes to the broker as is; it answers the client.
+                Err(_) => {
+                    out.extend_from_slice(rest);
+                    (rest.len(), Outcome::PassedThrough(PassReason::Malformed))
+                }
+            };
+            outcomes.push(outcome);
+            rest = &rest[size..];
+        }
+        let rewritten = outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Rewritten { .. }));
+        self.outcomes_for(topic).extend(outcomes);
+        rewritten
+    }
+}
+
+impl std::fmt::Debug for PolicyRewriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyRewriter")
+            .field("outcomes", &self.outcomes)
+            .finish_non_exhaustive()
+    }
+}
