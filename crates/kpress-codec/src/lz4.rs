@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_void};
 use lz4_flex::block::{compress_into_with_table, decompress_into, CompressTable};
 
 use crate::options::LZ4_LEVEL_DEFAULT;
-use crate::spare::append_with;
+use crate::spare::{append_with, reserve_within};
 use crate::xxh32::xxh32;
 use crate::{Codec, CodecError};
 
@@ -311,10 +311,12 @@ pub(crate) fn decompress(
             if block.len() > room {
                 return Err(limit_exceeded);
             }
+            reserve_within(out, block.len(), room);
             out.extend_from_slice(block);
         } else {
             let at = out.len();
             let capacity = frame.block_max.min(room);
+            reserve_within(out, capacity, room);
             out.resize(at + capacity, 0);
             match decompress_into(block, &mut out[at..]) {
                 Ok(written) => out.truncate(at + written),
@@ -350,4 +352,67 @@ pub(crate) fn decompress(
         }
     }
     Ok(content.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame_header(flg: u8, bd: u8, content_size: Option<u64>) -> Vec<u8> {
+        let mut frame = MAGIC.to_vec();
+        frame.extend([flg, bd]);
+        if let Some(size) = content_size {
+            frame.extend(size.to_le_bytes());
+        }
+        frame.push((xxh32(&frame[4..], 0) >> 8) as u8);
+        frame
+    }
+
+    #[test]
+    fn a_frame_claiming_a_huge_content_size_is_refused_up_front() {
+        let mut frame = frame_header(0x68, 0x40, Some(1 << 40));
+        frame.extend(END_MARK);
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(&frame, 1 << 20, &mut out),
+            Err(CodecError::LimitExceeded {
+                codec: Codec::Lz4,
+                limit: 1 << 20
+            })
+        );
+        assert_eq!(out.capacity(), 0);
+    }
+
+    #[test]
+    fn descriptor_checks_name_the_problem() {
+        let cases: [(Vec<u8>, &str); 6] = [
+            (frame_header(0xA0, 0x40, None), "version"),
+            (frame_header(0x62, 0x40, None), "reserved"),
+            (frame_header(0x60, 0x41, None), "reserved"),
+            (frame_header(0x61, 0x40, None), "dictionary"),
+            (frame_header(0x60, 0x30, None), "block size code"),
+            (
+                vec![0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x00],
+                "header checksum",
+            ),
+        ];
+        for (mut frame, reason) in cases {
+            frame.extend(END_MARK);
+            let err = decompress(&frame, 100, &mut Vec::new()).unwrap_err();
+            assert!(err.to_string().contains(reason), "{reason}: {err}");
+        }
+        let mut ok = frame_header(0x60, 0x70, None);
+        ok.extend(END_MARK);
+        assert_eq!(decompress(&ok, 0, &mut Vec::new()), Ok(0));
+    }
+
+    #[test]
+    fn block_larger_than_the_frame_block_size_is_corrupt() {
+        let mut frame = frame_header(0x60, 0x40, None);
+        frame.extend((65537u32 | STORED_BLOCK).to_le_bytes());
+        frame.extend(vec![0; 65537]);
+        frame.extend(END_MARK);
+        let err = decompress(&frame, 1 << 20, &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+    }
 }

@@ -7,6 +7,7 @@
 
 use snap::raw::{decompress_len, max_compress_len, Decoder, Encoder};
 
+use crate::spare::reserve_within;
 use crate::{Codec, CodecError};
 
 /// xerial snappy-java's stream magic: 0x82 "SNAPPY" 0.
@@ -117,6 +118,7 @@ fn decompress_block(
         });
     }
     let at = out.len();
+    reserve_within(out, length, room);
     out.resize(at + length, 0);
     match decoder.decompress(block, &mut out[at..]) {
         Ok(written) if written == length => Ok(()),

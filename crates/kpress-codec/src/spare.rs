@@ -24,3 +24,12 @@ pub(crate) unsafe fn append_with<R>(
     unsafe { out.set_len(len) };
     result
 }
+
+/// Makes room for `needed` more bytes in `out`, growing it geometrically (as
+/// `Vec::reserve` would) but never by more than `room`, the bytes a caller's limit
+/// still allows. `needed` must not exceed `room`.
+pub(crate) fn reserve_within(out: &mut Vec<u8>, needed: usize, room: usize) {
+    if out.capacity() - out.len() < needed {
+        out.reserve_exact(needed.max(out.len().min(room)));
+    }
+}

@@ -233,3 +233,31 @@ impl ZstdDecompressor {
         Ok(out.len() - start)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_level_picks_a_window_beyond_java_limit() {
+        // With window 0 the level's own parameters apply; at an unknown or huge
+        // source size they are at their largest.
+        for level in [-131072, -1, 1, 3, 9, 19, 20, 21, 22] {
+            for size in [u64::MAX, 1 << 40] {
+                // SAFETY: a pure function of its arguments.
+                let params = unsafe { zstd_safe::zstd_sys::ZSTD_getCParams(level, size, 0) };
+                assert!(params.windowLog <= WINDOW_LOG_MAX, "level {level}");
+            }
+        }
+    }
+
+    #[test]
+    fn frames_never_exceed_the_window_limit_at_the_largest_window_option() {
+        let mut compressor = ZstdCompressor::new(1, 22);
+        let mut out = Vec::new();
+        compressor.compress(&vec![b'a'; 100], &mut out).unwrap();
+        let mut decompressor = ZstdDecompressor::default();
+        let mut back = Vec::new();
+        assert_eq!(decompressor.decompress(&out, 100, &mut back), Ok(100));
+    }
+}
