@@ -14,6 +14,9 @@ use crate::{BatchError, Outcome, PassReason, RecompressMode, RecordBatch, Rewrit
 use crate::{RewriteStats, Target};
 use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
 
+/// Scratch capacity kept between batches: a few of Kafka's default 1 MiB batches.
+const SCRATCH_KEEP_BYTES: usize = 8 << 20;
+
 /// Rewrites batches, keeping codec state and buffers between calls. One per thread.
 #[derive(Debug, Default)]
 pub struct Recompressor {
@@ -40,14 +43,19 @@ impl Recompressor {
         out: &mut Vec<u8>,
     ) -> Outcome {
         let start = out.len();
-        match self.try_rewrite(batch, policy, out) {
+        let outcome = match self.try_rewrite(batch, policy, out) {
             Ok(outcome) => outcome,
             Err(reason) => {
                 out.truncate(start);
                 out.extend_from_slice(batch);
                 Outcome::PassedThrough(reason)
             }
+        };
+        // One huge batch must not pin up to max_decompressed_bytes per Recompressor.
+        if self.scratch.capacity() > SCRATCH_KEEP_BYTES {
+            self.scratch = Vec::new();
         }
+        outcome
     }
 
     /// Rewrites every batch of a records field (or log segment) into `out`; magic 0/1
