@@ -86,10 +86,8 @@ pub(crate) fn rewrite_node_endpoints(
     let size = u32::try_from(content.len()).map_err(encode_failed(api, api_version))?;
     let mut out = BytesMut::with_capacity(body.len() + content.len());
     out.extend_from_slice(&body[..field.start]);
-    let mut field_header = Vec::with_capacity(10);
-    put_uvarint(&mut field_header, NODE_ENDPOINTS_TAG);
-    put_uvarint(&mut field_header, size);
-    out.extend_from_slice(&field_header);
+    put_uvarint(&mut out, NODE_ENDPOINTS_TAG);
+    put_uvarint(&mut out, size);
     out.extend_from_slice(&content);
     out.extend_from_slice(&body[content_end..]);
     Ok(Some(out))

@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use kpress_batch::{PolicyLookup, Recompressor, RewriteStats};
 
 use crate::error::{ProtocolError, WireError};
@@ -213,33 +213,29 @@ pub fn rewrite_produce_with(
         });
     }
     let flexible = api_version >= FIRST_FLEXIBLE;
-    let mut out = Vec::with_capacity(payload.len() + scratch.len());
+    let mut out = BytesMut::with_capacity(payload.len() + scratch.len());
     out.extend_from_slice(&payload[..header_len]);
     let mut copied = 0;
     for splice in &splices {
         out.extend_from_slice(&body[copied..splice.field.start]);
         let new_records = &scratch[splice.new.clone()];
-        let length = u32::try_from(new_records.len()).map_err(|_| ProtocolError::Encode {
+        // Kafka frames are i32-sized, so records longer than i32::MAX cannot be sent.
+        let length = i32::try_from(new_records.len()).map_err(|_| ProtocolError::Encode {
             api: API,
             version: api_version,
             reason: format!("rewritten records of {} bytes", new_records.len()),
         })?;
         if flexible {
-            put_uvarint(&mut out, length.saturating_add(1));
+            put_uvarint(&mut out, length as u32 + 1);
         } else {
-            let length = i32::try_from(length).map_err(|_| ProtocolError::Encode {
-                api: API,
-                version: api_version,
-                reason: format!("rewritten records of {length} bytes"),
-            })?;
-            out.extend_from_slice(&length.to_be_bytes());
+            out.put_i32(length);
         }
         out.extend_from_slice(new_records);
         copied = splice.field.end;
     }
     out.extend_from_slice(&body[copied..]);
     Ok(ProduceSplice {
-        frame_payload: Some(BytesMut::from(&out[..])),
+        frame_payload: Some(out),
         unknown_topic_ids,
     })
 }

@@ -3,6 +3,8 @@
 //! Every length and count is checked against the bytes that remain before
 //! anything is sized from it: hostile counts fail here, they never allocate.
 
+use bytes::BufMut;
+
 use crate::error::WireError;
 
 /// A cursor over a message body; every read checks the remaining length.
@@ -213,12 +215,12 @@ pub(crate) enum LengthPrefix {
 }
 
 /// Appends `value` as an unsigned varint.
-pub(crate) fn put_uvarint(out: &mut Vec<u8>, mut value: u32) {
+pub(crate) fn put_uvarint(out: &mut impl BufMut, mut value: u32) {
     while value >= 0x80 {
-        out.push((value as u8) | 0x80);
+        out.put_u8((value as u8) | 0x80);
         value >>= 7;
     }
-    out.push(value as u8);
+    out.put_u8(value as u8);
 }
 
 #[cfg(test)]
