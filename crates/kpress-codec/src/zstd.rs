@@ -256,7 +256,7 @@ mod tests {
     fn frames_never_exceed_the_window_limit_at_the_largest_window_option() {
         let mut compressor = ZstdCompressor::new(1, 22);
         let mut out = Vec::new();
-        compressor.compress(&vec![b'a'; 100], &mut out).unwrap();
+        compressor.compress(&[b'a'; 100], &mut out).unwrap();
         let mut decompressor = ZstdDecompressor::default();
         let mut back = Vec::new();
         assert_eq!(decompressor.decompress(&out, 100, &mut back), Ok(100));
