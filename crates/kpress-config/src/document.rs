@@ -382,7 +382,7 @@ impl Walk<'_> {
             (
                 "max_inflight_bytes",
                 &mut limits.max_inflight_bytes,
-                1024,
+                2048,
                 1 << 40,
             ),
         ];
@@ -395,8 +395,10 @@ impl Walk<'_> {
                 }
             }
         }
-        if ok && limits.max_inflight_bytes < limits.max_frame_bytes {
-            // A frame of the largest allowed size could never be admitted.
+        // The proxy gives requests and responses half the budget each: a largest frame
+        // must fit in one half or it could never be admitted.
+        let needed = limits.max_frame_bytes.saturating_mul(2);
+        if ok && limits.max_inflight_bytes < needed {
             let at = keys
                 .get("max_inflight_bytes")
                 .or_else(|| keys.get("max_frame_bytes"))
@@ -405,10 +407,10 @@ impl Walk<'_> {
                 "limits.max_inflight_bytes",
                 &at,
                 format!(
-                    "is below limits.max_frame_bytes ({}): a largest frame could never be admitted",
+                    "is below twice limits.max_frame_bytes ({}): half the budget serves requests, half responses, and a largest frame must fit in a half",
                     limits.max_frame_bytes
                 ),
-                Some(format!("{}..{}", limits.max_frame_bytes, 1u64 << 40)),
+                Some(format!("{needed}..{}", 1u64 << 40)),
             );
             ok = false;
         }

@@ -14,6 +14,9 @@ mod run;
     about = "Kafka-compatible proxy that recompresses produced record batches per topic"
 )]
 struct Cli {
+    /// Log filter, e.g. `info` or `kpress_proxy=debug,info` (overrides KPRESS_LOG).
+    #[arg(long, global = true, value_name = "FILTER")]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -29,14 +32,22 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let filter = match &cli.log {
+        Some(spec) => match tracing_subscriber::EnvFilter::try_new(spec) {
+            Ok(filter) => filter,
+            Err(err) => {
+                eprintln!("kpress: error: --log {spec:?}: {err}");
+                return std::process::ExitCode::from(2);
+            }
+        },
+        None => tracing_subscriber::EnvFilter::try_from_env("KPRESS_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KPRESS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         Command::CheckConfig(args) => check_config::main(args),

@@ -1,0 +1,177 @@
+//! `kpress check-config` and `kpress run` on policy files, through the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn kpress(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpress"))
+        .args(args)
+        .env_remove("KPRESS_LOG")
+        .output()
+        .expect("run kpress")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn repo_config(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../config")
+        .join(name)
+}
+
+fn write(dir: &tempfile::TempDir, name: &str, contents: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const BAD: &str = r#"[listener]
+bind = "127.0.0.1:19092"
+advertised_host = "127.0.0.1"
+node_port_base = 19100
+[upstream]
+bootstrap_servers = ["127.0.0.1:9092"]
+[[topics]]
+match = "logs.*"
+compression.type = "zstd"
+compression.zstd.level = 23
+compression.zstd.windw = 0
+"#;
+
+#[test]
+fn shipped_configs_check_ok_with_a_summary() {
+    for name in [
+        "kpress.toml",
+        "speed-first-regional.toml",
+        "size-first-aggregation.toml",
+    ] {
+        let path = repo_config(name);
+        let out = kpress(&["check-config", path.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert!(
+            stdout.starts_with(&format!("{}: ok\n", path.display())),
+            "{stdout}"
+        );
+        assert!(stdout.contains("  rule 1 (line "), "{stdout}");
+        assert!(stdout.contains("  other topics: "), "{stdout}");
+    }
+    let out = kpress(&["check-config", repo_config("kpress.toml").to_str().unwrap()]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "logs.*: zstd (compression.zstd.level=3, compression.zstd.window=0), recompress codec-differs"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("metrics.*: lz4"), "{stdout}");
+}
+
+#[test]
+fn bad_file_exits_1_naming_file_line_key_value_and_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(&dir, "bad.toml", BAD);
+    let out = kpress(&["check-config", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{bad}:10:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"),
+            format!(
+                "{bad}:11:18: compression.zstd.windw: unknown key in [[topics]] (allowed: match, compression.type, recompress, allow_growth, compression.gzip.level, compression.gzip.buffer, compression.snappy.block, compression.lz4.level, compression.lz4.block, compression.zstd.level, compression.zstd.window)"
+            ),
+            format!("{bad}: 2 problems"),
+        ]
+    );
+}
+
+#[test]
+fn every_file_is_checked_and_any_bad_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(&dir, "bad.toml", BAD);
+    let good = repo_config("kpress.toml");
+    let out = kpress(&["check-config", good.to_str().unwrap(), &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).starts_with(&format!("{}: ok", good.display())));
+    assert!(text(&out.stderr).contains(&format!("{bad}:10:26: ")));
+}
+
+#[test]
+fn unreadable_and_syntactically_broken_files() {
+    let out = kpress(&["check-config", "/nonexistent/kpress.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot read /nonexistent/kpress.toml"),
+        "{}",
+        text(&out.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let broken = write(&dir, "broken.toml", "[listener\nbind = 1\n");
+    let out = kpress(&["check-config", &broken]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with(&format!("{broken}:1:")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stderr).contains("TOML syntax"));
+}
+
+#[test]
+fn run_refuses_an_invalid_file_at_once_with_the_same_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(&dir, "bad.toml", BAD);
+    let started = Instant::now();
+    let out = kpress(&["run", "--config", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{bad}:10:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{bad}:11:18: compression.zstd.windw: unknown key")));
+    assert!(stderr.contains("not starting"), "{stderr}");
+    // It never tried to reach the (absent) broker.
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn run_fails_cleanly_when_no_broker_answers() {
+    // A port nobody listens on: bind one, note it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        "k.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"{closed}\"]\n"
+        ),
+    );
+    let out = kpress(&["run", "--config", &config]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("kpress: error: proxy stopped"), "{stderr}");
+    assert!(stderr.contains(&closed.to_string()), "{stderr}");
+}
+
+#[test]
+fn log_filter_must_be_valid() {
+    let out = kpress(&["--log", "kpress=notalevel", "check-config", "x.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--log"));
+}
