@@ -1,0 +1,274 @@
+//! A one-node Apache Kafka (KRaft) broker for this crate's tests, from the jars
+//! `scripts/setup.sh` caches under `.cache/kafka/<version>/libs`, on free loopback
+//! ports with its own temporary directory; killed when dropped.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub(crate) const KAFKA_VERSION: &str = "4.1.1";
+
+/// The workspace root (two levels above this crate).
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crate sits at crates/kpress-proxy")
+        .to_path_buf()
+}
+
+pub(crate) fn kafka_libs() -> PathBuf {
+    workspace_root()
+        .join(".cache/kafka")
+        .join(KAFKA_VERSION)
+        .join("libs")
+}
+
+/// A port nobody listens on right now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub(crate) struct TempDir(PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(prefix: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running one-node broker.
+pub(crate) struct Broker {
+    pub(crate) node_id: i32,
+    pub(crate) port: u16,
+    pub(crate) data_dir: PathBuf,
+    child: Child,
+    pub(crate) dir: TempDir,
+}
+
+/// A KRaft cluster id: 16 bytes in URL-safe base64 without padding.
+fn cluster_id() -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+        ^ u128::from(std::process::id()) << 64;
+    let bytes = seed.to_be_bytes();
+    let mut out = String::new();
+    let (mut bits, mut nbits) = (0u32, 0);
+    for b in bytes {
+        bits = (bits << 8) | u32::from(b);
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+        }
+    }
+    if nbits > 0 {
+        out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+    }
+    out
+}
+
+pub(crate) fn java(main_class: &str) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.arg("-Xmx512m")
+        .arg("-cp")
+        .arg(format!("{}/*", kafka_libs().display()))
+        .arg(main_class);
+    cmd
+}
+
+impl Broker {
+    /// Formats and starts a broker; returns once its port accepts connections.
+    pub(crate) fn start() -> Broker {
+        assert!(
+            kafka_libs().is_dir(),
+            "Kafka jars missing at {}: run scripts/setup.sh",
+            kafka_libs().display()
+        );
+        let dir = TempDir::new("kpress-proxy-kafka");
+        let node_id = 1;
+        let port = free_port();
+        let controller_port = free_port();
+        let data_dir = dir.path().join("data");
+        let log_file = dir.path().join("server.log");
+        let properties = dir.path().join("server.properties");
+        std::fs::write(
+            &properties,
+            format!(
+                "process.roles=broker,controller\n\
+                 node.id={node_id}\n\
+                 controller.quorum.voters={node_id}@127.0.0.1:{controller_port}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={}\n\
+                 num.partitions=1\n\
+                 auto.create.topics.enable=true\n\
+                 offsets.topic.replication.factor=1\n\
+                 offsets.topic.num.partitions=1\n\
+                 transaction.state.log.replication.factor=1\n\
+                 transaction.state.log.min.isr=1\n\
+                 group.initial.rebalance.delay.ms=0\n",
+                data_dir.display()
+            ),
+        )
+        .expect("write server.properties");
+        let log4j = dir.path().join("log4j2.properties");
+        std::fs::write(
+            &log4j,
+            format!(
+                "appender.file.type=File\nappender.file.name=file\nappender.file.fileName={}\n\
+                 appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n\
+                 rootLogger.level=INFO\nrootLogger.appenderRef.file.ref=file\n",
+                log_file.display()
+            ),
+        )
+        .expect("write log4j2.properties");
+        let format = java("kafka.tools.StorageTool")
+            .args(["format", "-t", &cluster_id(), "-c"])
+            .arg(&properties)
+            .output()
+            .expect("run StorageTool");
+        assert!(
+            format.status.success(),
+            "StorageTool format failed: {}",
+            String::from_utf8_lossy(&format.stderr)
+        );
+        let child = java_with_log4j(&log4j, "kafka.Kafka")
+            .arg(&properties)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kafka.Kafka");
+        let broker = Broker {
+            node_id,
+            port,
+            data_dir,
+            child,
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "broker did not listen within 90 s; log: {}",
+                broker.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        broker
+    }
+
+    pub(crate) fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Kafka's DumpLogSegments (`--deep-iteration`) over every segment of a partition.
+    pub(crate) fn dump_partition(&self, topic: &str, partition: u32) -> String {
+        let dir = self.data_dir.join(format!("{topic}-{partition}"));
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "log"))
+            .collect();
+        segments.sort();
+        let mut cmd = java("kafka.tools.DumpLogSegments");
+        cmd.args(["--deep-iteration", "--files"]).arg(
+            segments
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        let out = run(cmd);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+fn java_with_log4j(log4j: &Path, main_class: &str) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.arg("-Xmx768m")
+        .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+        .arg("-cp")
+        .arg(format!("{}/*", kafka_libs().display()))
+        .arg(main_class);
+    cmd
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a command to completion, panicking with its output if it fails.
+pub(crate) fn run(mut cmd: Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs a command with `input` on stdin.
+pub(crate) fn run_with_stdin(mut cmd: Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input)
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
