@@ -527,6 +527,7 @@ proptest! {
         flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..4),
         cut in any::<prop::sample::Index>(),
         truncate in any::<bool>(),
+        reseal in any::<bool>(),
         policy in policy_strategy(),
     ) {
         let mut batch = builder(from).build(&records(n)).unwrap();
@@ -537,6 +538,17 @@ proptest! {
         if truncate {
             batch.truncate(cut.index(batch.len()));
         }
+        // A valid length and CRC over damaged content reaches the decoders and the walk.
+        if reseal && batch.len() >= HEADER_LEN {
+            seal(&mut batch);
+        }
         check_contract(&batch, &policy, &mut Recompressor::new());
     }
+}
+
+#[test]
+fn recompressor_can_move_between_threads() {
+    // The proxy keeps one per connection task, which a runtime may move.
+    fn assert_send<T: Send>() {}
+    assert_send::<Recompressor>();
 }
