@@ -1,1 +1,94 @@
-//! Shared helpers for the benches (to be written).
+//! Inputs for the benches: the shared datasets cut into Kafka record batches.
+//!
+//! Records are the dataset's lines, framed as Kafka v2 records (no key, no headers)
+//! by kpress-batch's test builder, grouped into batches of a target size.
+
+use kpress_batch::builder::{encode_records, BatchBuilder, Record};
+use kpress_codec::{Codec, CompressionOptions};
+use std::path::PathBuf;
+
+/// The two shared datasets.
+pub const DATASETS: [&str; 2] = ["apache_access.log", "nginxplus_status.ndjson"];
+
+/// Reads a dataset from `shared/datasets` beside the repository (or `KPRESS_DATASETS`).
+pub fn load_dataset(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("KPRESS_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets"));
+    let path = dir.join(name);
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e} (set KPRESS_DATASETS)", path.display()))
+}
+
+/// The dataset's lines as records, grouped into batches of about `target_bytes`
+/// of record values, as a producer's accumulator would group them.
+pub fn record_groups(data: &[u8], target_bytes: usize) -> Vec<Vec<Record>> {
+    let mut groups = Vec::new();
+    let (mut group, mut group_bytes) = (Vec::new(), 0);
+    for line in data.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        // A record's framing adds at most 16 bytes to its value.
+        if !group.is_empty() && group_bytes + line.len() + 16 > target_bytes {
+            groups.push(std::mem::take(&mut group));
+            group_bytes = 0;
+        }
+        group_bytes += line.len() + 16;
+        group.push(Record::value(line));
+    }
+    if !group.is_empty() {
+        groups.push(group);
+    }
+    groups
+}
+
+/// Uncompressed records sections of about `target_bytes` each.
+pub fn record_sections(data: &[u8], target_bytes: usize) -> Vec<Vec<u8>> {
+    record_groups(data, target_bytes)
+        .iter()
+        .map(|g| encode_records(g))
+        .collect()
+}
+
+/// Full RecordBatch v2s of about `target_bytes` of records, compressed with `codec`.
+pub fn batches(
+    data: &[u8],
+    target_bytes: usize,
+    codec: Codec,
+    options: &CompressionOptions,
+) -> Vec<Vec<u8>> {
+    let builder = BatchBuilder {
+        codec,
+        options: options.clone(),
+        ..BatchBuilder::default()
+    };
+    record_groups(data, target_bytes)
+        .iter()
+        .map(|g| builder.build(g).expect("building a bench batch"))
+        .collect()
+}
+
+/// Options with one key changed from Kafka's defaults.
+pub fn options_with(pairs: &[(&str, i64)]) -> CompressionOptions {
+    let mut options = CompressionOptions::default();
+    for (key, value) in pairs {
+        options.set_int(key, *value).expect("bench option in range");
+    }
+    options
+}
+
+/// Prints a case's compression ratio and appends it to
+/// `target/criterion/kpress-ratios.tsv` (group, case, raw bytes, compressed bytes).
+pub fn ratio_log(group: &str, case: &str, raw_bytes: usize, compressed_bytes: usize) {
+    let ratio = compressed_bytes as f64 / raw_bytes as f64;
+    eprintln!("ratio {group}/{case}: {ratio:.4} ({compressed_bytes} / {raw_bytes} bytes)");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("kpress-ratios.tsv"))
+        {
+            let _ = writeln!(f, "{group}\t{case}\t{raw_bytes}\t{compressed_bytes}");
+        }
+    }
+}

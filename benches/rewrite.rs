@@ -1,0 +1,115 @@
+//! The full batch rewrite (source codec to target codec) against the bare codec
+//! calls on the same payloads, so the cost of kpress's own work is visible: header
+//! and CRC checks, the record-count walk, the header patch and the new CRC.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
+use kpress_benches::{batches, load_dataset, options_with, ratio_log, record_sections};
+use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
+use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
+use std::hint::black_box;
+use std::time::Duration;
+
+fn pairs() -> Vec<(Codec, CompressionOptions, Codec, CompressionOptions)> {
+    let gzip6 = options_with(&[(GZIP_LEVEL, 6)]);
+    let zstd3 = options_with(&[(ZSTD_LEVEL, 3)]);
+    let lz4 = options_with(&[(LZ4_LEVEL, 9)]);
+    let default = CompressionOptions::default();
+    vec![
+        (Codec::Gzip, gzip6.clone(), Codec::Zstd, zstd3.clone()),
+        (Codec::Snappy, default.clone(), Codec::Zstd, zstd3.clone()),
+        (Codec::Lz4, lz4.clone(), Codec::Zstd, zstd3.clone()),
+        (Codec::None, default.clone(), Codec::Zstd, zstd3.clone()),
+        (Codec::None, default.clone(), Codec::Lz4, lz4),
+        (Codec::Zstd, zstd3, Codec::Gzip, gzip6),
+    ]
+}
+
+fn rewrite(c: &mut Criterion) {
+    for dataset in kpress_benches::DATASETS {
+        let data = load_dataset(dataset);
+        for (size_label, size) in [("16KiB", 16 * 1024), ("1MiB", 1024 * 1024)] {
+            let raw_bytes: usize = record_sections(&data, size).iter().map(Vec::len).sum();
+            let mut group = c.benchmark_group(format!("rewrite/{dataset}/{size_label}"));
+            group.throughput(Throughput::Bytes(raw_bytes as u64));
+            for (from, from_options, to, to_options) in pairs() {
+                let label = format!("{from}-to-{to}");
+                let batches = batches(&data, size, from, &from_options);
+                let policy = RewritePolicy {
+                    target: Target::Codec {
+                        codec: to,
+                        options: to_options.clone(),
+                    },
+                    mode: RecompressMode::CodecDiffers,
+                    allow_growth: true,
+                    ..RewritePolicy::default()
+                };
+                let mut recompressor = Recompressor::new();
+                let mut out = Vec::with_capacity(size * 2);
+                let (mut bytes_in, mut bytes_out) = (0, 0);
+                for batch in &batches {
+                    out.clear();
+                    let outcome = recompressor.rewrite_batch(batch, &policy, &mut out);
+                    assert!(
+                        matches!(outcome, Outcome::Rewritten { .. }),
+                        "{label}: {outcome:?}"
+                    );
+                    bytes_in += batch.len();
+                    bytes_out += out.len();
+                }
+                ratio_log(
+                    &format!("rewrite/{dataset}/{size_label}"),
+                    &label,
+                    bytes_in,
+                    bytes_out,
+                );
+
+                group.bench_function(BenchmarkId::new("kpress-rewrite", &label), |b| {
+                    b.iter(|| {
+                        for batch in &batches {
+                            out.clear();
+                            black_box(recompressor.rewrite_batch(
+                                black_box(batch),
+                                &policy,
+                                &mut out,
+                            ));
+                        }
+                    })
+                });
+                // The floor: the same two codec calls on the records payloads alone.
+                let mut decompressor = Decompressor::new();
+                let mut compressor = Compressor::new(to, &to_options);
+                let mut scratch = Vec::with_capacity(size * 2);
+                group.bench_function(BenchmarkId::new("bare-codecs", &label), |b| {
+                    b.iter(|| {
+                        for batch in &batches {
+                            scratch.clear();
+                            out.clear();
+                            let payload = &batch[61..];
+                            let raw = if from == Codec::None {
+                                payload
+                            } else {
+                                decompressor
+                                    .decompress(from, black_box(payload), 64 << 20, &mut scratch)
+                                    .expect("decompress");
+                                &scratch[..]
+                            };
+                            compressor.compress(raw, &mut out).expect("compress");
+                        }
+                    })
+                });
+            }
+            group.finish();
+        }
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    targets = rewrite
+}
+criterion_main!(benches);
