@@ -46,6 +46,7 @@ fn main() -> std::process::ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.command {
