@@ -286,6 +286,16 @@ async fn resolve_topic_ids(
     shared
         .ensure_node_listeners(&observer.nodes_without_listener)
         .map_err(ConnectionError::Listener)?;
+    let named = ids
+        .iter()
+        .filter(|id| shared.cluster.topic_name(id).is_some())
+        .count();
+    tracing::debug!(
+        client = %info.client,
+        asked = ids.len(),
+        named,
+        "asked the broker for Produce v13 topic ids"
+    );
     Ok(())
 }
 

@@ -4,11 +4,13 @@
 
 mod support;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_batch::RewritePolicy;
 use kpress_codec::{Codec, CompressionOptions};
 use kpress_proxy::{ProxySettings, DEFAULT_MAX_FRAME_BYTES};
@@ -25,6 +27,14 @@ struct Kpress {
 
 impl Kpress {
     async fn start(broker: &Broker, policy: RewritePolicy) -> Kpress {
+        // kpress's logs in the test output: KPRESS_LOG=kpress_proxy=debug.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("KPRESS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
+            .with_test_writer()
+            .try_init();
         let port = free_port();
         // Node N is served on base + N: pick a free port for the broker's node.
         let node_port_base = free_port() - broker.node_id as u16;
@@ -197,6 +207,169 @@ async fn kcat_gzip_through_kpress_is_stored_as_zstd() {
     assert!(
         !listing.contains(&format!(":{}", broker.port)),
         "the real broker address leaked:\n{listing}"
+    );
+
+    kpress.stop().await;
+}
+
+/// Topic ids from a Metadata request sent straight to the broker.
+fn topic_ids_from_broker(broker: &Broker) -> Vec<([u8; 16], String)> {
+    struct Names(Vec<([u8; 16], String)>);
+    impl kpress_protocol::ResponseObserver for Names {
+        fn broker(&mut self, _: i32, host: &str, port: i32) -> (String, i32) {
+            (host.to_owned(), port)
+        }
+        fn topic(&mut self, id: [u8; 16], name: &str) {
+            self.0.push((id, name.to_owned()));
+        }
+    }
+    let mut stream = std::net::TcpStream::connect(broker.address()).expect("connect broker");
+    let request = kpress_protocol::metadata_request(12, 1, &[]).expect("encode Metadata");
+    stream.write_all(&request).expect("send Metadata");
+    let body = read_frame(&mut stream);
+    // Response header v1: correlation id, empty tagged fields.
+    let mut names = Names(Vec::new());
+    kpress_protocol::rewrite_response(3, 12, &body[5..], &mut names).expect("parse Metadata");
+    names.0
+}
+
+fn read_frame(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).expect("read frame size");
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body).expect("read frame body");
+    body
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A Produce v13 request (topic by id, acks=-1) for one partition.
+fn produce_v13(correlation_id: i32, topic_id: [u8; 16], records: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0i16.to_be_bytes()); // api key Produce
+    body.extend_from_slice(&13i16.to_be_bytes());
+    body.extend_from_slice(&correlation_id.to_be_bytes());
+    body.extend_from_slice(&4i16.to_be_bytes());
+    body.extend_from_slice(b"test");
+    body.push(0); // header tagged fields
+    body.push(0); // transactional_id: null
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // acks
+    body.extend_from_slice(&30_000i32.to_be_bytes()); // timeout_ms
+    body.push(2); // one topic
+    body.extend_from_slice(&topic_id);
+    body.push(2); // one partition
+    body.extend_from_slice(&0i32.to_be_bytes());
+    put_uvarint(&mut body, records.len() as u32 + 1);
+    body.extend_from_slice(records);
+    body.push(0); // partition tagged fields
+    body.push(0); // topic tagged fields
+    body.push(0); // request tagged fields
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_v13_topic_ids_through_kpress() {
+    let broker = Arc::new(blocking(Broker::start).await);
+    let kpress = Kpress::start(
+        &broker,
+        RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
+    )
+    .await;
+
+    // Java kafka-clients 4.1 sends Produce v13: kpress names the ids from the Metadata
+    // responses it relays.
+    let java_topic = "java-v13";
+    let bootstrap = kpress.address();
+    blocking(move || {
+        let mut cmd = support::java("org.apache.kafka.tools.ProducerPerformance");
+        cmd.args([
+            "--topic",
+            java_topic,
+            "--num-records",
+            "3000",
+            "--record-size",
+            "200",
+            "--throughput",
+            "-1",
+            "--producer-props",
+        ])
+        .arg(format!("bootstrap.servers={bootstrap}"))
+        .args([
+            "compression.type=gzip",
+            "linger.ms=50",
+            "batch.size=65536",
+            "acks=all",
+        ]);
+        run(cmd)
+    })
+    .await;
+    let dump_broker = Arc::clone(&broker);
+    let dump = blocking(move || dump_broker.dump_partition(java_topic, 0)).await;
+    let batches: Vec<&str> = dump
+        .lines()
+        .filter(|l| l.contains("compresscodec:"))
+        .collect();
+    assert!(!batches.is_empty(), "nothing stored:\n{dump}");
+    assert!(
+        batches
+            .iter()
+            .all(|l| l.contains("compresscodec: zstd") && l.contains("isvalid: true")),
+        "Java's gzip batches were not all stored as valid zstd:\n{dump}"
+    );
+
+    // A topic created behind kpress's back: its id is unknown to kpress until kpress
+    // asks the broker itself.
+    let hidden_topic = "created-behind-kpress";
+    let direct = broker.address();
+    blocking(move || {
+        run_with_stdin(
+            kcat(&["-P", "-b", &direct, "-t", hidden_topic]),
+            b"first record, written directly\n",
+        )
+    })
+    .await;
+    let id_broker = Arc::clone(&broker);
+    let ids = blocking(move || topic_ids_from_broker(&id_broker)).await;
+    let topic_id = ids
+        .iter()
+        .find(|(_, name)| name == hidden_topic)
+        .map(|(id, _)| *id)
+        .expect("broker names the topic");
+    let records: Vec<Record> = (0..200)
+        .map(|i| Record::value(format!("record {i} sent by id, gzip, to be stored as zstd")))
+        .collect();
+    let batch = BatchBuilder::codec(Codec::Gzip)
+        .build(&records)
+        .expect("build gzip batch");
+    let node_port = kpress.node_port_base + broker.node_id as u16;
+    let response = blocking(move || {
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", node_port)).expect("connect kpress node");
+        stream
+            .write_all(&produce_v13(77, topic_id, &batch))
+            .expect("send Produce v13");
+        read_frame(&mut stream)
+    })
+    .await;
+    assert_eq!(&response[..4], &77i32.to_be_bytes(), "correlation id kept");
+    let dump_broker = Arc::clone(&broker);
+    let dump = blocking(move || dump_broker.dump_partition(hidden_topic, 0)).await;
+    let batches: Vec<&str> = dump
+        .lines()
+        .filter(|l| l.contains("compresscodec:"))
+        .collect();
+    assert_eq!(batches.len(), 2, "{dump}");
+    assert!(
+        batches[1].contains("count: 200") && batches[1].contains("compresscodec: zstd"),
+        "the batch sent by topic id was not stored as zstd:\n{dump}"
     );
 
     kpress.stop().await;
