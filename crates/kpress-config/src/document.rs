@@ -131,8 +131,11 @@ impl Walk<'_> {
                 .map(|read| read.policy);
         }
         let mut topics = Some(Vec::new());
-        if let (Some((key, value)), Some(defaults)) = (topics_value, &defaults) {
-            topics = self.topics(key, value, defaults);
+        if let Some((key, value)) = topics_value {
+            // On broken [defaults] the rules are still read, on Kafka's defaults, so
+            // their own problems are reported too.
+            let base = defaults.clone().unwrap_or_default();
+            topics = self.topics(key, value, &base);
         }
         let listener = listener?;
         let upstream = upstream?;
@@ -438,14 +441,27 @@ impl Walk<'_> {
         value: &Spanned<DeValue<'_>>,
         defaults: &TopicPolicy,
     ) -> Option<Vec<TopicRule>> {
-        let DeValue::Array(items) = value.get_ref() else {
-            self.sink.bad_value(
-                key.get_ref(),
-                &value.span(),
-                "must be an array of tables ([[topics]])",
-                None,
-            );
-            return None;
+        let items = match value.get_ref() {
+            DeValue::Array(items) => items,
+            DeValue::Table(_) => {
+                self.sink.report(
+                    &value.span(),
+                    Some("[topics]"),
+                    None,
+                    "rules are an array of tables: write [[topics]]",
+                    None,
+                );
+                return None;
+            }
+            _ => {
+                self.sink.bad_value(
+                    key.get_ref(),
+                    &value.span(),
+                    "must be an array of tables ([[topics]])",
+                    None,
+                );
+                return None;
+            }
         };
         let mut rules = Vec::with_capacity(items.len());
         let mut ok = true;
