@@ -89,3 +89,10 @@ fn incompressible_input_round_trips() {
         }
     }
 }
+
+#[test]
+fn compressors_and_decompressors_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Compressor>();
+    assert_send::<Decompressor>();
+}
