@@ -1,0 +1,206 @@
+//! The gzip provider interface: a provider supplies raw deflate and inflate; the
+//! gzip member framing, CRC-32 and the decompression bound are the same for all.
+
+use std::fmt;
+use std::mem::MaybeUninit;
+
+use crate::member::{self, TRAILER_LEN};
+use crate::DeflateError;
+
+/// The deflate implementations kpress can use for gzip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProviderKind {
+    /// Intel QuickAssist through QATzip (hardware, or QATzip's software backup).
+    Qat,
+    /// Intel ISA-L's igzip (software, SIMD).
+    Isal,
+    /// Eric Biggers' libdeflate (software, whole-buffer).
+    Libdeflate,
+    /// zlib-rs through flate2: kpress's default, the reference output.
+    Zlib,
+}
+
+impl ProviderKind {
+    /// Every provider, in the order `auto` prefers them when each qualifies.
+    pub const ALL: [ProviderKind; 4] = [
+        ProviderKind::Qat,
+        ProviderKind::Isal,
+        ProviderKind::Libdeflate,
+        ProviderKind::Zlib,
+    ];
+
+    /// The name used in `compression.gzip.provider`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Qat => "qat",
+            ProviderKind::Isal => "isal",
+            ProviderKind::Libdeflate => "libdeflate",
+            ProviderKind::Zlib => "zlib",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a provider reports about itself on this host, for logs and status pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderStatus {
+    pub provider: ProviderKind,
+    /// The provider can be selected.
+    pub available: bool,
+    /// It runs on an accelerator rather than the CPU.
+    pub hardware: bool,
+    /// Library path and version, the software-backup reason, or why it is unavailable.
+    pub detail: String,
+}
+
+/// A gzip implementation. Implementors supply raw deflate and inflate with their own
+/// per-thread state; [`compress`](Self::compress) and [`decompress`](Self::decompress)
+/// add the one gzip member framing of [`crate::member`].
+///
+/// Levels are zlib's 1..=9 (Kafka's `compression.gzip.level` with -1 resolved to 6);
+/// each provider maps them onto its own scale and documents how.
+pub trait GzipProvider: Send + Sync + fmt::Debug {
+    fn kind(&self) -> ProviderKind;
+
+    /// Appends the raw deflate stream (RFC 1951, final block included) of `input` to
+    /// `out`. On error `out` may hold partial output past its original length.
+    fn deflate_raw(&self, input: &[u8], level: u32, out: &mut Vec<u8>) -> Result<(), DeflateError>;
+
+    /// Inflates the raw deflate stream at the start of `input` (which may continue with
+    /// other bytes) and appends its output to `out`, returning how many input bytes the
+    /// stream took. Output beyond `budget` bytes fails with
+    /// [`DeflateError::LimitExceeded`] after allocating at most about `budget` bytes.
+    /// `size_hint` is what the gzip trailer claims: a first guess, never trusted.
+    fn inflate_raw(
+        &self,
+        input: &[u8],
+        budget: usize,
+        size_hint: Option<usize>,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, DeflateError>;
+
+    /// Appends exactly one gzip member holding `input`, compressed at `level` (1..=9).
+    /// On error `out` is left as it was.
+    fn compress(&self, input: &[u8], level: u32, out: &mut Vec<u8>) -> Result<(), DeflateError> {
+        let start = out.len();
+        member::write_header(out, level);
+        if let Err(e) = self.deflate_raw(input, level, out) {
+            out.truncate(start);
+            return Err(e);
+        }
+        member::write_trailer(out, crc32fast::hash(input), input.len());
+        Ok(())
+    }
+
+    /// Appends the concatenated contents of the one or more gzip members in `input` to
+    /// `out` and returns how many bytes that was; more than `limit` bytes fails with
+    /// [`DeflateError::LimitExceeded`]. Each member's CRC-32 and ISIZE are checked;
+    /// bytes after the last member that do not start another are refused. On error
+    /// `out` is left as it was.
+    fn decompress(
+        &self,
+        input: &[u8],
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, DeflateError> {
+        let start = out.len();
+        let result = decompress_members(self, input, limit, out);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+}
+
+fn decompress_members<P: GzipProvider + ?Sized>(
+    provider: &P,
+    input: &[u8],
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, DeflateError> {
+    let corrupt = |reason: String| DeflateError::Corrupt {
+        provider: provider.kind(),
+        reason,
+    };
+    if input.is_empty() {
+        return Err(corrupt("empty gzip payload".into()));
+    }
+    // The last member's ISIZE: the whole size when, as usual, there is one member.
+    let size_hint = input
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .and_then(|at| member::read_trailer(&input[at..]))
+        .map(|t| t.isize as usize);
+    let start = out.len();
+    let mut rest = input;
+    while !rest.is_empty() {
+        let header_len = member::parse_header(rest).map_err(|reason| {
+            if rest.len() == input.len() {
+                corrupt(reason)
+            } else {
+                corrupt(format!(
+                    "{} bytes after the last gzip member: {reason}",
+                    rest.len()
+                ))
+            }
+        })?;
+        let body = &rest[header_len..];
+        let member_start = out.len();
+        let budget = limit - (member_start - start);
+        let used = provider.inflate_raw(body, budget, size_hint, out)?;
+        let trailer = body
+            .get(used..)
+            .and_then(member::read_trailer)
+            .ok_or_else(|| corrupt("gzip member ends without its 8-byte trailer".into()))?;
+        let content = &out[member_start..];
+        let crc = crc32fast::hash(content);
+        if crc != trailer.crc {
+            return Err(corrupt(format!(
+                "gzip CRC-32 {:#010x} does not match the trailer's {:#010x}",
+                crc, trailer.crc
+            )));
+        }
+        if content.len() as u32 != trailer.isize {
+            return Err(corrupt(format!(
+                "gzip member holds {} bytes but its trailer says {} (mod 2^32)",
+                content.len(),
+                trailer.isize
+            )));
+        }
+        rest = &body[used + TRAILER_LEN..];
+    }
+    Ok(out.len() - start)
+}
+
+/// Lets `fill` write into the next `want` bytes of `out`'s spare capacity (reserved
+/// here, not zeroed) and keeps the `n` bytes it reports written; passes on its `T`.
+pub(crate) fn fill_spare<T, E>(
+    out: &mut Vec<u8>,
+    want: usize,
+    fill: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<(usize, T), E>,
+) -> Result<T, E> {
+    out.reserve(want);
+    let spare = &mut out.spare_capacity_mut()[..want];
+    let (written, value) = fill(spare)?;
+    assert!(written <= want, "a provider reported more output than room");
+    // SAFETY: `fill` initialised the first `written` bytes of the spare capacity, which
+    // the assertion keeps within what was reserved.
+    unsafe { out.set_len(out.len() + written) };
+    Ok(value)
+}
+
+/// The first output reservation for inflating `input_len` bytes within `budget`: the
+/// trailer's claim when it fits (plus one byte to see the end), else a multiple of the
+/// input, at least 64 KiB.
+pub(crate) fn first_guess(input_len: usize, budget: usize, size_hint: Option<usize>) -> usize {
+    let guess = match size_hint {
+        Some(hint) if hint < budget => hint + 1,
+        _ => input_len.saturating_mul(4).max(64 * 1024),
+    };
+    guess.min(budget.saturating_add(1))
+}

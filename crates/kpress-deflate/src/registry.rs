@@ -1,0 +1,223 @@
+//! Which providers this host has, choosing one by name or `auto`, and the fallback
+//! that keeps a batch from being lost when a provider fails.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::{
+    DeflateError, GzipProvider, IsalProvider, LibdeflateProvider, ProviderError, ProviderKind,
+    ProviderStatus, QatConfig, QatProvider, ZlibProvider,
+};
+
+/// The value of `compression.gzip.provider`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProviderChoice {
+    /// The best provider this host has (see [`Registry::auto_kind`]).
+    Auto,
+    /// Exactly this provider; missing is an error, never a silent substitute.
+    Named(ProviderKind),
+    /// The default: zlib, i.e. kpress's gzip output as without any provider option.
+    #[default]
+    Default,
+}
+
+impl ProviderChoice {
+    /// The accepted names, for error messages.
+    pub const NAMES: [&'static str; 5] = ["auto", "qat", "isal", "libdeflate", "zlib"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderChoice::Auto => "auto",
+            ProviderChoice::Named(kind) => kind.name(),
+            ProviderChoice::Default => ProviderKind::Zlib.name(),
+        }
+    }
+}
+
+impl fmt::Display for ProviderChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ProviderChoice {
+    type Err = ProviderError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(ProviderChoice::Auto);
+        }
+        ProviderKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .map(ProviderChoice::Named)
+            .ok_or_else(|| ProviderError::UnknownName(s.to_owned()))
+    }
+}
+
+/// The gzip providers of this process: the three software ones always, QAT when
+/// QATzip could be opened and a session set up.
+#[derive(Debug)]
+pub struct Registry {
+    qat: Result<Arc<QatProvider>, ProviderError>,
+    isal: Arc<IsalProvider>,
+    libdeflate: Arc<LibdeflateProvider>,
+    zlib: Arc<ZlibProvider>,
+}
+
+impl Registry {
+    /// Probes QATzip with the default [`QatConfig`] (software backup on).
+    pub fn detect() -> Registry {
+        Registry::with_qat(QatProvider::open(QatConfig::default()))
+    }
+
+    /// A registry around an already probed QAT provider (or the reason there is none).
+    pub fn with_qat(qat: Result<QatProvider, ProviderError>) -> Registry {
+        Registry {
+            qat: qat.map(Arc::new),
+            isal: Arc::new(IsalProvider),
+            libdeflate: Arc::new(LibdeflateProvider),
+            zlib: Arc::new(ZlibProvider),
+        }
+    }
+
+    /// The process-wide registry, probed on first use; its statuses are logged then.
+    pub fn global() -> &'static Registry {
+        static GLOBAL: OnceLock<Registry> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            let registry = Registry::detect();
+            for s in registry.statuses() {
+                if s.available {
+                    tracing::info!(provider = %s.provider, hardware = s.hardware, "gzip provider available: {}", s.detail);
+                } else {
+                    tracing::info!(provider = %s.provider, "gzip provider unavailable: {}", s.detail);
+                }
+            }
+            tracing::info!("gzip provider auto = {}", registry.auto_kind());
+            registry
+        })
+    }
+
+    /// One provider by kind, or why it is not available.
+    pub fn get(&self, kind: ProviderKind) -> Result<Arc<dyn GzipProvider>, ProviderError> {
+        Ok(match kind {
+            ProviderKind::Qat => self.qat.clone()?,
+            ProviderKind::Isal => self.isal.clone(),
+            ProviderKind::Libdeflate => self.libdeflate.clone(),
+            ProviderKind::Zlib => self.zlib.clone(),
+        })
+    }
+
+    /// The provider a configuration value selects.
+    pub fn resolve(&self, choice: ProviderChoice) -> Result<Arc<dyn GzipProvider>, ProviderError> {
+        match choice {
+            ProviderChoice::Auto => self.get(self.auto_kind()),
+            ProviderChoice::Named(kind) => self.get(kind),
+            ProviderChoice::Default => self.get(ProviderKind::Zlib),
+        }
+    }
+
+    /// What `auto` means here: QAT when a QAT device is present; otherwise libdeflate,
+    /// the fastest software provider whose level-6 output stays within 2% of zlib 6's
+    /// size (the `gzip_providers` bench; ISA-L is faster still but its best level is
+    /// 9-42% larger, and QATzip's software backup is zlib with per-call overhead).
+    pub fn auto_kind(&self) -> ProviderKind {
+        match &self.qat {
+            Ok(qat) if qat.hardware() => ProviderKind::Qat,
+            _ => ProviderKind::Libdeflate,
+        }
+    }
+
+    /// Every provider's status, for the start-up log and the proxy's status output.
+    pub fn statuses(&self) -> Vec<ProviderStatus> {
+        let software = |provider, detail: &str| ProviderStatus {
+            provider,
+            available: true,
+            hardware: false,
+            detail: detail.to_owned(),
+        };
+        vec![
+            match &self.qat {
+                Ok(qat) => qat.status(),
+                Err(e) => ProviderStatus {
+                    provider: ProviderKind::Qat,
+                    available: false,
+                    hardware: false,
+                    detail: e.to_string(),
+                },
+            },
+            software(ProviderKind::Isal, "ISA-L igzip (system libisal)"),
+            software(ProviderKind::Libdeflate, "libdeflate (bundled)"),
+            software(ProviderKind::Zlib, "flate2 with zlib-rs"),
+        ]
+    }
+}
+
+static COMPRESS_FALLBACKS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static DECOMPRESS_FALLBACKS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+fn slot(kind: ProviderKind) -> usize {
+    ProviderKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .expect("every kind is listed")
+}
+
+/// How many payloads `provider` failed to compress, that zlib compressed instead.
+pub fn compress_fallbacks(provider: ProviderKind) -> u64 {
+    COMPRESS_FALLBACKS[slot(provider)].load(Ordering::Relaxed)
+}
+
+/// How many payloads `provider` failed to decompress that zlib then decompressed.
+pub fn decompress_fallbacks(provider: ProviderKind) -> u64 {
+    DECOMPRESS_FALLBACKS[slot(provider)].load(Ordering::Relaxed)
+}
+
+/// Compresses with `provider`; if it fails, with zlib (counted in
+/// [`compress_fallbacks`]). Returns the provider that produced the member.
+pub fn compress_with_fallback(
+    provider: &dyn GzipProvider,
+    input: &[u8],
+    level: u32,
+    out: &mut Vec<u8>,
+) -> Result<ProviderKind, DeflateError> {
+    match provider.compress(input, level, out) {
+        Ok(()) => Ok(provider.kind()),
+        Err(e) if provider.kind() != ProviderKind::Zlib => {
+            let n = COMPRESS_FALLBACKS[slot(provider.kind())].fetch_add(1, Ordering::Relaxed);
+            if n == 0 {
+                tracing::warn!("gzip provider {} failed ({e}); compressing with zlib instead (further fallbacks are counted)", provider.kind());
+            }
+            ZlibProvider.compress(input, level, out)?;
+            Ok(ProviderKind::Zlib)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Decompresses with `provider`; if it fails for any reason but the limit, zlib tries
+/// too (counted in [`decompress_fallbacks`] when zlib succeeds) and zlib's error is
+/// the answer when both fail.
+pub fn decompress_with_fallback(
+    provider: &dyn GzipProvider,
+    input: &[u8],
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<usize, DeflateError> {
+    match provider.decompress(input, limit, out) {
+        Ok(n) => Ok(n),
+        Err(e @ DeflateError::LimitExceeded { .. }) => Err(e),
+        Err(e) if provider.kind() != ProviderKind::Zlib => {
+            let n = ZlibProvider.decompress(input, limit, out)?;
+            let count = DECOMPRESS_FALLBACKS[slot(provider.kind())].fetch_add(1, Ordering::Relaxed);
+            if count == 0 {
+                tracing::warn!("gzip provider {} could not decompress a payload zlib could ({e}); further cases are counted", provider.kind());
+            }
+            Ok(n)
+        }
+        Err(e) => Err(e),
+    }
+}
