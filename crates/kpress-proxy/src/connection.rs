@@ -387,3 +387,304 @@ fn rewrite_addresses(
     out.put_slice(&new_body);
     Ok(Some(out))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The pipeline against in-memory streams: the broker side is played by the test,
+    //! frame by frame (the real broker is in tests/real_broker.rs).
+
+    use super::*;
+    use crate::error::Fault;
+    use crate::shared::SharedConfig;
+    use kpress_batch::builder::{BatchBuilder, Record};
+    use kpress_batch::{PolicyLookup, RewritePolicy};
+    use kpress_codec::{Codec, CompressionOptions};
+    use std::net::{IpAddr, Ipv4Addr};
+    use tokio::io::{AsyncReadExt, DuplexStream};
+    use tokio::task::JoinHandle;
+
+    fn shared_with(
+        policy: RewritePolicy,
+        max_inflight_bytes: usize,
+        node_port_base: u16,
+    ) -> Arc<Shared> {
+        let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
+        // The shutdown senders live for the whole test: dropping them means shutdown.
+        let shared = Shared::new(SharedConfig {
+            policies,
+            advertised_host: "kpress.test".into(),
+            node_port_base,
+            max_frame_bytes: 1 << 20,
+            max_inflight_bytes,
+            bootstrap_servers: vec!["127.0.0.1:1".into()],
+            listen_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        });
+        let (shared, control) = shared;
+        std::mem::forget(control);
+        shared
+    }
+
+    struct Harness {
+        client: DuplexStream,
+        broker: DuplexStream,
+        shutdown: watch::Sender<bool>,
+        task: JoinHandle<Result<(), ConnectionError>>,
+    }
+
+    fn start(shared: Arc<Shared>) -> Harness {
+        let (client, proxy_client_side) = tokio::io::duplex(1 << 16);
+        let (proxy_broker_side, broker) = tokio::io::duplex(1 << 16);
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let info = ConnectionInfo {
+            client: SocketAddr::from(([127, 0, 0, 1], 5555)),
+            upstream: UpstreamTarget::Bootstrap,
+        };
+        let task = tokio::spawn(serve(
+            proxy_client_side,
+            proxy_broker_side,
+            shared,
+            info,
+            shutdown_rx,
+        ));
+        Harness {
+            client,
+            broker,
+            shutdown,
+            task,
+        }
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut out = (body.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// A request of `api_key` v`version` with header v1 and `body`.
+    fn request(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&api_key.to_be_bytes());
+        out.extend_from_slice(&version.to_be_bytes());
+        out.extend_from_slice(&correlation_id.to_be_bytes());
+        out.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+        out.extend_from_slice(body);
+        frame(&out)
+    }
+
+    /// A Produce v7 request for topic `t` partition 0 holding `records`.
+    fn produce_v7(correlation_id: i32, acks: i16, records: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional_id
+        body.extend_from_slice(&acks.to_be_bytes());
+        body.extend_from_slice(&1000i32.to_be_bytes());
+        body.extend_from_slice(&1i32.to_be_bytes()); // topics
+        body.extend_from_slice(&1i16.to_be_bytes());
+        body.push(b't');
+        body.extend_from_slice(&1i32.to_be_bytes()); // partitions
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+        body.extend_from_slice(records);
+        request(0, 7, correlation_id, &body)
+    }
+
+    fn gzip_batch() -> Vec<u8> {
+        let records: Vec<Record> = (0..50)
+            .map(|i| Record::value(format!("value {i} value value value value")))
+            .collect();
+        BatchBuilder::codec(Codec::Gzip).build(&records).unwrap()
+    }
+
+    /// A response frame with header v0.
+    fn response(correlation_id: i32, body: &[u8]) -> Vec<u8> {
+        let mut out = correlation_id.to_be_bytes().to_vec();
+        out.extend_from_slice(body);
+        frame(&out)
+    }
+
+    async fn read_exact_frame(stream: &mut DuplexStream) -> Vec<u8> {
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        stream.read_exact(&mut body).await.unwrap();
+        let mut out = size.to_vec();
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[tokio::test]
+    async fn pipelined_requests_are_answered_in_order_and_acks_0_waits_for_nothing() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        let list_offsets = request(2, 1, 1, b"list-offsets body");
+        let produce = produce_v7(2, 0, &gzip_batch());
+        let heartbeat = request(12, 3, 3, b"heartbeat body");
+        for req in [&list_offsets, &produce, &heartbeat] {
+            h.client.write_all(req).await.unwrap();
+        }
+        // Forwarded byte for byte, in order (the policy keeps the producer's codec).
+        assert_eq!(read_exact_frame(&mut h.broker).await, list_offsets);
+        assert_eq!(read_exact_frame(&mut h.broker).await, produce);
+        assert_eq!(read_exact_frame(&mut h.broker).await, heartbeat);
+        // The broker answers 1 and 3 only (acks=0 gets nothing); both reach the client.
+        h.broker.write_all(&response(1, b"one")).await.unwrap();
+        h.broker.write_all(&response(3, b"three")).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.client).await, response(1, b"one"));
+        assert_eq!(read_exact_frame(&mut h.client).await, response(3, b"three"));
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn produce_is_rewritten_to_the_policy_codec() {
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let mut h = start(shared_with(policy, 1 << 22, 30000));
+        let batch = gzip_batch();
+        let produce = produce_v7(9, -1, &batch);
+        h.client.write_all(&produce).await.unwrap();
+        let forwarded = read_exact_frame(&mut h.broker).await;
+        assert_ne!(forwarded, produce);
+        // Same header; the records field now holds one zstd batch.
+        let records_at = produce.len() - batch.len();
+        assert_eq!(forwarded[4..records_at - 4], produce[4..records_at - 4]);
+        let new_records = &forwarded[records_at..];
+        let stored = kpress_batch::RecordBatch::parse(new_records).unwrap();
+        assert_eq!(stored.codec(), Some(Codec::Zstd));
+        assert_eq!(stored.records_count(), 50);
+        assert!(stored.crc_is_valid());
+        h.broker.write_all(&response(9, b"ok")).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.client).await, response(9, b"ok"));
+    }
+
+    #[tokio::test]
+    async fn metadata_addresses_are_rewritten_and_node_listener_bound_first() {
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponse, MetadataResponseBroker,
+        };
+        use kafka_protocol::messages::BrokerId;
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+
+        let node_port_base = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port() - 5
+        };
+        let shared = shared_with(RewritePolicy::default(), 1 << 22, node_port_base);
+        let mut h = start(Arc::clone(&shared));
+        // Metadata v12, header v2: tagged fields after the null client id.
+        let mut req = Vec::new();
+        req.extend_from_slice(&3i16.to_be_bytes());
+        req.extend_from_slice(&12i16.to_be_bytes());
+        req.extend_from_slice(&41i32.to_be_bytes());
+        req.extend_from_slice(&(-1i16).to_be_bytes());
+        req.extend_from_slice(&[0, 0, 0, 0, 0]);
+        h.client.write_all(&frame(&req)).await.unwrap();
+        read_exact_frame(&mut h.broker).await;
+
+        let mut body = BytesMut::new();
+        MetadataResponse::default()
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(5))
+                .with_host(StrBytes::from_static_str("10.1.2.3"))
+                .with_port(9092)])
+            .encode(&mut body, 12)
+            .unwrap();
+        let mut resp = 41i32.to_be_bytes().to_vec();
+        resp.push(0); // response header v1: no tagged fields
+        resp.extend_from_slice(&body);
+        h.broker.write_all(&frame(&resp)).await.unwrap();
+
+        let relayed = read_exact_frame(&mut h.client).await;
+        let text = String::from_utf8_lossy(&relayed);
+        assert!(!text.contains("10.1.2.3"), "real address leaked");
+        assert!(text.contains("kpress.test"));
+        let port = i32::from(node_port_base) + 5;
+        assert!(
+            relayed.windows(4).any(|w| w == port.to_be_bytes()),
+            "node port missing"
+        );
+        // The node's listener exists before the client could use the address.
+        assert!(tokio::net::TcpStream::connect(("127.0.0.1", port as u16))
+            .await
+            .is_ok());
+        assert_eq!(
+            shared.cluster.node_address(5).map(|a| a.to_string()),
+            Some("10.1.2.3:9092".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn negative_frame_size_closes_the_connection_as_client_fault() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client.write_all(&[0xff, 0xff, 0xff, 0x00]).await.unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert_eq!(err.fault(), Fault::Client);
+        assert_eq!(err.refused_frame_reason(), Some("malformed"));
+        // Nothing reached the broker, and the broker side sees the close.
+        let mut rest = Vec::new();
+        h.broker.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[tokio::test]
+    async fn frame_over_the_budget_is_refused() {
+        // 64 KiB budget: 32 KiB per direction; a 40 KiB request can never fit.
+        let mut h = start(shared_with(RewritePolicy::default(), 64 << 10, 30000));
+        h.client
+            .write_all(&((40 << 10) as i32).to_be_bytes())
+            .await
+            .unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert_eq!(err.fault(), Fault::Proxy);
+        assert_eq!(err.refused_frame_reason(), Some("over_budget"));
+    }
+
+    #[tokio::test]
+    async fn header_too_short_is_a_client_fault() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client.write_all(&frame(&[0, 1, 0])).await.unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert_eq!(err.fault(), Fault::Client);
+    }
+
+    #[tokio::test]
+    async fn wrong_correlation_id_from_broker_is_a_broker_fault() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client.write_all(&request(12, 3, 7, b"x")).await.unwrap();
+        read_exact_frame(&mut h.broker).await;
+        h.broker.write_all(&response(8, b"y")).await.unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert_eq!(err.fault(), Fault::Broker);
+        assert!(matches!(
+            err,
+            ConnectionError::CorrelationMismatch {
+                expected: 7,
+                received: 8
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn broker_closing_with_a_response_owed_is_a_broker_fault() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client.write_all(&request(12, 3, 7, b"x")).await.unwrap();
+        read_exact_frame(&mut h.broker).await;
+        drop(h.broker);
+        let err = h.task.await.unwrap().unwrap_err();
+        assert_eq!(err.fault(), Fault::Broker);
+    }
+
+    #[tokio::test]
+    async fn shutdown_answers_requests_already_read_then_closes() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client.write_all(&request(12, 3, 1, b"x")).await.unwrap();
+        read_exact_frame(&mut h.broker).await;
+        h.shutdown.send(true).unwrap();
+        tokio::task::yield_now().await;
+        assert!(!h.task.is_finished(), "closed with a response owed");
+        h.broker.write_all(&response(1, b"late")).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.client).await, response(1, b"late"));
+        h.task.await.unwrap().unwrap();
+        // The client sees the end of the stream.
+        let mut rest = Vec::new();
+        h.client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    }
+}
