@@ -628,7 +628,7 @@ mod tests {
         // 64 KiB budget: 32 KiB per direction; a 40 KiB request can never fit.
         let mut h = start(shared_with(RewritePolicy::default(), 64 << 10, 30000));
         h.client
-            .write_all(&((40 << 10) as i32).to_be_bytes())
+            .write_all(&(40i32 << 10).to_be_bytes())
             .await
             .unwrap();
         let err = h.task.await.unwrap().unwrap_err();
