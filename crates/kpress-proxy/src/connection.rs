@@ -251,8 +251,14 @@ async fn run_rewrite(
     header_len: usize,
     shared: &Arc<Shared>,
 ) -> Result<(Frame, RewriteResult), ConnectionError> {
+    // The semaphore is never closed; a slot is held until the rewrite is done.
+    let slot = Arc::clone(&shared.rewrite_slots)
+        .acquire_owned()
+        .await
+        .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?;
     let shared = Arc::clone(shared);
     tokio::task::spawn_blocking(move || {
+        let _slot = slot;
         let result = rewrite_produce(
             &frame.bytes[SIZE_PREFIX_LEN..],
             header_len,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use crate::budget::Budget;
 use crate::cluster::{node_port, Cluster};
@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     pub(crate) cluster: Cluster,
     pub(crate) budget: Budget,
     pub(crate) max_frame_bytes: usize,
+    /// One slot per CPU for Produce rewrites: they are CPU-bound, so more at once
+    /// would only add blocking threads and the memory of their buffers.
+    pub(crate) rewrite_slots: Arc<Semaphore>,
     bootstrap_servers: Vec<String>,
     listen_ip: IpAddr,
     /// Becomes true when shutdown begins: stop accepting, finish in-flight requests.
@@ -99,6 +102,9 @@ impl Shared {
             cluster: Cluster::new(config.advertised_host, config.node_port_base),
             budget: Budget::new(config.max_inflight_bytes),
             max_frame_bytes: config.max_frame_bytes,
+            rewrite_slots: Arc::new(Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )),
             bootstrap_servers: config.bootstrap_servers,
             listen_ip: config.listen_ip,
             shutdown: shutdown_rx,
