@@ -406,6 +406,21 @@ fn limit_bounds_and_cross_checks() {
 }
 
 #[test]
+fn node_port_base_bounds() {
+    for v in [1, 65535] {
+        let text = HEAD.replace("node_port_base = 19100", &format!("node_port_base = {v}"));
+        assert_eq!(parse(&text, "t").unwrap().listener.node_port_base, v);
+    }
+    for v in [0, 65536, -1] {
+        let text = HEAD.replace("node_port_base = 19100", &format!("node_port_base = {v}"));
+        assert_eq!(
+            one_problem(&text),
+            format!("t.toml:4:18: listener.node_port_base = {v}: out of range (allowed: 1..65535)")
+        );
+    }
+}
+
+#[test]
 fn metrics_cannot_share_the_listener_port() {
     let p = one_problem(&format!("{HEAD}[metrics]\nbind = \"0.0.0.0:19092\"\n"));
     assert!(

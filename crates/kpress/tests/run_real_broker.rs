@@ -242,6 +242,27 @@ compression.zstd.level = 3
         "records through kpress"
     );
 
+    // What the broker stored: every batch in the policy's codec.
+    let segment = dir.path().join("data/logs.e2e-0/00000000000000000000.log");
+    let dump = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}/*", kafka_libs().display()))
+        .args(["kafka.tools.DumpLogSegments", "--files"])
+        .arg(&segment)
+        .output()
+        .unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    let codecs: Vec<&str> = dump
+        .lines()
+        .filter_map(|l| l.split("compresscodec: ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert!(
+        !codecs.is_empty(),
+        "no batches in {}:\n{dump}",
+        segment.display()
+    );
+    assert!(codecs.iter().all(|c| *c == "zstd"), "{codecs:?}");
+
     let scrape = http_get(metrics, "/metrics");
     assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
     let rewritten: u64 = scrape
