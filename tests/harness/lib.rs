@@ -1,1 +1,27 @@
-//! Test harness: real Kafka brokers and clients (to be written).
+//! Harness for kpress's integration tests: real Apache Kafka brokers (KRaft, jars from
+//! Maven Central cached by `scripts/setup.sh`), real clients (Java kafka-clients,
+//! librdkafka through kcat and confluent-kafka), Kafka's own `DumpLogSegments`, and the
+//! built `kpress` binary.
+//!
+//! Everything runs on loopback with free ports and temporary directories, and every
+//! process started here is killed when its handle drops (or, for a handle kept in a
+//! `static`, by a watchdog when the test process exits).
+
+pub mod cluster;
+pub mod compression;
+pub mod confluent;
+pub mod data;
+pub mod dump;
+pub mod java;
+pub mod java_client;
+pub mod kcat;
+pub mod kpress;
+pub mod metadata;
+pub mod paths;
+pub mod ports;
+pub mod process;
+
+pub use cluster::KafkaCluster;
+pub use compression::Compression;
+pub use dump::{dump_log_segment, dump_log_segments, DumpedBatch};
+pub use paths::{kafka_old_version, kafka_version};

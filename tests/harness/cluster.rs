@@ -1,0 +1,415 @@
+//! Real Apache Kafka clusters for tests: KRaft nodes that are each broker and
+//! controller (n nodes form an n-voter quorum), on free loopback ports, with their own
+//! temporary log dirs and log files, killed when the handle drops.
+
+use crate::java;
+use crate::metadata::{fetch_metadata, ClusterMetadata};
+use crate::ports::free_port;
+use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
+use anyhow::{bail, Context};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct Node {
+    id: u32,
+    port: u16,
+    config: PathBuf,
+    data_dir: PathBuf,
+    log_file: PathBuf,
+    stdout_file: PathBuf,
+    process: Option<ChildGuard>,
+}
+
+impl Node {
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+}
+
+/// A running Kafka cluster of `n` combined broker+controller KRaft nodes.
+#[derive(Debug)]
+pub struct KafkaCluster {
+    version: String,
+    dir: Option<tempfile::TempDir>,
+    nodes: Vec<Node>,
+    pid_dir: PathBuf,
+    watchdog: Watchdog,
+}
+
+/// A Kafka cluster id: 16 bytes in unpadded URL-safe base64, as `StorageTool random-uuid`
+/// prints (derived here from the time and pid, which is unique enough for a test).
+fn new_cluster_id() -> String {
+    let seed = format!(
+        "{:?}{}{:?}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        std::thread::current().id()
+    );
+    let digest = Sha256::digest(seed.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    let mut bits = 0u32;
+    let mut nbits = 0;
+    for b in bytes {
+        bits = (bits << 8) | u32::from(b);
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(ALPHABET[((bits >> nbits) & 63) as usize] as char);
+        }
+    }
+    if nbits > 0 {
+        out.push(ALPHABET[((bits << (6 - nbits)) & 63) as usize] as char);
+    }
+    out
+}
+
+impl KafkaCluster {
+    /// Formats and starts `n_brokers` nodes of Kafka `version` and waits until every
+    /// node answers Metadata listing all of them.
+    pub fn start(version: &str, n_brokers: usize) -> anyhow::Result<KafkaCluster> {
+        assert!(n_brokers >= 1, "a cluster needs at least one node");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("kpress-kafka-{version}-"))
+            .tempdir()
+            .context("creating the cluster's temp dir")?;
+        let pid_dir = dir.path().join("pids");
+        std::fs::create_dir_all(&pid_dir)?;
+        let watchdog = Watchdog::start(&pid_dir, Some(dir.path()))?;
+
+        let ports: Vec<(u16, u16)> = (0..n_brokers).map(|_| (free_port(), free_port())).collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, cport))| format!("{}@127.0.0.1:{cport}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let internal_rf = n_brokers.min(3);
+        let mut nodes = Vec::new();
+        for (i, (port, cport)) in ports.iter().enumerate() {
+            let id = i as u32 + 1;
+            let node_dir = dir.path().join(format!("node-{id}"));
+            let data_dir = node_dir.join("data");
+            std::fs::create_dir_all(&data_dir)?;
+            let log_file = node_dir.join("server.log");
+            let config = node_dir.join("server.properties");
+            let properties = format!(
+                "process.roles=broker,controller\n\
+                 node.id={id}\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 controller.listener.names=CONTROLLER\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={data}\n\
+                 num.partitions=1\n\
+                 auto.create.topics.enable=false\n\
+                 offsets.topic.replication.factor={internal_rf}\n\
+                 offsets.topic.num.partitions=3\n\
+                 transaction.state.log.replication.factor={internal_rf}\n\
+                 transaction.state.log.num.partitions=3\n\
+                 transaction.state.log.min.isr=1\n\
+                 group.initial.rebalance.delay.ms=0\n",
+                data = data_dir.display()
+            );
+            std::fs::write(&config, properties)?;
+            std::fs::write(
+                node_dir.join("log4j2.properties"),
+                java::log4j2_file_config(&log_file, "INFO"),
+            )?;
+            std::fs::write(
+                node_dir.join("log4j.properties"),
+                java::log4j1_file_config(&log_file, "INFO"),
+            )?;
+            nodes.push(Node {
+                id,
+                port: *port,
+                config,
+                data_dir,
+                log_file,
+                stdout_file: node_dir.join("stdout.log"),
+                process: None,
+            });
+        }
+
+        let mut cluster = KafkaCluster {
+            version: version.to_string(),
+            dir: Some(dir),
+            nodes,
+            pid_dir,
+            watchdog,
+        };
+        cluster.format()?;
+        for i in 0..n_brokers {
+            cluster.spawn_node(i)?;
+        }
+        cluster.wait_ready()?;
+        Ok(cluster)
+    }
+
+    fn format(&self) -> anyhow::Result<()> {
+        let cluster_id = new_cluster_id();
+        // Formatting is a JVM per node: run them side by side.
+        let handles: Vec<_> = self
+            .nodes
+            .iter()
+            .map(|node| {
+                let mut cmd = java::client_command(&self.version, &[]);
+                cmd.args(["kafka.tools.StorageTool", "format", "-t", &cluster_id, "-c"])
+                    .arg(&node.config);
+                std::thread::spawn(move || run_ok(&mut cmd, Duration::from_secs(120)))
+            })
+            .collect();
+        for handle in handles {
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("format thread panicked"))?
+                .context("formatting a KRaft node's storage")?;
+        }
+        Ok(())
+    }
+
+    fn spawn_node(&mut self, index: usize) -> anyhow::Result<()> {
+        let node = &mut self.nodes[index];
+        let node_dir = node.config.parent().expect("node dir").to_path_buf();
+        let stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.stdout_file)?;
+        let mut cmd = java::base_command(&self.version, &[]);
+        cmd.args(["-Xms256m", "-Xmx1g", "-XX:+UseG1GC"])
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                node_dir.join("log4j2.properties").display()
+            ))
+            .arg(format!(
+                "-Dlog4j.configuration=file:{}",
+                node_dir.join("log4j.properties").display()
+            ))
+            .arg(format!("-Dkafka.logs.dir={}", node_dir.display()))
+            .arg("kafka.Kafka")
+            .arg(&node.config)
+            .stdin(Stdio::null())
+            .stdout(stdout.try_clone()?)
+            .stderr(stdout);
+        let guard = ChildGuard::spawn(&mut cmd)?;
+        record_pid(&self.pid_dir, &format!("node-{}", node.id), guard.id())?;
+        node.process = Some(guard);
+        Ok(())
+    }
+
+    /// Waits until every running node answers Metadata listing every running node.
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        let running: Vec<u32> = self
+            .nodes
+            .iter()
+            .filter(|n| n.process.is_some())
+            .map(|n| n.id)
+            .collect();
+        for index in 0..self.nodes.len() {
+            if self.nodes[index].process.is_none() {
+                continue;
+            }
+            loop {
+                let node = &mut self.nodes[index];
+                if let Some(status) = node.process.as_mut().and_then(ChildGuard::try_wait) {
+                    node.process = None;
+                    let id = node.id;
+                    bail!(
+                        "Kafka node {id} exited during startup ({status})\n{}",
+                        self.describe_logs()
+                    );
+                }
+                let addr = node.addr();
+                if let Ok(metadata) = fetch_metadata(addr, Duration::from_secs(2)) {
+                    let mut listed: Vec<u32> =
+                        metadata.brokers.iter().map(|b| b.node_id as u32).collect();
+                    listed.sort_unstable();
+                    if running.iter().all(|id| listed.contains(id)) {
+                        break;
+                    }
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "Kafka cluster not ready after {READY_TIMEOUT:?}\n{}",
+                        self.describe_logs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        Ok(())
+    }
+
+    /// The Kafka version the nodes run.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// `host:port,...` of every node, for a client's bootstrap.servers.
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every node's client (PLAINTEXT) address, by node index.
+    pub fn node_addresses(&self) -> Vec<SocketAddr> {
+        self.nodes.iter().map(Node::addr).collect()
+    }
+
+    /// Metadata for all topics as some running node answers it.
+    pub fn metadata(&self) -> anyhow::Result<ClusterMetadata> {
+        let mut last_error = None;
+        for node in self.nodes.iter().filter(|n| n.process.is_some()) {
+            match fetch_metadata(node.addr(), Duration::from_secs(5)) {
+                Ok(metadata) => return Ok(metadata),
+                Err(err) => last_error = Some(err),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no running node")))
+    }
+
+    /// Waits until `topic` has `partitions` partitions, each with a leader.
+    pub fn wait_for_leaders(&self, topic: &str, partitions: usize) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(metadata) = self.metadata() {
+                if let Some(t) = metadata.topic(topic) {
+                    if t.partitions.len() == partitions
+                        && t.partitions
+                            .iter()
+                            .all(|p| p.leader >= 0 && p.error_code == 0)
+                    {
+                        return Ok(());
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("topic {topic} has no leader for every partition after {READY_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The log dir (`data/`) of node `index`.
+    pub fn data_dir(&self, index: usize) -> &Path {
+        &self.nodes[index].data_dir
+    }
+
+    /// The directory of `topic`-`partition` on node `index` (which need not host it).
+    pub fn partition_dir_on(&self, index: usize, topic: &str, partition: u32) -> PathBuf {
+        self.nodes[index]
+            .data_dir
+            .join(format!("{topic}-{partition}"))
+    }
+
+    /// The directory of `topic`-`partition` on the first node that hosts it.
+    pub fn partition_dir(&self, topic: &str, partition: u32) -> anyhow::Result<PathBuf> {
+        (0..self.nodes.len())
+            .map(|i| self.partition_dir_on(i, topic, partition))
+            .find(|dir| dir.is_dir())
+            .with_context(|| format!("no node hosts {topic}-{partition}"))
+    }
+
+    /// The `.log` segment files of `topic`-`partition` (first hosting node), by base offset.
+    pub fn segments(&self, topic: &str, partition: u32) -> anyhow::Result<Vec<PathBuf>> {
+        let dir = self.partition_dir(topic, partition)?;
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .collect();
+        segments.sort();
+        Ok(segments)
+    }
+
+    /// A directory for a test's own files that lives and goes with the cluster (also
+    /// when the cluster is kept in a `static` and cleaned up by the watchdog).
+    pub fn scratch_dir(&self) -> PathBuf {
+        let root = self.nodes[0]
+            .config
+            .parent()
+            .and_then(Path::parent)
+            .expect("cluster dir");
+        let dir = root.join("scratch");
+        std::fs::create_dir_all(&dir).expect("create the cluster's scratch dir");
+        dir
+    }
+
+    /// Where node `index` writes its log.
+    pub fn log_file(&self, index: usize) -> &Path {
+        &self.nodes[index].log_file
+    }
+
+    /// Stops node `index` cleanly (SIGTERM, waits for a clean shutdown).
+    pub fn stop_node(&mut self, index: usize) -> anyhow::Result<()> {
+        let node = &mut self.nodes[index];
+        if let Some(mut process) = node.process.take() {
+            if !process.terminate(STOP_TIMEOUT) {
+                bail!("Kafka node {} did not shut down cleanly", node.id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts node `index` again (after [`stop_node`](Self::stop_node)) and waits until
+    /// the running nodes are ready.
+    pub fn start_node(&mut self, index: usize) -> anyhow::Result<()> {
+        if self.nodes[index].process.is_none() {
+            self.spawn_node(index)?;
+        }
+        self.wait_ready()
+    }
+
+    /// Paths of every node's log files and the last lines of each, for failure messages.
+    pub fn describe_logs(&self) -> String {
+        let mut text = String::new();
+        for node in &self.nodes {
+            for file in [&node.log_file, &node.stdout_file] {
+                let _ = writeln!(text, "--- Kafka node {} log: {}", node.id, file.display());
+                if let Ok(content) = std::fs::read_to_string(file) {
+                    let lines: Vec<&str> = content.lines().collect();
+                    for line in &lines[lines.len().saturating_sub(15)..] {
+                        let _ = writeln!(text, "    {line}");
+                    }
+                }
+            }
+        }
+        text
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut process) = node.process.take() {
+                process.kill();
+            }
+        }
+        self.watchdog.disarm();
+        let keep = std::thread::panicking() || std::env::var_os("KPRESS_KEEP_LOGS").is_some();
+        if let Some(dir) = self.dir.take() {
+            if keep {
+                let path = dir.keep();
+                eprintln!("Kafka cluster files kept in {}", path.display());
+                for node in &self.nodes {
+                    eprintln!("  node {} log: {}", node.id, node.log_file.display());
+                }
+            }
+        }
+    }
+}

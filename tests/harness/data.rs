@@ -1,0 +1,161 @@
+//! Test records: the shared datasets split into records, the checksum every client of
+//! the harness prints, and comparisons that say where two record lists differ.
+
+use crate::paths;
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// A dataset of `/work/shared/datasets` (see its README), one record per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dataset {
+    /// 10,000 Apache combined-format access log lines (~236 B each).
+    ApacheAccessLog,
+    /// 500 NGINX Plus status JSON documents (~5.5 KB each).
+    NginxPlusStatus,
+}
+
+impl Dataset {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Dataset::ApacheAccessLog => "apache_access.log",
+            Dataset::NginxPlusStatus => "nginxplus_status.ndjson",
+        }
+    }
+
+    /// A short name for topic and file names.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Dataset::ApacheAccessLog => "apache",
+            Dataset::NginxPlusStatus => "nginx",
+        }
+    }
+
+    pub fn path(self) -> PathBuf {
+        paths::datasets_dir().join(self.file_name())
+    }
+
+    /// The records: the file's lines without their `\n`.
+    pub fn records(self) -> Vec<Vec<u8>> {
+        let bytes = std::fs::read(self.path())
+            .unwrap_or_else(|e| panic!("reading {}: {e}", self.path().display()));
+        split_lines(&bytes)
+    }
+}
+
+/// Splits `bytes` into lines without their `\n`; a final line without `\n` counts.
+pub fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut records: Vec<Vec<u8>> = bytes.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        records.pop();
+    }
+    records
+}
+
+/// SHA-256 over each record as a 4-byte big-endian length and its bytes, in order, in
+/// lowercase hex: what `KpressClient` and `ck_client.py` print for what they send/read.
+pub fn checksum<R: AsRef<[u8]>>(records: &[R]) -> String {
+    let mut sha = Sha256::new();
+    for record in records {
+        let record = record.as_ref();
+        sha.update((record.len() as u32).to_be_bytes());
+        sha.update(record);
+    }
+    hex(&sha.finalize())
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Decodes lowercase or uppercase hex.
+pub fn unhex(text: &str) -> anyhow::Result<Vec<u8>> {
+    let text = text.as_bytes();
+    anyhow::ensure!(text.len() % 2 == 0, "odd-length hex");
+    let digit = |c: u8| -> anyhow::Result<u8> {
+        Ok(match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => anyhow::bail!("not a hex digit: {:?}", c as char),
+        })
+    };
+    text.chunks(2)
+        .map(|pair| Ok(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+fn preview(record: &[u8]) -> String {
+    let shown = &record[..record.len().min(160)];
+    let mut text = String::from_utf8_lossy(shown).into_owned();
+    if record.len() > shown.len() {
+        text.push('…');
+    }
+    text
+}
+
+/// `None` if `actual` equals `expected` record by record; otherwise a description of the
+/// first difference (index, lengths, both records' starts) and the counts.
+pub fn diff_records<E: AsRef<[u8]>, A: AsRef<[u8]>>(
+    expected: &[E],
+    actual: &[A],
+) -> Option<String> {
+    let first_difference = expected
+        .iter()
+        .zip(actual)
+        .position(|(e, a)| e.as_ref() != a.as_ref());
+    if first_difference.is_none() && expected.len() == actual.len() {
+        return None;
+    }
+    let mut text = format!("expected {} records, got {}", expected.len(), actual.len());
+    match first_difference {
+        Some(i) => {
+            let (e, a) = (expected[i].as_ref(), actual[i].as_ref());
+            let byte = e
+                .iter()
+                .zip(a)
+                .position(|(x, y)| x != y)
+                .unwrap_or(e.len().min(a.len()));
+            let _ = write!(
+                text,
+                "; first difference at record {i} (byte {byte}; lengths {} vs {})\n  expected: {}\n  actual:   {}",
+                e.len(),
+                a.len(),
+                preview(e),
+                preview(a)
+            );
+        }
+        None => {
+            let i = expected.len().min(actual.len());
+            let extra = if actual.len() > i {
+                actual[i].as_ref()
+            } else {
+                expected[i].as_ref()
+            };
+            let which = if actual.len() > i {
+                "actual has extra"
+            } else {
+                "actual is missing"
+            };
+            let _ = write!(
+                text,
+                "; the common {i} records agree; {which} record {i}: {}",
+                preview(extra)
+            );
+        }
+    }
+    Some(text)
+}
+
+/// Panics with a useful diff unless `actual` equals `expected` record by record.
+#[track_caller]
+pub fn assert_records_eq<E: AsRef<[u8]>, A: AsRef<[u8]>>(expected: &[E], actual: &[A], what: &str) {
+    if let Some(diff) = diff_records(expected, actual) {
+        panic!("{what}: records differ: {diff}");
+    }
+}

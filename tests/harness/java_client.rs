@@ -1,0 +1,299 @@
+//! The Java kafka-clients test client (`tests/java/KpressClient.java`, compiled by
+//! `scripts/setup.sh` for each Kafka version): topics, producing and consuming.
+
+use crate::compression::Compression;
+use crate::data::{self, unhex};
+use crate::java;
+use crate::paths;
+use crate::process::run_ok;
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `KpressClient` built against one Kafka version's kafka-clients.
+#[derive(Debug, Clone)]
+pub struct JavaClient {
+    version: String,
+    classes: PathBuf,
+}
+
+/// Settings of one `produce` run; `Default` is a plain idempotent producer.
+#[derive(Debug, Clone)]
+pub struct ProduceOptions {
+    pub compression: Compression,
+    pub acks: String,
+    pub linger_ms: u32,
+    pub batch_size: u32,
+    pub idempotence: bool,
+    pub partition: Option<u32>,
+    /// `(transactional.id, commit)`: one transaction over all records, committed or aborted.
+    pub transaction: Option<(String, bool)>,
+    /// More producer properties, `k=v`.
+    pub properties: Vec<String>,
+}
+
+impl Default for ProduceOptions {
+    fn default() -> Self {
+        ProduceOptions {
+            compression: Compression::None,
+            acks: "all".to_string(),
+            linger_ms: 50,
+            batch_size: 65536,
+            idempotence: true,
+            partition: None,
+            transaction: None,
+            properties: Vec::new(),
+        }
+    }
+}
+
+/// Settings of one `consume` run.
+#[derive(Debug, Clone)]
+pub struct ConsumeOptions {
+    pub read_committed: bool,
+    /// Subscribe with this group; without it, assign every partition from the start.
+    pub group_id: Option<String>,
+    pub timeout: Duration,
+    /// More consumer properties, `k=v`.
+    pub properties: Vec<String>,
+}
+
+impl Default for ConsumeOptions {
+    fn default() -> Self {
+        ConsumeOptions {
+            read_committed: false,
+            group_id: None,
+            timeout: Duration::from_secs(60),
+            properties: Vec::new(),
+        }
+    }
+}
+
+/// A record a consumer read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: i64,
+    pub value: Vec<u8>,
+}
+
+/// Parses the count and `sha256=` of a client's "produced N sha256=X" / "consumed N sha256=X" line.
+pub fn parse_summary(stdout: &str, verb: &str) -> anyhow::Result<(usize, String)> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(verb))
+        .with_context(|| format!("no '{verb} …' line in: {stdout}"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let count = words.next().context("no count")?.parse()?;
+    let sha = words
+        .next()
+        .and_then(|w| w.strip_prefix("sha256="))
+        .context("no sha256=")?
+        .to_string();
+    Ok((count, sha))
+}
+
+/// Parses the "topic TAB partition TAB offset TAB hex(value)" lines of a consumer.
+pub fn parse_consumed(text: &str) -> anyhow::Result<Vec<ConsumedRecord>> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let mut parts = line.split('\t');
+            let (Some(topic), Some(partition), Some(offset), Some(value)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                bail!("malformed consumed record line: {line}");
+            };
+            Ok(ConsumedRecord {
+                topic: topic.to_string(),
+                partition: partition.parse()?,
+                offset: offset.parse()?,
+                value: unhex(value)?,
+            })
+        })
+        .collect()
+}
+
+impl JavaClient {
+    /// The client for Kafka `version` (panics with "run scripts/setup.sh" if not built).
+    pub fn new(version: &str) -> JavaClient {
+        JavaClient {
+            version: version.to_string(),
+            classes: paths::java_test_clients(version),
+        }
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn command(&self, subcommand: &str) -> std::process::Command {
+        let mut cmd = java::client_command(&self.version, &[&self.classes]);
+        cmd.arg("KpressClient").arg(subcommand);
+        cmd
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication factor 1) and topic
+    /// configs `configs` (`k=v`), and waits until every partition has a leader.
+    pub fn create_topic(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: u32,
+        configs: &[&str],
+    ) -> anyhow::Result<()> {
+        self.create_topic_replicated(bootstrap, topic, partitions, 1, configs)
+    }
+
+    /// [`create_topic`](Self::create_topic) with a replication factor.
+    pub fn create_topic_replicated(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: u32,
+        replication_factor: u16,
+        configs: &[&str],
+    ) -> anyhow::Result<()> {
+        self.create_topics(bootstrap, &[topic], partitions, replication_factor, configs)
+    }
+
+    /// Creates every topic of `topics` alike (one JVM for all of them) and waits until
+    /// every partition has a leader.
+    pub fn create_topics(
+        &self,
+        bootstrap: &str,
+        topics: &[&str],
+        partitions: u32,
+        replication_factor: u16,
+        configs: &[&str],
+    ) -> anyhow::Result<()> {
+        let mut cmd = self.command("create-topic");
+        cmd.args(["--bootstrap", bootstrap])
+            .args(["--partitions", &partitions.to_string()])
+            .args(["--replication-factor", &replication_factor.to_string()]);
+        for topic in topics {
+            cmd.args(["--topic", topic]);
+        }
+        for config in configs {
+            cmd.args(["--config", config]);
+        }
+        run_ok(&mut cmd, Duration::from_secs(120))
+            .with_context(|| format!("creating topics {topics:?}"))?;
+        Ok(())
+    }
+
+    /// Produces the lines of `file` as records (values, no keys) and checks that the
+    /// client's checksum matches the file's records. Returns the record count.
+    pub fn produce_file(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        file: &Path,
+        options: &ProduceOptions,
+    ) -> anyhow::Result<usize> {
+        let expected = data::split_lines(&std::fs::read(file)?);
+        let mut cmd = self.produce_command(bootstrap, topic, options);
+        cmd.arg("--file").arg(file);
+        let finished = run_ok(&mut cmd, Duration::from_secs(300))
+            .with_context(|| format!("Java producer on {topic}"))?;
+        let (count, sha) = parse_summary(&finished.stdout_text(), "produced")?;
+        anyhow::ensure!(
+            count == expected.len() && sha == data::checksum(&expected),
+            "the Java producer sent {count} records (sha256 {sha}), the file has {} (sha256 {})",
+            expected.len(),
+            data::checksum(&expected)
+        );
+        Ok(count)
+    }
+
+    /// Produces `records` given on the command line (short UTF-8 values).
+    pub fn produce_records(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        records: &[&str],
+        options: &ProduceOptions,
+    ) -> anyhow::Result<()> {
+        let mut cmd = self.produce_command(bootstrap, topic, options);
+        for record in records {
+            cmd.args(["--record", record]);
+        }
+        run_ok(&mut cmd, Duration::from_secs(300))
+            .with_context(|| format!("Java producer on {topic}"))?;
+        Ok(())
+    }
+
+    fn produce_command(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        options: &ProduceOptions,
+    ) -> std::process::Command {
+        let mut cmd = self.command("produce");
+        cmd.args(["--bootstrap", bootstrap, "--topic", topic])
+            .args(["--compression", options.compression.name()])
+            .args(["--acks", &options.acks])
+            .args(["--linger-ms", &options.linger_ms.to_string()])
+            .args(["--batch-size", &options.batch_size.to_string()])
+            .args(["--idempotence", &options.idempotence.to_string()]);
+        if let Some(partition) = options.partition {
+            cmd.args(["--partition", &partition.to_string()]);
+        }
+        if let Some((id, commit)) = &options.transaction {
+            cmd.args(["--transactional-id", id])
+                .args(["--transaction", if *commit { "commit" } else { "abort" }]);
+        }
+        for property in &options.properties {
+            cmd.args(["--property", property]);
+        }
+        cmd
+    }
+
+    /// Reads `count` records from `topics` and returns them ordered by topic, then
+    /// partition, then offset. Fails if a different number of records arrives.
+    pub fn consume(
+        &self,
+        bootstrap: &str,
+        topics: &[&str],
+        count: usize,
+        options: &ConsumeOptions,
+    ) -> anyhow::Result<Vec<ConsumedRecord>> {
+        let out = tempfile::Builder::new()
+            .prefix("kpress-consumed-")
+            .tempfile()?;
+        let mut cmd = self.command("consume");
+        cmd.args(["--bootstrap", bootstrap])
+            .args(["--count", &count.to_string()])
+            .args(["--timeout-ms", &options.timeout.as_millis().to_string()])
+            .args([
+                "--isolation",
+                if options.read_committed {
+                    "read_committed"
+                } else {
+                    "read_uncommitted"
+                },
+            ])
+            .arg("--output")
+            .arg(out.path());
+        for topic in topics {
+            cmd.args(["--topic", topic]);
+        }
+        if let Some(group) = &options.group_id {
+            cmd.args(["--group-id", group]);
+        }
+        for property in &options.properties {
+            cmd.args(["--property", property]);
+        }
+        let finished = run_ok(&mut cmd, options.timeout + Duration::from_secs(60))
+            .with_context(|| format!("Java consumer on {topics:?}"))?;
+        let records = parse_consumed(&std::fs::read_to_string(out.path())?)?;
+        let (reported, sha) = parse_summary(&finished.stdout_text(), "consumed")?;
+        let values: Vec<&[u8]> = records.iter().map(|r| r.value.as_slice()).collect();
+        anyhow::ensure!(
+            reported == records.len() && sha == data::checksum(&values),
+            "the Java consumer's output file disagrees with its own summary"
+        );
+        Ok(records)
+    }
+}

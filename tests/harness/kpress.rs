@@ -1,0 +1,243 @@
+//! The built `kpress` binary: `kpress recompress` runs with their printed summary, and
+//! `kpress run` proxies started with a temporary config and killed on drop.
+
+use crate::compression::Compression;
+use crate::paths;
+use crate::ports::wait_for_port;
+use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The `kpress` binary of this workspace: `$KPRESS_BIN` if set, else built once per
+/// test process with `cargo build -p kpress` into the profile this test was built in.
+pub fn kpress_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("KPRESS_BIN") {
+            return PathBuf::from(bin);
+        }
+        let profile_dir = paths::profile_dir();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(paths::workspace_root())
+            .args(["build", "--quiet", "-p", "kpress", "--bin", "kpress"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        if let Err(err) = run_ok(&mut cmd, Duration::from_secs(1800)) {
+            panic!("building kpress failed: {err:#}");
+        }
+        let binary = profile_dir.join("kpress");
+        assert!(binary.exists(), "no kpress binary at {}", binary.display());
+        binary
+    })
+}
+
+/// What `kpress recompress` printed.
+#[derive(Debug, Clone)]
+pub struct RecompressSummary {
+    pub text: String,
+    pub batches_rewritten: u64,
+    pub batches_passed: u64,
+    /// Pass-throughs by reason (`not_smaller`, `same_codec`, …).
+    pub passed_by_reason: BTreeMap<String, u64>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+impl RecompressSummary {
+    /// How many batches passed through for `reason` (0 if not listed).
+    pub fn passed(&self, reason: &str) -> u64 {
+        self.passed_by_reason.get(reason).copied().unwrap_or(0)
+    }
+
+    fn parse(text: &str) -> anyhow::Result<RecompressSummary> {
+        let mut summary = RecompressSummary {
+            text: text.to_string(),
+            batches_rewritten: 0,
+            batches_passed: 0,
+            passed_by_reason: BTreeMap::new(),
+            bytes_in: 0,
+            bytes_out: 0,
+        };
+        let mut seen = 0;
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            let value = value.trim();
+            let number = || -> anyhow::Result<u64> {
+                value
+                    .parse()
+                    .with_context(|| format!("kpress summary: bad number in {line:?}"))
+            };
+            if let Some(reason) = key.strip_prefix("  ") {
+                summary
+                    .passed_by_reason
+                    .insert(reason.trim().to_string(), number()?);
+                continue;
+            }
+            match key {
+                "batches rewritten" => (summary.batches_rewritten, seen) = (number()?, seen + 1),
+                "batches passed through" => (summary.batches_passed, seen) = (number()?, seen + 1),
+                "bytes in" => (summary.bytes_in, seen) = (number()?, seen + 1),
+                "bytes out" => (summary.bytes_out, seen) = (number()?, seen + 1),
+                _ => {}
+            }
+        }
+        if seen < 4 {
+            bail!("kpress recompress printed no full summary:\n{text}");
+        }
+        Ok(summary)
+    }
+}
+
+/// Options of one `kpress recompress` run beyond input, output and codec.
+#[derive(Debug, Clone, Default)]
+pub struct RecompressOptions {
+    /// `--property k=v` codec options.
+    pub properties: Vec<String>,
+    /// `--recompress always` instead of the default `codec-differs`.
+    pub always: bool,
+    pub allow_growth: bool,
+}
+
+/// Runs `kpress recompress` on `input` into `output` with target `compression`.
+pub fn recompress(
+    input: &Path,
+    output: &Path,
+    compression: Compression,
+    options: &RecompressOptions,
+) -> anyhow::Result<RecompressSummary> {
+    recompress_to(input, output, compression.name(), options)
+}
+
+/// [`recompress`] with a target by name (also `producer`).
+pub fn recompress_to(
+    input: &Path,
+    output: &Path,
+    target: &str,
+    options: &RecompressOptions,
+) -> anyhow::Result<RecompressSummary> {
+    let mut cmd = Command::new(kpress_binary());
+    cmd.arg("recompress")
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .args(["--compression", target]);
+    for property in &options.properties {
+        cmd.args(["--property", property]);
+    }
+    if options.always {
+        cmd.args(["--recompress", "always"]);
+    }
+    if options.allow_growth {
+        cmd.arg("--allow-growth");
+    }
+    let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
+    RecompressSummary::parse(&finished.stdout_text())
+}
+
+/// A running `kpress run` proxy, killed on drop; its config and log live in a temp dir.
+#[derive(Debug)]
+pub struct KpressProxy {
+    process: ChildGuard,
+    watchdog: Watchdog,
+    dir: Option<tempfile::TempDir>,
+    listen: SocketAddr,
+    log_file: PathBuf,
+}
+
+impl KpressProxy {
+    /// Writes `config` (TOML) to a temp file, starts `kpress run --config FILE` and waits
+    /// until `listen` (which the config must name) accepts connections.
+    pub fn start(config: &str, listen: SocketAddr) -> anyhow::Result<KpressProxy> {
+        let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
+        let config_path = dir.path().join("kpress.toml");
+        std::fs::write(&config_path, config)?;
+        let log_file = dir.path().join("kpress.log");
+        let log = std::fs::File::create(&log_file)?;
+        let pid_dir = dir.path().join("pids");
+        std::fs::create_dir_all(&pid_dir)?;
+        let watchdog = Watchdog::start(&pid_dir, None)?;
+        let mut cmd = Command::new(kpress_binary());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config_path)
+            .env(
+                "KPRESS_LOG",
+                std::env::var("KPRESS_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let process = ChildGuard::spawn(&mut cmd)?;
+        record_pid(&pid_dir, "kpress", process.id())?;
+        let mut proxy = KpressProxy {
+            process,
+            watchdog,
+            dir: Some(dir),
+            listen,
+            log_file,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = proxy.process.try_wait() {
+                bail!("kpress run exited at startup ({status})\n{}", proxy.log());
+            }
+            if wait_for_port(listen, Duration::from_millis(200)) {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "kpress run did not listen on {listen} within 30 s\n{}",
+                    proxy.log()
+                );
+            }
+        }
+        Ok(proxy)
+    }
+
+    /// The address clients connect to.
+    pub fn listen(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// The proxy's log so far.
+    pub fn log(&self) -> String {
+        format!(
+            "--- kpress log {} ---\n{}",
+            self.log_file.display(),
+            std::fs::read_to_string(&self.log_file).unwrap_or_default()
+        )
+    }
+
+    /// Where the proxy logs.
+    pub fn log_file(&self) -> &Path {
+        &self.log_file
+    }
+
+    /// Stops the proxy with SIGTERM; returns whether it exited within `timeout`.
+    pub fn terminate(&mut self, timeout: Duration) -> bool {
+        self.process.terminate(timeout)
+    }
+}
+
+impl Drop for KpressProxy {
+    fn drop(&mut self) {
+        self.process.kill();
+        self.watchdog.disarm();
+        if std::thread::panicking() || std::env::var_os("KPRESS_KEEP_LOGS").is_some() {
+            if let Some(dir) = self.dir.take() {
+                let path = dir.keep();
+                eprintln!("kpress proxy files kept in {}", path.display());
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+// kpress's Java test client: a real Apache Kafka kafka-clients producer, consumer and
+// admin behind one small command line, compiled by scripts/setup.sh (java_clients)
+// against each Kafka version's jars and driven by tests/harness/java_client.rs.
+//
+//   create-topic --bootstrap B --topic T [--topic T2]... [--partitions N] [--replication-factor R] [--config k=v]...
+//   produce --bootstrap B --topic T [--compression C] [--acks A] [--linger-ms N]
+//           [--batch-size N] [--idempotence true|false] [--partition P]
+//           [--transactional-id ID --transaction commit|abort] [--property k=v]...
+//           (--file F | --record VALUE...)
+//       prints "produced COUNT sha256=HEX"
+//   consume --bootstrap B --topic T [--topic T2]... --count N [--isolation read_committed|read_uncommitted]
+//           [--group-id G] [--timeout-ms N] [--output F] [--property k=v]...
+//       without --group-id it assigns every partition of the topics from the beginning;
+//       writes "topic TAB partition TAB offset TAB hex(value)" per record (in offset
+//       order within each partition, partitions sorted) and prints "consumed COUNT sha256=HEX"
+//
+// The checksum is SHA-256 over each record value as a 4-byte big-endian length and
+// then the bytes, in order; the harness computes the same over what it expects.
+
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintStream;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.security.MessageDigest;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class KpressClient {
+    private KpressClient() {}
+
+    /** Parsed "--name value" options; repeated names keep every value in order. */
+    private static final class Options {
+        private final Map<String, List<String>> values = new LinkedHashMap<>();
+
+        Options(String[] args, int from) {
+            for (int i = from; i < args.length; i++) {
+                String name = args[i];
+                if (!name.startsWith("--")) {
+                    throw new IllegalArgumentException("expected an --option, got: " + name);
+                }
+                if (i + 1 >= args.length) {
+                    throw new IllegalArgumentException("option " + name + " needs a value");
+                }
+                values.computeIfAbsent(name.substring(2), k -> new ArrayList<>()).add(args[++i]);
+            }
+        }
+
+        String get(String name, String fallback) {
+            List<String> v = values.get(name);
+            return v == null ? fallback : v.get(v.size() - 1);
+        }
+
+        String required(String name) {
+            String v = get(name, null);
+            if (v == null) {
+                throw new IllegalArgumentException("missing --" + name);
+            }
+            return v;
+        }
+
+        List<String> all(String name) {
+            return values.getOrDefault(name, Collections.emptyList());
+        }
+
+        Map<String, String> keyValues(String name) {
+            Map<String, String> out = new LinkedHashMap<>();
+            for (String kv : all(name)) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("--" + name + " wants k=v, got: " + kv);
+                }
+                out.put(kv.substring(0, eq), kv.substring(eq + 1));
+            }
+            return out;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0) {
+            System.err.println("usage: KpressClient create-topic|produce|consume --option value...");
+            System.exit(2);
+        }
+        Options opts = new Options(args, 1);
+        switch (args[0]) {
+            case "create-topic":
+                createTopic(opts);
+                break;
+            case "produce":
+                produce(opts);
+                break;
+            case "consume":
+                consume(opts);
+                break;
+            default:
+                System.err.println("unknown subcommand: " + args[0]);
+                System.exit(2);
+        }
+    }
+
+    private static void createTopic(Options opts) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, opts.required("bootstrap"));
+        List<String> topics = opts.all("topic");
+        if (topics.isEmpty()) {
+            throw new IllegalArgumentException("missing --topic");
+        }
+        int partitions = Integer.parseInt(opts.get("partitions", "1"));
+        short replication = Short.parseShort(opts.get("replication-factor", "1"));
+        List<NewTopic> newTopics = new ArrayList<>();
+        for (String topic : topics) {
+            newTopics.add(new NewTopic(topic, partitions, replication).configs(opts.keyValues("config")));
+        }
+        try (Admin admin = Admin.create(props)) {
+            admin.createTopics(newTopics).all().get(60, TimeUnit.SECONDS);
+            // Wait until every partition has a leader, so a producer that starts next
+            // does not race the metadata propagation.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (true) {
+                try {
+                    var descriptions = admin.describeTopics(topics).allTopicNames().get(10, TimeUnit.SECONDS);
+                    boolean ready = descriptions.values().stream().allMatch(d -> d.partitions().size() == partitions
+                            && d.partitions().stream().allMatch(p -> p.leader() != null && !p.leader().isEmpty()));
+                    if (ready) {
+                        break;
+                    }
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // UnknownTopicOrPartition until the metadata arrives: retry.
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("topics " + topics + " have no leaders after 60 s");
+                }
+                Thread.sleep(50);
+            }
+        }
+        System.out.println("created " + String.join(",", topics));
+    }
+
+    private static List<byte[]> readRecords(Options opts) throws IOException {
+        List<byte[]> records = new ArrayList<>();
+        String file = opts.get("file", null);
+        if (file != null) {
+            byte[] all = Files.readAllBytes(Paths.get(file));
+            int start = 0;
+            for (int i = 0; i < all.length; i++) {
+                if (all[i] == '\n') {
+                    records.add(java.util.Arrays.copyOfRange(all, start, i));
+                    start = i + 1;
+                }
+            }
+            if (start < all.length) {
+                records.add(java.util.Arrays.copyOfRange(all, start, all.length));
+            }
+        }
+        for (String r : opts.all("record")) {
+            records.add(r.getBytes(StandardCharsets.UTF_8));
+        }
+        return records;
+    }
+
+    private static void produce(Options opts) throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.required("bootstrap"));
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.get("compression", "none"));
+        props.put(ProducerConfig.ACKS_CONFIG, opts.get("acks", "all"));
+        props.put(ProducerConfig.LINGER_MS_CONFIG, opts.get("linger-ms", "20"));
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, opts.get("batch-size", "65536"));
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, opts.get("idempotence", "true"));
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+        String transactionalId = opts.get("transactional-id", null);
+        String transaction = opts.get("transaction", "commit");
+        if (transactionalId != null) {
+            props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        }
+        props.putAll(opts.keyValues("property"));
+        String topic = opts.required("topic");
+        String partitionArg = opts.get("partition", null);
+        Integer partition = partitionArg == null ? null : Integer.valueOf(partitionArg);
+
+        List<byte[]> records = readRecords(opts);
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            if (transactionalId != null) {
+                producer.initTransactions();
+                producer.beginTransaction();
+            }
+            for (byte[] value : records) {
+                producer.send(new ProducerRecord<>(topic, partition, null, value), (metadata, error) -> {
+                    if (error != null) {
+                        failure.compareAndSet(null, error);
+                    }
+                });
+            }
+            producer.flush();
+            if (failure.get() == null && transactionalId != null) {
+                if (transaction.equals("abort")) {
+                    producer.abortTransaction();
+                } else if (transaction.equals("commit")) {
+                    producer.commitTransaction();
+                } else {
+                    throw new IllegalArgumentException("--transaction wants commit or abort, got: " + transaction);
+                }
+            }
+        }
+        if (failure.get() != null) {
+            System.err.println("produce failed: " + failure.get());
+            failure.get().printStackTrace();
+            System.exit(1);
+        }
+        System.out.println("produced " + records.size() + " sha256=" + checksum(records));
+    }
+
+    private static void consume(Options opts) throws Exception {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.required("bootstrap"));
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, opts.get("isolation", "read_uncommitted"));
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        // Checks every record's CRC on the consumer too (it is the default; say it).
+        props.put(ConsumerConfig.CHECK_CRCS_CONFIG, "true");
+        String groupId = opts.get("group-id", null);
+        if (groupId != null) {
+            props.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        }
+        props.putAll(opts.keyValues("property"));
+        List<String> topics = opts.all("topic");
+        if (topics.isEmpty()) {
+            throw new IllegalArgumentException("missing --topic");
+        }
+        long expected = Long.parseLong(opts.required("count"));
+        long timeoutMs = Long.parseLong(opts.get("timeout-ms", "60000"));
+
+        // topic -> partition -> records in offset order
+        Map<String, TreeMap<Integer, List<ConsumerRecord<byte[], byte[]>>>> received = new TreeMap<>();
+        long count = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
+            if (groupId != null) {
+                consumer.subscribe(topics);
+            } else {
+                List<TopicPartition> assignment = new ArrayList<>();
+                for (String topic : topics) {
+                    List<PartitionInfo> infos = consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs));
+                    for (PartitionInfo info : infos) {
+                        assignment.add(new TopicPartition(topic, info.partition()));
+                    }
+                }
+                consumer.assign(assignment);
+                consumer.seekToBeginning(assignment);
+            }
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+            while (count < expected && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> batch = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> record : batch) {
+                    received.computeIfAbsent(record.topic(), t -> new TreeMap<>())
+                            .computeIfAbsent(record.partition(), p -> new ArrayList<>())
+                            .add(record);
+                    count++;
+                }
+            }
+            // A short extra poll catches records beyond the expected count, which the
+            // harness reports as a mismatch rather than silently ignoring.
+            if (count >= expected) {
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(300))) {
+                    received.computeIfAbsent(record.topic(), t -> new TreeMap<>())
+                            .computeIfAbsent(record.partition(), p -> new ArrayList<>())
+                            .add(record);
+                    count++;
+                }
+            }
+        }
+
+        List<byte[]> values = new ArrayList<>();
+        String output = opts.get("output", null);
+        PrintStream stdout = System.out;
+        try (Writer out = output == null
+                ? new BufferedWriter(new OutputStreamWriter(stdout, StandardCharsets.UTF_8))
+                : Files.newBufferedWriter(Paths.get(output), StandardCharsets.UTF_8)) {
+            for (var topicEntry : received.entrySet()) {
+                for (var partitionEntry : topicEntry.getValue().entrySet()) {
+                    for (ConsumerRecord<byte[], byte[]> record : partitionEntry.getValue()) {
+                        byte[] value = record.value() == null ? new byte[0] : record.value();
+                        values.add(value);
+                        out.write(topicEntry.getKey());
+                        out.write('\t');
+                        out.write(Integer.toString(partitionEntry.getKey()));
+                        out.write('\t');
+                        out.write(Long.toString(record.offset()));
+                        out.write('\t');
+                        out.write(hex(value));
+                        out.write('\n');
+                    }
+                }
+            }
+            out.flush();
+        }
+        System.out.println("consumed " + count + " sha256=" + checksum(values));
+        if (count != expected) {
+            System.err.println("expected " + expected + " records, consumed " + count);
+            System.exit(1);
+        }
+    }
+
+    private static final char[] HEX = "0123456789abcdef".toCharArray();
+
+    private static String hex(byte[] bytes) {
+        char[] out = new char[bytes.length * 2];
+        for (int i = 0; i < bytes.length; i++) {
+            out[2 * i] = HEX[(bytes[i] >> 4) & 0xF];
+            out[2 * i + 1] = HEX[bytes[i] & 0xF];
+        }
+        return new String(out);
+    }
+
+    private static String checksum(List<byte[]> records) throws Exception {
+        MessageDigest sha = MessageDigest.getInstance("SHA-256");
+        for (byte[] r : records) {
+            sha.update(new byte[] {(byte) (r.length >>> 24), (byte) (r.length >>> 16), (byte) (r.length >>> 8), (byte) r.length});
+            sha.update(r);
+        }
+        return hex(sha.digest());
+    }
+}

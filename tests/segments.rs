@@ -1,0 +1,510 @@
+//! Issue #2's real-peer test of the codec and batch core: log segments that a real
+//! Kafka 4.1 broker wrote for real clients (Java kafka-clients, librdkafka through kcat
+//! and confluent-kafka), in each of the five codecs, recompressed by `kpress recompress`
+//! into each of the five codecs, and then
+//!  (a) read by Kafka's own DumpLogSegments: every batch valid, in the target codec,
+//!      with the produced records in order; and
+//!  (b) read back through a real broker by real consumers: each output replaces the
+//!      empty segment of a fresh topic on a stopped broker (indexes deleted so Kafka
+//!      recovers the segment, checking every batch), the broker restarts, and the Java
+//!      client and kcat consume every record, compared byte for byte.
+//!
+//! One producing broker serves the whole binary; each source is produced once.
+
+use kpress_tests::cluster::KafkaCluster;
+use kpress_tests::compression::Compression;
+use kpress_tests::data::{diff_records, Dataset};
+use kpress_tests::dump::{dump_log_segments, DumpedSegment};
+use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::kpress::{recompress, RecompressOptions, RecompressSummary};
+use kpress_tests::{confluent, kafka_version, kcat};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The real client that produced a source segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Producer {
+    Java,
+    Kcat,
+    ConfluentKafka,
+}
+
+impl Producer {
+    fn name(self) -> &'static str {
+        match self {
+            Producer::Java => "java",
+            Producer::Kcat => "kcat",
+            Producer::ConfluentKafka => "ck",
+        }
+    }
+}
+
+/// A segment a real broker wrote for a real client, copied out of the broker.
+#[derive(Debug)]
+struct Source {
+    name: String,
+    codec: Compression,
+    segment: PathBuf,
+    records: Vec<Vec<u8>>,
+}
+
+/// The producing broker, shared by every test of this binary (a watchdog stops it when
+/// the test process exits).
+fn broker() -> &'static KafkaCluster {
+    static BROKER: OnceLock<KafkaCluster> = OnceLock::new();
+    BROKER.get_or_init(|| {
+        KafkaCluster::start(kafka_version(), 1).expect("starting the producing Kafka broker")
+    })
+}
+
+/// Which client produced which dataset in which codec.
+type SourceKey = (Producer, Dataset, Compression);
+
+/// The source segment of `dataset` produced by `producer` in `codec`, produced on first
+/// use and shared by every test of the binary.
+fn source(producer: Producer, dataset: Dataset, codec: Compression) -> Arc<Source> {
+    static SOURCES: Mutex<Vec<(SourceKey, Arc<Source>)>> = Mutex::new(Vec::new());
+    // Held while producing: the one broker produces one source at a time.
+    let mut sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (producer, dataset, codec);
+    if let Some((_, source)) = sources.iter().find(|(k, _)| *k == key) {
+        return Arc::clone(source);
+    }
+    let source = Arc::new(produce_source(producer, dataset, codec));
+    sources.push((key, Arc::clone(&source)));
+    source
+}
+
+/// Produces `dataset` with `producer` in `codec` into a fresh `compression.type=producer`
+/// topic (so the broker stores the client's own batches) and copies its one segment out.
+fn produce_source(producer: Producer, dataset: Dataset, codec: Compression) -> Source {
+    let cluster = broker();
+    let bootstrap = cluster.bootstrap();
+    let java = JavaClient::new(cluster.version());
+    let name = format!(
+        "{}-{}-{}",
+        producer.name(),
+        dataset.short_name(),
+        codec.name()
+    );
+    java.create_topic(&bootstrap, &name, 1, &["compression.type=producer"])
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+    let file = dataset.path();
+    let options = ProduceOptions {
+        compression: codec,
+        partition: Some(0),
+        ..ProduceOptions::default()
+    };
+    let produced = match producer {
+        Producer::Java => java
+            .produce_file(&bootstrap, &name, &file, &options)
+            .map(drop),
+        Producer::Kcat => kcat::produce_file(&bootstrap, &name, 0, codec, &file, &[]),
+        Producer::ConfluentKafka => confluent::produce_file(
+            &bootstrap,
+            &name,
+            &file,
+            &ProduceOptions {
+                // librdkafka counts batch.size in uncompressed bytes: several batches
+                // per segment, each well under the broker's 1 MiB limit even uncompressed.
+                batch_size: 262_144,
+                ..options
+            },
+        )
+        .map(drop),
+    };
+    produced.unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+    let segments = cluster.segments(&name, 0).expect("segments");
+    assert_eq!(
+        segments.len(),
+        1,
+        "{name}: expected one segment, found {segments:?}"
+    );
+    let segment = segment_path(&cluster.scratch_dir(), &name);
+    std::fs::copy(&segments[0], &segment).expect("copy segment");
+    Source {
+        name,
+        codec,
+        segment,
+        records: dataset.records(),
+    }
+}
+
+/// `DIR/NAME/00000000000000000000.log`: DumpLogSegments reads the base offset from a
+/// segment's file name, so every copy keeps the name in its own directory.
+fn segment_path(dir: &Path, name: &str) -> PathBuf {
+    let dir = dir.join(name);
+    std::fs::create_dir_all(&dir).expect("segment dir");
+    dir.join("00000000000000000000.log")
+}
+
+/// One `kpress recompress` output.
+#[derive(Debug)]
+struct Output {
+    name: String,
+    source: usize,
+    target: Compression,
+    path: PathBuf,
+    summary: RecompressSummary,
+}
+
+/// Checks DumpLogSegments' reading of a source segment: what the client produced, in
+/// the client's codec, in more than one batch (so batch boundaries get exercised).
+fn check_source_dump(source: &Source, dump: &DumpedSegment) -> Vec<String> {
+    let mut failures = Vec::new();
+    if !dump.problems.is_empty() {
+        failures.push(format!(
+            "{}: DumpLogSegments: {:?}",
+            source.name, dump.problems
+        ));
+    }
+    for batch in &dump.batches {
+        if !batch.is_valid || batch.compresscodec != source.codec.dump_name() {
+            failures.push(format!(
+                "{}: source batch at offset {} is {} isvalid={}",
+                source.name, batch.base_offset, batch.compresscodec, batch.is_valid
+            ));
+        }
+    }
+    if dump.batches.len() < 2 {
+        failures.push(format!(
+            "{}: only {} batch(es) in the source",
+            source.name,
+            dump.batches.len()
+        ));
+    }
+    if let Some(diff) = diff_records(&source.records, &dump.payloads()) {
+        failures.push(format!("{}: source segment records: {diff}", source.name));
+    }
+    failures
+}
+
+/// Checks (a): every output batch valid and in the target codec, the same batches
+/// (offsets, counts) as the source, and the produced records in order.
+fn check_output_dump(
+    output: &Output,
+    source: &Source,
+    source_dump: &DumpedSegment,
+    dump: &DumpedSegment,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let name = &output.name;
+    if !dump.problems.is_empty() {
+        failures.push(format!("{name}: DumpLogSegments: {:?}", dump.problems));
+    }
+    for batch in &dump.batches {
+        if !batch.is_valid {
+            failures.push(format!(
+                "{name}: batch at offset {} isvalid: false",
+                batch.base_offset
+            ));
+        }
+        if batch.compresscodec != output.target.dump_name() {
+            failures.push(format!(
+                "{name}: batch at offset {} is {}, not {}",
+                batch.base_offset, batch.compresscodec, output.target
+            ));
+        }
+    }
+    let shape = |d: &DumpedSegment| -> Vec<(i64, i64, i64)> {
+        d.batches
+            .iter()
+            .map(|b| (b.base_offset, b.last_offset, b.count))
+            .collect()
+    };
+    if shape(dump) != shape(source_dump) {
+        failures.push(format!(
+            "{name}: batches (base, last, count) differ from the source's: {:?} vs {:?}",
+            shape(dump),
+            shape(source_dump)
+        ));
+    }
+    if let Some(diff) = diff_records(&source.records, &dump.payloads()) {
+        failures.push(format!("{name}: {diff}"));
+    }
+    let batches = source_dump.batches.len() as u64;
+    let s = &output.summary;
+    if s.batches_rewritten + s.batches_passed != batches {
+        failures.push(format!(
+            "{name}: summary counts {} rewritten + {} passed, the source has {batches} batches",
+            s.batches_rewritten, s.batches_passed
+        ));
+    }
+    // With --allow-growth only same-codec batches may pass through.
+    if s.batches_passed != s.passed("same_codec") {
+        failures.push(format!("{name}: unexpected pass-throughs:\n{}", s.text));
+    }
+    if (output.target == source.codec) != (s.batches_rewritten == 0) {
+        failures.push(format!(
+            "{name}: {} batches rewritten from {} to {}",
+            s.batches_rewritten, source.codec, output.target
+        ));
+    }
+    failures
+}
+
+/// (b): each output becomes the only segment of a fresh topic on a stopped broker,
+/// which restarts (recovering and checking the segment); the Java client and kcat read
+/// every record back.
+fn read_back_through_broker(outputs: &[Output], sources: &[Arc<Source>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut reader = KafkaCluster::start(kafka_version(), 1).expect("starting the reading broker");
+    let bootstrap = reader.bootstrap();
+    let java = JavaClient::new(reader.version());
+    let topics: Vec<String> = outputs.iter().map(|o| format!("rb-{}", o.name)).collect();
+    let topic_refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    java.create_topics(
+        &bootstrap,
+        &topic_refs,
+        1,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", reader.describe_logs()));
+    reader.stop_node(0).expect("stopping the reading broker");
+    for (topic, output) in topics.iter().zip(outputs) {
+        let dir = reader.partition_dir_on(0, topic, 0);
+        let segment = dir.join("00000000000000000000.log");
+        assert_eq!(std::fs::metadata(&segment).expect("empty segment").len(), 0);
+        std::fs::copy(&output.path, &segment).expect("swap in the recompressed segment");
+        // Without its indexes Kafka recovers the segment on load: it validates every
+        // batch and rebuilds the indexes from what it reads.
+        for index in [
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+        ] {
+            let _ = std::fs::remove_file(dir.join(index));
+        }
+    }
+    reader.start_node(0).unwrap_or_else(|e| panic!("{e:#}"));
+    for topic in &topics {
+        reader
+            .wait_for_leaders(topic, 1)
+            .expect("leaders after restart");
+    }
+
+    let expected_total: usize = outputs
+        .iter()
+        .map(|o| sources[o.source].records.len())
+        .sum();
+    let consumed = java
+        .consume(
+            &bootstrap,
+            &topic_refs,
+            expected_total,
+            &ConsumeOptions {
+                timeout: Duration::from_secs(180),
+                ..ConsumeOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", reader.describe_logs()));
+    for (topic, output) in topics.iter().zip(outputs) {
+        let expected = &sources[output.source].records;
+        let mine: Vec<&[u8]> = consumed
+            .iter()
+            .filter(|r| &r.topic == topic)
+            .map(|r| r.value.as_slice())
+            .collect();
+        let offsets_in_order = consumed
+            .iter()
+            .filter(|r| &r.topic == topic)
+            .enumerate()
+            .all(|(i, r)| r.offset == i as i64);
+        if let Some(diff) = diff_records(expected, &mine) {
+            failures.push(format!(
+                "{}: Java consumer through the broker: {diff}",
+                output.name
+            ));
+        } else if !offsets_in_order {
+            failures.push(format!(
+                "{}: Java consumer saw offsets out of order",
+                output.name
+            ));
+        }
+        match kcat::consume_partition(&bootstrap, topic, 0, &[]) {
+            Ok(records) => {
+                let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_slice()).collect();
+                if let Some(diff) = diff_records(expected, &values) {
+                    failures.push(format!("{}: kcat through the broker: {diff}", output.name));
+                }
+            }
+            Err(e) => failures.push(format!("{}: kcat: {e:#}", output.name)),
+        }
+    }
+    if !failures.is_empty() {
+        failures.push(reader.describe_logs());
+    }
+    failures
+}
+
+/// The whole check for one producing client: produce `sources`, recompress each to
+/// every codec, check (a) with DumpLogSegments and (b) through a real broker.
+fn recompress_every_pair(producer: Producer, sources: &[(Dataset, Compression)]) {
+    let sources: Vec<Arc<Source>> = sources
+        .iter()
+        .map(|&(dataset, codec)| source(producer, dataset, codec))
+        .collect();
+    let work = tempfile::Builder::new()
+        .prefix(&format!("kpress-recompressed-{}-", producer.name()))
+        .tempdir()
+        .expect("temp dir");
+    let mut outputs = Vec::new();
+    let mut failures = Vec::new();
+    for (index, source) in sources.iter().enumerate() {
+        for target in Compression::ALL {
+            let name = format!("{}-to-{}", source.name, target.name());
+            let path = segment_path(work.path(), &name);
+            let options = RecompressOptions {
+                allow_growth: true,
+                ..RecompressOptions::default()
+            };
+            match recompress(&source.segment, &path, target, &options) {
+                Ok(summary) => outputs.push(Output {
+                    name,
+                    source: index,
+                    target,
+                    path,
+                    summary,
+                }),
+                Err(e) => failures.push(format!("{name}: kpress recompress failed: {e:#}")),
+            }
+        }
+    }
+
+    let mut files: Vec<&Path> = sources.iter().map(|s| s.segment.as_path()).collect();
+    files.extend(outputs.iter().map(|o| o.path.as_path()));
+    let dumps = dump_log_segments(kafka_version(), &files).expect("DumpLogSegments");
+    let (source_dumps, output_dumps) = dumps.split_at(sources.len());
+    for (source, dump) in sources.iter().zip(source_dumps) {
+        failures.extend(check_source_dump(source, dump));
+    }
+    for (output, dump) in outputs.iter().zip(output_dumps) {
+        failures.extend(check_output_dump(
+            output,
+            &sources[output.source],
+            &source_dumps[output.source],
+            dump,
+        ));
+    }
+    // Only outputs Kafka itself found sound go on to the broker (a broken one would
+    // be truncated on recovery and hide the others' results).
+    let sound: Vec<Output> = outputs
+        .into_iter()
+        .filter(|o| {
+            !failures
+                .iter()
+                .any(|f| f.starts_with(&format!("{}:", o.name)))
+        })
+        .collect();
+    if !sound.is_empty() {
+        failures.extend(read_back_through_broker(&sound, &sources));
+    }
+    for output in &sound {
+        let s = &output.summary;
+        eprintln!(
+            "{}: {} -> {} bytes ({:.3}), {} rewritten, {} passed",
+            output.name,
+            s.bytes_in,
+            s.bytes_out,
+            s.bytes_out as f64 / s.bytes_in.max(1) as f64,
+            s.batches_rewritten,
+            s.batches_passed
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn java_client_segments_recompress_to_every_codec() {
+    let mut sources: Vec<(Dataset, Compression)> = Compression::ALL
+        .into_iter()
+        .map(|c| (Dataset::ApacheAccessLog, c))
+        .collect();
+    sources.push((Dataset::NginxPlusStatus, Compression::Gzip));
+    sources.push((Dataset::NginxPlusStatus, Compression::Zstd));
+    recompress_every_pair(Producer::Java, &sources);
+}
+
+#[test]
+fn kcat_segments_recompress_to_every_codec() {
+    let mut sources: Vec<(Dataset, Compression)> = Compression::ALL
+        .into_iter()
+        .map(|c| (Dataset::ApacheAccessLog, c))
+        .collect();
+    sources.push((Dataset::NginxPlusStatus, Compression::Snappy));
+    sources.push((Dataset::NginxPlusStatus, Compression::Lz4));
+    recompress_every_pair(Producer::Kcat, &sources);
+}
+
+#[test]
+fn confluent_kafka_segments_recompress_to_every_codec() {
+    let sources: Vec<(Dataset, Compression)> = Compression::ALL
+        .into_iter()
+        .map(|c| (Dataset::ApacheAccessLog, c))
+        .collect();
+    recompress_every_pair(Producer::ConfluentKafka, &sources);
+}
+
+/// Without --allow-growth, a rewrite that would not be smaller keeps the original batch
+/// and is counted as `not_smaller`: zstd → snappy grows every batch of the NGINX JSON,
+/// so the output is the input byte for byte and every batch is counted. (Target `none`
+/// is exempt by design: asking for uncompressed output accepts its growth.)
+#[test]
+fn not_smaller_rewrites_pass_through_and_are_counted() {
+    let source = source(Producer::Java, Dataset::NginxPlusStatus, Compression::Zstd);
+    let work = tempfile::tempdir().expect("temp dir");
+    let to_snappy = segment_path(work.path(), "to-snappy");
+    let summary = recompress(
+        &source.segment,
+        &to_snappy,
+        Compression::Snappy,
+        &RecompressOptions::default(),
+    )
+    .expect("kpress recompress");
+    let to_none = segment_path(work.path(), "to-none");
+    let none_summary = recompress(
+        &source.segment,
+        &to_none,
+        Compression::None,
+        &RecompressOptions::default(),
+    )
+    .expect("kpress recompress");
+    let dumps = dump_log_segments(kafka_version(), &[&source.segment, &to_snappy, &to_none])
+        .expect("DumpLogSegments");
+    let batches = dumps[0].batches.len() as u64;
+    assert!(batches >= 2, "{}: {batches} batch(es)", source.name);
+
+    assert_eq!(summary.batches_rewritten, 0, "{}", summary.text);
+    assert_eq!(summary.passed("not_smaller"), batches, "{}", summary.text);
+    assert_eq!(summary.batches_passed, batches, "{}", summary.text);
+    assert_eq!(
+        std::fs::read(&to_snappy).expect("output"),
+        std::fs::read(&source.segment).expect("input"),
+        "passed-through batches must be the original bytes"
+    );
+    assert!(dumps[1].problems.is_empty(), "{:?}", dumps[1].problems);
+    assert!(dumps[1]
+        .batches
+        .iter()
+        .all(|b| b.is_valid && b.compresscodec == "zstd"));
+
+    assert_eq!(
+        none_summary.batches_rewritten, batches,
+        "{}",
+        none_summary.text
+    );
+    assert!(dumps[2].problems.is_empty(), "{:?}", dumps[2].problems);
+    assert!(dumps[2]
+        .batches
+        .iter()
+        .all(|b| b.is_valid && b.compresscodec == "none"));
+    if let Some(diff) = diff_records(&source.records, &dumps[2].payloads()) {
+        panic!("{}: to none: {diff}", source.name);
+    }
+}
