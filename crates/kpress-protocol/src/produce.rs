@@ -182,10 +182,14 @@ pub fn rewrite_produce_with(
     let mut scratch = Vec::new();
     let mut unknown_topic_ids = Vec::new();
     walk_produce_body(body, api_version, |topic, field, records| {
-        let name: Arc<str> = match topic {
-            TopicRef::Name(name) => Arc::from(name),
+        let named: Arc<str>;
+        let name: &str = match topic {
+            TopicRef::Name(name) => name,
             TopicRef::Id(id) => match topic_name(&id) {
-                Some(name) => name,
+                Some(name) => {
+                    named = name;
+                    &named
+                }
                 None => {
                     if !unknown_topic_ids.contains(&id) {
                         unknown_topic_ids.push(id);
@@ -195,7 +199,7 @@ pub fn rewrite_produce_with(
             },
         };
         let start = scratch.len();
-        if rewriter.rewrite_records(&name, records, &mut scratch) {
+        if rewriter.rewrite_records(name, records, &mut scratch) {
             splices.push(Splice {
                 field,
                 new: start..scratch.len(),
