@@ -167,31 +167,38 @@ impl GzipProvider for IsalProvider {
             let mut want = first_guess(input_len, budget, size_hint);
             loop {
                 let produced = out.len() - start;
-                let room = want
-                    .min(budget.saturating_add(1) - produced)
-                    .min(u32::MAX as usize);
                 let before_in = inflate.avail_in;
-                let rc = fill_spare(out, room, |spare| {
-                    inflate.next_out = spare.as_mut_ptr().cast::<u8>();
-                    inflate.avail_out = spare.len() as u32;
+                let rc = if produced == budget {
+                    // At the limit: the stream must end without another byte.
+                    let mut probe = [0u8; 1];
+                    inflate.next_out = probe.as_mut_ptr();
+                    inflate.avail_out = 1;
                     // SAFETY: next_in/avail_in cover the rest of `input`, next_out/
-                    // avail_out this call's spare room; ISA-L stays within both.
+                    // avail_out the one-byte probe; ISA-L stays within both.
                     let rc = unsafe { sys::isal_inflate(&mut **inflate) };
-                    Ok::<_, DeflateError>((spare.len() - inflate.avail_out as usize, rc))
-                })?;
+                    if inflate.avail_out == 0 {
+                        return Err(DeflateError::LimitExceeded { limit: budget });
+                    }
+                    rc
+                } else {
+                    let room = want.min(budget - produced).min(u32::MAX as usize);
+                    fill_spare(out, room, |spare| {
+                        inflate.next_out = spare.as_mut_ptr().cast::<u8>();
+                        inflate.avail_out = spare.len() as u32;
+                        // SAFETY: next_in/avail_in cover the rest of `input`, next_out/
+                        // avail_out this call's spare room; ISA-L stays within both.
+                        let rc = unsafe { sys::isal_inflate(&mut **inflate) };
+                        Ok::<_, DeflateError>((spare.len() - inflate.avail_out as usize, rc))
+                    })?
+                };
                 if rc < 0 {
                     return Err(corrupt(format!("isal_inflate returned {rc}")));
-                }
-                let now = out.len() - start;
-                if now > budget {
-                    return Err(DeflateError::LimitExceeded { limit: budget });
                 }
                 if inflate.block_state == sys::isal_block_state_ISAL_BLOCK_FINISH {
                     // Consumed: what was fed minus what is left, minus whole bytes
                     // ISA-L read ahead into its bit buffer.
                     let unread_bits = inflate.read_in_length.max(0) as usize;
-                    let consumed = fed - inflate.avail_in as usize - unread_bits / 8;
-                    return Ok(consumed);
+                    return Ok(fed - inflate.avail_in as usize - unread_bits / 8);
                 }
                 if inflate.avail_in == 0 && fed < input_len {
                     let more = (input_len - fed).min(u32::MAX as usize);
@@ -200,10 +207,11 @@ impl GzipProvider for IsalProvider {
                     fed += more;
                     continue;
                 }
+                let now = out.len() - start;
                 if now == produced && inflate.avail_in == before_in {
                     return Err(corrupt("deflate stream is truncated".into()));
                 }
-                if now - produced == room {
+                if now - produced == want {
                     want = want.saturating_mul(2);
                 }
             }

@@ -152,7 +152,13 @@ fn decompress_members<P: GzipProvider + ?Sized>(
         let body = &rest[header_len..];
         let member_start = out.len();
         let budget = limit - (member_start - start);
-        let used = provider.inflate_raw(body, budget, size_hint, out)?;
+        let used = provider
+            .inflate_raw(body, budget, size_hint, out)
+            .map_err(|e| match e {
+                // Reported against the caller's limit, not what was left of it.
+                DeflateError::LimitExceeded { .. } => DeflateError::LimitExceeded { limit },
+                e => e,
+            })?;
         let trailer = body
             .get(used..)
             .and_then(member::read_trailer)
@@ -184,7 +190,8 @@ pub(crate) fn fill_spare<T, E>(
     want: usize,
     fill: impl FnOnce(&mut [MaybeUninit<u8>]) -> Result<(usize, T), E>,
 ) -> Result<T, E> {
-    out.reserve(want);
+    // Exact: a caller's room is a bound on allocation (decompression limits).
+    out.reserve_exact(want);
     let spare = &mut out.spare_capacity_mut()[..want];
     let (written, value) = fill(spare)?;
     assert!(written <= want, "a provider reported more output than room");
@@ -195,12 +202,12 @@ pub(crate) fn fill_spare<T, E>(
 }
 
 /// The first output reservation for inflating `input_len` bytes within `budget`: the
-/// trailer's claim when it fits (plus one byte to see the end), else a multiple of the
-/// input, at least 64 KiB.
+/// trailer's claim when it fits, else a multiple of the input, at least 64 KiB; never
+/// more than `budget`.
 pub(crate) fn first_guess(input_len: usize, budget: usize, size_hint: Option<usize>) -> usize {
     let guess = match size_hint {
-        Some(hint) if hint < budget => hint + 1,
+        Some(hint) if hint <= budget => hint,
         _ => input_len.saturating_mul(4).max(64 * 1024),
     };
-    guess.min(budget.saturating_add(1))
+    guess.clamp(1, budget.max(1))
 }

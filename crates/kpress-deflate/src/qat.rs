@@ -334,79 +334,79 @@ impl GzipProvider for QatProvider {
             reason: format!("{} bytes is beyond QATzip's 4 GiB input", input.len()),
         })?;
         let f = self.lib.functions();
-        // One call per attempt with room for all of the output plus one byte (to see
-        // a stream that goes past the budget); a stream that does not fit is started
-        // again in a fresh session with twice the room.
-        let cap = budget.saturating_add(1).min(c_uint::MAX as usize);
+        let corrupt = |reason: String| DeflateError::Corrupt {
+            provider: ProviderKind::Qat,
+            reason,
+        };
+        // One qzDecompress call into `dest`: (status, at end of stream, input used,
+        // bytes written).
+        let call = |sess: &mut ffi::QzSession_T, dest: *mut u8, room: usize| {
+            let mut consumed = src_len;
+            let mut written = room as c_uint;
+            let mut end: u8 = 0;
+            // SAFETY: `input` is valid for `src_len` bytes and `dest` for `room`;
+            // QATzip writes at most `written` bytes and reports the counts.
+            let rc =
+                unsafe { f.qzDecompress(sess, input.as_ptr(), &mut consumed, dest, &mut written) };
+            // SAFETY: a live session of this thread.
+            let end_rc = unsafe { f.qzGetDeflateEndOfStream(sess, &mut end) };
+            let at_end = end_rc == ffi::QZ_OK as c_int && end != 0;
+            let written = if rc == ffi::QZ_OK as c_int {
+                written as usize
+            } else {
+                0
+            };
+            (rc, at_end, consumed as usize, written)
+        };
+        let classify = |rc: c_int| {
+            if rc == ffi::QZ_DATA_ERROR {
+                corrupt(format!("qzDecompress returned {}", status_name(rc)))
+            } else {
+                Self::failed(rc, "qzDecompress")
+            }
+        };
+        if budget == 0 {
+            // Only an empty stream fits: offer one byte and see whether it is taken.
+            return self.with_session(0, |sess| {
+                let mut probe = [0u8; 1];
+                let (rc, at_end, consumed, written) = call(sess, probe.as_mut_ptr(), 1);
+                let result = match () {
+                    _ if rc != ffi::QZ_OK as c_int => Err(classify(rc)),
+                    _ if written > 0 => Err(DeflateError::LimitExceeded { limit: budget }),
+                    _ if at_end => Ok(consumed),
+                    _ => Err(corrupt("deflate stream is truncated".into())),
+                };
+                (result, false)
+            });
+        }
+        // One call per attempt with room for all of the output; a stream that does not
+        // fit is started again in a fresh session with twice the room, up to the budget.
+        let cap = budget.min(c_uint::MAX as usize);
         let mut room = first_guess(input.len(), budget, size_hint).min(cap);
         let start = out.len();
         loop {
             let attempt = self.with_session(0, |sess| {
                 let result = fill_spare(out, room, |spare: &mut [MaybeUninit<u8>]| {
-                    let mut consumed = src_len;
-                    let mut written = spare.len() as c_uint;
-                    let mut end: u8 = 0;
-                    // SAFETY: `input` and `spare` are valid for the lengths passed;
-                    // QATzip writes at most `written` bytes and reports the counts.
-                    let rc = unsafe {
-                        f.qzDecompress(
-                            sess,
-                            input.as_ptr(),
-                            &mut consumed,
-                            spare.as_mut_ptr().cast::<u8>(),
-                            &mut written,
-                        )
-                    };
-                    // SAFETY: a live session of this thread.
-                    let end_rc = unsafe { f.qzGetDeflateEndOfStream(sess, &mut end) };
-                    let written = if rc == ffi::QZ_OK as c_int {
-                        written as usize
-                    } else {
-                        0
-                    };
-                    Ok::<_, DeflateError>((written, (rc, end_rc, end != 0, consumed as usize)))
+                    let (rc, at_end, consumed, written) =
+                        call(sess, spare.as_mut_ptr().cast::<u8>(), spare.len());
+                    Ok::<_, DeflateError>((written, (rc, at_end, consumed)))
                 });
                 match result {
-                    Ok((rc, end_rc, true, consumed))
-                        if rc == ffi::QZ_OK as c_int && end_rc == ffi::QZ_OK as c_int =>
-                    {
-                        (Ok(Some(consumed)), true)
-                    }
-                    Ok((rc, ..)) if rc == ffi::QZ_DATA_ERROR => (
-                        Err(DeflateError::Corrupt {
-                            provider: ProviderKind::Qat,
-                            reason: format!("qzDecompress returned {}", status_name(rc)),
-                        }),
-                        false,
-                    ),
-                    Ok((rc, ..)) if rc == ffi::QZ_OK as c_int => {
-                        // Not at the end of the stream: out of room, or out of input.
-                        if out.len() - start == room {
-                            (Ok(None), false)
-                        } else {
-                            (
-                                Err(DeflateError::Corrupt {
-                                    provider: ProviderKind::Qat,
-                                    reason: "deflate stream is truncated".into(),
-                                }),
-                                false,
-                            )
-                        }
-                    }
-                    Ok((rc, ..)) => (Err(Self::failed(rc, "qzDecompress")), false),
+                    Ok((rc, _, _)) if rc != ffi::QZ_OK as c_int => (Err(classify(rc)), false),
+                    Ok((_, true, consumed)) => (Ok(Some(consumed)), true),
+                    // Not at the end of the stream: out of room, or out of input.
+                    Ok(_) if out.len() - start == room => (Ok(None), false),
+                    Ok(_) => (Err(corrupt("deflate stream is truncated".into())), false),
                     Err(e) => (Err(e), false),
                 }
             })?;
             match attempt {
-                Some(_) if out.len() - start > budget => {
-                    return Err(DeflateError::LimitExceeded { limit: budget })
-                }
                 Some(consumed) => return Ok(consumed),
                 None if room < cap => {
                     out.truncate(start);
                     room = room.saturating_mul(2).min(cap);
                 }
-                None if cap > budget => return Err(DeflateError::LimitExceeded { limit: budget }),
+                None if cap == budget => return Err(DeflateError::LimitExceeded { limit: budget }),
                 None => {
                     return Err(DeflateError::Provider {
                         provider: ProviderKind::Qat,

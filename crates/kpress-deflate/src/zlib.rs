@@ -79,26 +79,32 @@ impl GzipProvider for ZlibProvider {
             let mut want = first_guess(input.len(), budget, size_hint);
             loop {
                 let produced = out.len() - start;
-                let room = want.min(budget.saturating_add(1) - produced);
                 let consumed = d.total_in() as usize;
-                let status = fill_spare(out, room, |spare| {
-                    let before = d.total_out();
-                    let status = d
-                        .decompress_uninit(&input[consumed..], spare, FlushDecompress::None)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    Ok(((d.total_out() - before) as usize, status))
-                })?;
-                let now = out.len() - start;
-                if now > budget {
+                let before_out = d.total_out();
+                let status = if produced == budget {
+                    // At the limit: the stream must end without another byte.
+                    let mut probe = [0u8; 1];
+                    d.decompress(&input[consumed..], &mut probe, FlushDecompress::None)
+                        .map_err(|e| corrupt(e.to_string()))?
+                } else {
+                    let room = want.min(budget - produced);
+                    fill_spare(out, room, |spare| {
+                        let status = d
+                            .decompress_uninit(&input[consumed..], spare, FlushDecompress::None)
+                            .map_err(|e| corrupt(e.to_string()))?;
+                        Ok(((d.total_out() - before_out) as usize, status))
+                    })?
+                };
+                if produced == budget && d.total_out() > before_out {
                     return Err(DeflateError::LimitExceeded { limit: budget });
                 }
                 if status == Status::StreamEnd {
                     return Ok(d.total_in() as usize);
                 }
-                if now == produced && d.total_in() as usize == consumed {
+                if d.total_out() == before_out && d.total_in() as usize == consumed {
                     return Err(corrupt("deflate stream is truncated".into()));
                 }
-                if now - produced == room {
+                if out.len() - start - produced == want {
                     want = want.saturating_mul(2);
                 }
             }

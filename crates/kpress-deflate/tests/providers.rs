@@ -285,6 +285,37 @@ fn exact_limits_are_allowed_and_one_byte_less_is_not() {
 }
 
 #[test]
+fn an_empty_member_fits_a_zero_limit_and_one_byte_does_not() {
+    for writer in all_providers() {
+        let (mut empty, mut one) = (Vec::new(), Vec::new());
+        writer.compress(b"", 6, &mut empty).unwrap();
+        writer.compress(b"x", 6, &mut one).unwrap();
+        for reader in all_providers() {
+            let mut out = Vec::new();
+            assert_eq!(
+                reader.decompress(&empty, 0, &mut out),
+                Ok(0),
+                "{} reading {}",
+                reader.kind(),
+                writer.kind()
+            );
+            assert_eq!(
+                reader.decompress(&one, 0, &mut out),
+                Err(DeflateError::LimitExceeded { limit: 0 }),
+                "{}",
+                reader.kind()
+            );
+            assert_eq!(
+                reader.decompress(&one, 1, &mut out),
+                Ok(1),
+                "{}",
+                reader.kind()
+            );
+        }
+    }
+}
+
+#[test]
 fn corruption_is_reported_and_never_laundered() {
     let input = dataset("apache_access.log")[..50_000].to_vec();
     let mut gz = Vec::new();
