@@ -19,7 +19,7 @@ const FIRST_FLEXIBLE: i16 = 3;
 const UNSUPPORTED_VERSION: i16 = 35;
 
 /// The highest version kpress parses, per API key it parses.
-pub const PARSED_MAX_VERSIONS: [(i16, i16); 6] = [
+pub const PARSED_MAX_VERSIONS: [(i16, i16); 8] = [
     (api_key::PRODUCE, produce::PRODUCE_MAX_VERSION),
     (api_key::FETCH, endpoints::FETCH_MAX_VERSION),
     (api_key::METADATA, metadata::METADATA_MAX_VERSION),
@@ -32,6 +32,8 @@ pub const PARSED_MAX_VERSIONS: [(i16, i16); 6] = [
         api_key::DESCRIBE_CLUSTER,
         cluster::DESCRIBE_CLUSTER_MAX_VERSION,
     ),
+    (api_key::SHARE_FETCH, endpoints::SHARE_VERSION),
+    (api_key::SHARE_ACKNOWLEDGE, endpoints::SHARE_VERSION),
 ];
 
 /// The version an ApiVersions response body is actually encoded in: a broker

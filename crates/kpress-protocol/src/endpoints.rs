@@ -7,18 +7,28 @@
 //! without tag 0 (the usual case) the body is relayed untouched. With it,
 //! only that field is decoded (kafka-protocol), rewritten and spliced back.
 
+use std::ops::Range;
+
 use bytes::BytesMut;
-use kafka_protocol::messages::{fetch_response, produce_response};
+use kafka_protocol::messages::{
+    fetch_response, produce_response, share_acknowledge_response, share_fetch_response,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::error::{ProtocolError, WireError};
 use crate::response::{api_key, check_version, encode_failed, malformed, ResponseObserver};
 use crate::wire::{put_uvarint, Reader, TaggedField};
 
-pub(crate) const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;
-pub(crate) const FETCH_FIRST_NODE_ENDPOINTS: i16 = 16;
+const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;
+const FETCH_FIRST_NODE_ENDPOINTS: i16 = 16;
+const FETCH_MIN_VERSION: i16 = 4;
 pub(crate) const FETCH_MAX_VERSION: i16 = 18;
+/// The only ShareFetch and ShareAcknowledge version kafka-protocol 0.18 knows
+/// (KIP-932; v0 was early access in Kafka 4.0).
+pub(crate) const SHARE_VERSION: i16 = 1;
 const NODE_ENDPOINTS_TAG: u32 = 0;
+/// node_id, empty host, port, null rack, no tagged fields.
+const MIN_ENDPOINT: usize = 4 + 1 + 4 + 1 + 1;
 
 /// The fields kpress rewrites, common to Produce's and Fetch's `NodeEndpoint`.
 trait NodeEndpoint: Decodable + Encodable {
@@ -37,59 +47,124 @@ impl NodeEndpoint for fetch_response::NodeEndpoint {
     }
 }
 
+impl NodeEndpoint for share_fetch_response::NodeEndpoint {
+    fn address(&mut self) -> (i32, &mut StrBytes, &mut i32) {
+        (self.node_id.0, &mut self.host, &mut self.port)
+    }
+}
+
+impl NodeEndpoint for share_acknowledge_response::NodeEndpoint {
+    fn address(&mut self) -> (i32, &mut StrBytes, &mut i32) {
+        (self.node_id.0, &mut self.host, &mut self.port)
+    }
+}
+
+/// Where a response keeps its `NodeEndpoints` compact array.
+#[derive(Debug)]
+enum Location<'a> {
+    /// Produce and Fetch: a top-level tagged field.
+    Tagged(TaggedField<'a>),
+    /// ShareFetch and ShareAcknowledge: a regular field at `range` of the body.
+    Field(Range<usize>),
+}
+
+/// A response kind that may carry `NodeEndpoints`.
+struct Kind {
+    api: &'static str,
+    min: i16,
+    max: i16,
+    first_with_endpoints: i16,
+    find: FindEndpoints,
+    rewrite: RewriteEndpoints,
+}
+
+/// Locates the `NodeEndpoints` array in a response body.
+type FindEndpoints = for<'a> fn(&'a [u8], i16) -> Result<Option<Location<'a>>, WireError>;
+/// Rewrites a `NodeEndpoints` array: (api, version, array, observer) to the new array.
+type RewriteEndpoints = fn(
+    &'static str,
+    i16,
+    &[u8],
+    &mut dyn ResponseObserver,
+) -> Result<Option<Vec<u8>>, ProtocolError>;
+
+fn kind(api_key: i16) -> Option<Kind> {
+    Some(match api_key {
+        api_key::PRODUCE => Kind {
+            api: "Produce",
+            min: crate::produce::PRODUCE_MIN_VERSION,
+            max: crate::produce::PRODUCE_MAX_VERSION,
+            first_with_endpoints: PRODUCE_FIRST_NODE_ENDPOINTS,
+            find: find_produce_node_endpoints,
+            rewrite: rewrite_endpoints::<produce_response::NodeEndpoint>,
+        },
+        api_key::FETCH => Kind {
+            api: "Fetch",
+            min: FETCH_MIN_VERSION,
+            max: FETCH_MAX_VERSION,
+            first_with_endpoints: FETCH_FIRST_NODE_ENDPOINTS,
+            find: find_fetch_node_endpoints,
+            rewrite: rewrite_endpoints::<fetch_response::NodeEndpoint>,
+        },
+        api_key::SHARE_FETCH => Kind {
+            api: "ShareFetch",
+            min: SHARE_VERSION,
+            max: SHARE_VERSION,
+            first_with_endpoints: SHARE_VERSION,
+            find: find_share_fetch_node_endpoints,
+            rewrite: rewrite_endpoints::<share_fetch_response::NodeEndpoint>,
+        },
+        api_key::SHARE_ACKNOWLEDGE => Kind {
+            api: "ShareAcknowledge",
+            min: SHARE_VERSION,
+            max: SHARE_VERSION,
+            first_with_endpoints: SHARE_VERSION,
+            find: find_share_acknowledge_node_endpoints,
+            rewrite: rewrite_endpoints::<share_acknowledge_response::NodeEndpoint>,
+        },
+        _ => return None,
+    })
+}
+
+/// Whether responses to `api_key` at `api_version` can carry `NodeEndpoints`.
+pub(crate) fn may_carry_node_endpoints(api_key: i16, api_version: i16) -> bool {
+    kind(api_key).is_some_and(|kind| api_version >= kind.first_with_endpoints)
+}
+
 pub(crate) fn rewrite_node_endpoints(
     api_key: i16,
     api_version: i16,
     body: &[u8],
     observer: &mut dyn ResponseObserver,
 ) -> Result<Option<BytesMut>, ProtocolError> {
-    let (api, field) = if api_key == api_key::PRODUCE {
-        check_version(
-            "Produce",
-            api_version,
-            crate::produce::PRODUCE_MIN_VERSION,
-            crate::produce::PRODUCE_MAX_VERSION,
-        )?;
-        if api_version < PRODUCE_FIRST_NODE_ENDPOINTS {
-            return Ok(None);
-        }
-        ("Produce", find_produce_node_endpoints(body, api_version))
-    } else {
-        check_version("Fetch", api_version, 4, FETCH_MAX_VERSION)?;
-        if api_version < FETCH_FIRST_NODE_ENDPOINTS {
-            return Ok(None);
-        }
-        ("Fetch", find_fetch_node_endpoints(body, api_version))
-    };
-    let Some(field) = field.map_err(malformed(api, api_version))? else {
+    let Some(kind) = kind(api_key) else {
         return Ok(None);
     };
-    let content = if api_key == api_key::PRODUCE {
-        rewrite_endpoints::<produce_response::NodeEndpoint>(
-            api,
-            api_version,
+    check_version(kind.api, api_version, kind.min, kind.max)?;
+    if api_version < kind.first_with_endpoints {
+        return Ok(None);
+    }
+    let location = (kind.find)(body, api_version).map_err(malformed(kind.api, api_version))?;
+    let (replace, array) = match &location {
+        None => return Ok(None),
+        Some(Location::Tagged(field)) => (
+            field.start..field.content_start + field.content.len(),
             field.content,
-            observer,
-        )?
-    } else {
-        rewrite_endpoints::<fetch_response::NodeEndpoint>(
-            api,
-            api_version,
-            field.content,
-            observer,
-        )?
+        ),
+        Some(Location::Field(range)) => (range.clone(), &body[range.clone()]),
     };
-    let Some(content) = content else {
+    let Some(new_array) = (kind.rewrite)(kind.api, api_version, array, observer)? else {
         return Ok(None);
     };
-    let content_end = field.content_start + field.content.len();
-    let size = u32::try_from(content.len()).map_err(encode_failed(api, api_version))?;
-    let mut out = BytesMut::with_capacity(body.len() + content.len());
-    out.extend_from_slice(&body[..field.start]);
-    put_uvarint(&mut out, NODE_ENDPOINTS_TAG);
-    put_uvarint(&mut out, size);
-    out.extend_from_slice(&content);
-    out.extend_from_slice(&body[content_end..]);
+    let mut out = BytesMut::with_capacity(body.len() + new_array.len());
+    out.extend_from_slice(&body[..replace.start]);
+    if let Some(Location::Tagged(_)) = location {
+        let size = u32::try_from(new_array.len()).map_err(encode_failed(kind.api, api_version))?;
+        put_uvarint(&mut out, NODE_ENDPOINTS_TAG);
+        put_uvarint(&mut out, size);
+    }
+    out.extend_from_slice(&new_array);
+    out.extend_from_slice(&body[replace.end..]);
     Ok(Some(out))
 }
 
@@ -102,9 +177,8 @@ fn rewrite_endpoints<E: NodeEndpoint>(
 ) -> Result<Option<Vec<u8>>, ProtocolError> {
     let malformed = malformed(api, version);
     let mut reader = Reader::new(content);
-    let min_endpoint = 4 + 1 + 4 + 1 + 1;
     let count = reader
-        .required_count(true, min_endpoint, "node_endpoints")
+        .required_count(true, MIN_ENDPOINT, "node_endpoints")
         .map_err(&malformed)?;
     if count == 0 {
         return Ok(None);
@@ -136,7 +210,7 @@ fn rewrite_endpoints<E: NodeEndpoint>(
 }
 
 /// Finds the top-level `NodeEndpoints` tagged field of a Produce v10+ response.
-fn find_produce_node_endpoints(body: &[u8], v: i16) -> Result<Option<TaggedField<'_>>, WireError> {
+fn find_produce_node_endpoints(body: &[u8], v: i16) -> Result<Option<Location<'_>>, WireError> {
     let mut r = Reader::new(body);
     let min_topic = if v >= 13 { 16 + 1 + 1 } else { 1 + 1 + 1 };
     let topics = r.required_count(true, min_topic, "responses")?;
@@ -167,7 +241,7 @@ fn find_produce_node_endpoints(body: &[u8], v: i16) -> Result<Option<TaggedField
 
 /// Finds the top-level `NodeEndpoints` tagged field of a Fetch v16+ response,
 /// skipping records by their length.
-fn find_fetch_node_endpoints(body: &[u8], _v: i16) -> Result<Option<TaggedField<'_>>, WireError> {
+fn find_fetch_node_endpoints(body: &[u8], _v: i16) -> Result<Option<Location<'_>>, WireError> {
     let mut r = Reader::new(body);
     r.skip(4 + 2 + 4)?; // throttle_time_ms, error_code, session_id
     let topics = r.required_count(true, 16 + 1 + 1, "responses")?;
@@ -192,11 +266,89 @@ fn find_fetch_node_endpoints(body: &[u8], _v: i16) -> Result<Option<TaggedField<
     top_level_node_endpoints(r)
 }
 
-fn top_level_node_endpoints(mut r: Reader<'_>) -> Result<Option<TaggedField<'_>>, WireError> {
+/// Finds the `NodeEndpoints` array of a ShareFetch v1 response.
+fn find_share_fetch_node_endpoints(
+    body: &[u8],
+    _v: i16,
+) -> Result<Option<Location<'_>>, WireError> {
+    let mut r = Reader::new(body);
+    r.skip(4 + 2)?; // throttle_time_ms, error_code
+    r.skip_string(true)?; // error_message
+    r.i32()?; // acquisition_lock_timeout_ms
+    let topics = r.required_count(true, 16 + 1 + 1, "responses")?;
+    for _ in 0..topics {
+        r.uuid()?; // topic_id
+        let min_partition = 4 + 2 + 1 + 2 + 1 + (4 + 4 + 1) + 1 + 1 + 1;
+        let partitions = r.required_count(true, min_partition, "partitions")?;
+        for _ in 0..partitions {
+            r.skip(4 + 2)?; // partition_index, error_code
+            r.skip_string(true)?; // error_message
+            r.i16()?; // acknowledge_error_code
+            r.skip_string(true)?; // acknowledge_error_message
+            r.skip(4 + 4)?; // current_leader: leader_id, leader_epoch
+            r.skip_tagged_fields()?;
+            r.length_prefixed(crate::wire::LengthPrefix::Compact)?; // records
+            let acquired = r.required_count(true, 8 + 8 + 2 + 1, "acquired_records")?;
+            for _ in 0..acquired {
+                r.skip(8 + 8 + 2)?; // first_offset, last_offset, delivery_count
+                r.skip_tagged_fields()?;
+            }
+            r.skip_tagged_fields()?;
+        }
+        r.skip_tagged_fields()?;
+    }
+    node_endpoints_field(r)
+}
+
+/// Finds the `NodeEndpoints` array of a ShareAcknowledge v1 response.
+fn find_share_acknowledge_node_endpoints(
+    body: &[u8],
+    _v: i16,
+) -> Result<Option<Location<'_>>, WireError> {
+    let mut r = Reader::new(body);
+    r.skip(4 + 2)?; // throttle_time_ms, error_code
+    r.skip_string(true)?; // error_message
+    let topics = r.required_count(true, 16 + 1 + 1, "responses")?;
+    for _ in 0..topics {
+        r.uuid()?; // topic_id
+        let min_partition = 4 + 2 + 1 + (4 + 4 + 1) + 1;
+        let partitions = r.required_count(true, min_partition, "partitions")?;
+        for _ in 0..partitions {
+            r.skip(4 + 2)?; // partition_index, error_code
+            r.skip_string(true)?; // error_message
+            r.skip(4 + 4)?; // current_leader: leader_id, leader_epoch
+            r.skip_tagged_fields()?;
+            r.skip_tagged_fields()?;
+        }
+        r.skip_tagged_fields()?;
+    }
+    node_endpoints_field(r)
+}
+
+/// The regular `NodeEndpoints` field that ends a Share* response, then its
+/// tagged fields. An empty array needs no rewrite.
+fn node_endpoints_field(mut r: Reader<'_>) -> Result<Option<Location<'_>>, WireError> {
+    let start = r.position();
+    let endpoints = r.required_count(true, MIN_ENDPOINT, "node_endpoints")?;
+    for _ in 0..endpoints {
+        r.i32()?; // node_id
+        r.skip_string(true)?; // host
+        r.i32()?; // port
+        r.skip_string(true)?; // rack
+        r.skip_tagged_fields()?;
+    }
+    let end = r.position();
+    r.skip_tagged_fields()?;
+    r.finish()?;
+    Ok((endpoints > 0).then_some(Location::Field(start..end)))
+}
+
+/// The top-level tagged `NodeEndpoints` of a Produce or Fetch response.
+fn top_level_node_endpoints(mut r: Reader<'_>) -> Result<Option<Location<'_>>, WireError> {
     let mut found = None;
     r.tagged_fields(|field| {
         if field.tag == NODE_ENDPOINTS_TAG {
-            found = Some(field);
+            found = Some(Location::Tagged(field));
         }
     })?;
     r.finish()?;

@@ -19,7 +19,8 @@
 //! - [`rewrites_response`]: whether a response kind may need rewriting.
 //! - [`rewrite_response`]: rewrites the body (after the response header):
 //!   every broker address (Metadata, FindCoordinator, DescribeCluster, KIP-951
-//!   NodeEndpoints in Produce v10+ and Fetch v16+) becomes the address the
+//!   NodeEndpoints in Produce v10+ and Fetch v16+, KIP-932 NodeEndpoints in
+//!   ShareFetch and ShareAcknowledge v1) becomes the address the
 //!   [`ResponseObserver`] returns; Metadata topic ids are reported to it;
 //!   ApiVersions max versions are capped to what kpress parses
 //!   ([`PARSED_MAX_VERSIONS`], lowered further by

@@ -17,6 +17,8 @@ pub mod api_key {
     pub const FIND_COORDINATOR: i16 = 10;
     pub const API_VERSIONS: i16 = 18;
     pub const DESCRIBE_CLUSTER: i16 = 60;
+    pub const SHARE_FETCH: i16 = 78;
+    pub const SHARE_ACKNOWLEDGE: i16 = 79;
 }
 
 /// What the proxy learns from, and decides for, the responses kpress rewrites.
@@ -44,9 +46,7 @@ pub fn rewrites_response(api_key: i16, api_version: i16) -> bool {
     match api_key {
         api_key::METADATA | api_key::FIND_COORDINATOR | api_key::DESCRIBE_CLUSTER => true,
         api_key::API_VERSIONS => true,
-        api_key::PRODUCE => api_version >= endpoints::PRODUCE_FIRST_NODE_ENDPOINTS,
-        api_key::FETCH => api_version >= endpoints::FETCH_FIRST_NODE_ENDPOINTS,
-        _ => false,
+        _ => endpoints::may_carry_node_endpoints(api_key, api_version),
     }
 }
 
@@ -70,10 +70,7 @@ pub fn rewrite_response(
         api_key::API_VERSIONS => {
             api_versions::rewrite_api_versions_response(api_version, body, observer)
         }
-        api_key::PRODUCE | api_key::FETCH => {
-            endpoints::rewrite_node_endpoints(api_key, api_version, body, observer)
-        }
-        _ => Ok(None),
+        _ => endpoints::rewrite_node_endpoints(api_key, api_version, body, observer),
     }
 }
 

@@ -136,6 +136,8 @@ fn response_kinds() -> impl Strategy<Value = (i16, i16)> {
         (Just(api_key::API_VERSIONS), -1i16..6),
         (Just(api_key::PRODUCE), 0i16..15),
         (Just(api_key::FETCH), 0i16..20),
+        (Just(api_key::SHARE_FETCH), 0i16..3),
+        (Just(api_key::SHARE_ACKNOWLEDGE), 0i16..3),
     ]
 }
 

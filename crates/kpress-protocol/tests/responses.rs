@@ -724,3 +724,103 @@ fn metadata_requests_decode_at_every_version() {
     }
     assert!(metadata_request(14, 1, &[]).is_err());
 }
+
+#[test]
+fn share_fetch_and_acknowledge_node_endpoints_v1() {
+    use kafka_protocol::messages::share_acknowledge_response::{
+        self as ack, ShareAcknowledgeTopicResponse,
+    };
+    use kafka_protocol::messages::share_fetch_response::{
+        self as share, AcquiredRecords, ShareFetchableTopicResponse,
+    };
+    use kafka_protocol::messages::{ShareAcknowledgeResponse, ShareFetchResponse};
+
+    let records = Bytes::from(vec![0x42; 5000]);
+    let fetch = |endpoints: bool| {
+        let mut response = ShareFetchResponse::default()
+            .with_acquisition_lock_timeout_ms(30_000)
+            .with_responses(vec![ShareFetchableTopicResponse::default()
+                .with_topic_id(Uuid::from_bytes(TOPIC_ID))
+                .with_partitions(vec![
+                    share::PartitionData::default()
+                        .with_partition_index(0)
+                        .with_records(Some(records.clone()))
+                        .with_acquired_records(vec![AcquiredRecords::default()
+                            .with_first_offset(0)
+                            .with_last_offset(9)
+                            .with_delivery_count(1)]),
+                    share::PartitionData::default()
+                        .with_partition_index(1)
+                        .with_error_code(6)
+                        .with_error_message(Some(s("not leader"))),
+                ])]);
+        if endpoints {
+            response.node_endpoints = vec![share::NodeEndpoint::default()
+                .with_node_id(BrokerId(2))
+                .with_host(s("broker-2.internal"))
+                .with_port(9092)
+                .with_rack(Some(s("rack-b")))];
+        }
+        response
+    };
+    assert!(rewrites_response(api_key::SHARE_FETCH, 1));
+    assert_eq!(
+        rewrite(
+            api_key::SHARE_FETCH,
+            1,
+            &encode(&fetch(false), 1),
+            &mut Proxy::default()
+        ),
+        None
+    );
+    let original = fetch(true);
+    let body = rewrite(
+        api_key::SHARE_FETCH,
+        1,
+        &encode(&original, 1),
+        &mut Proxy::default(),
+    )
+    .unwrap();
+    let rewritten: ShareFetchResponse = decode(&body, 1);
+    let mut expected = original.clone();
+    expected.node_endpoints[0].host = s("kpress.local");
+    expected.node_endpoints[0].port = 19_002;
+    assert_eq!(rewritten, expected);
+
+    let acknowledge = ShareAcknowledgeResponse::default()
+        .with_responses(vec![ShareAcknowledgeTopicResponse::default()
+            .with_topic_id(Uuid::from_bytes(TOPIC_ID))
+            .with_partitions(vec![ack::PartitionData::default()
+                .with_partition_index(0)
+                .with_error_code(6)])])
+        .with_node_endpoints(vec![
+            ack::NodeEndpoint::default()
+                .with_node_id(BrokerId(1))
+                .with_host(s("broker-1.internal"))
+                .with_port(9092),
+            ack::NodeEndpoint::default()
+                .with_node_id(BrokerId(3))
+                .with_host(s("broker-3.internal"))
+                .with_port(9092),
+        ]);
+    let body = rewrite(
+        api_key::SHARE_ACKNOWLEDGE,
+        1,
+        &encode(&acknowledge, 1),
+        &mut Proxy::default(),
+    )
+    .unwrap();
+    let rewritten: ShareAcknowledgeResponse = decode(&body, 1);
+    let mut expected = acknowledge.clone();
+    for endpoint in &mut expected.node_endpoints {
+        endpoint.host = s("kpress.local");
+        endpoint.port = 19_000 + endpoint.node_id.0;
+    }
+    assert_eq!(rewritten, expected);
+
+    // Only v1 is parsed (and advertised).
+    assert!(matches!(
+        rewrite_response(api_key::SHARE_FETCH, 0, &[], &mut Proxy::default()),
+        Err(ProtocolError::UnsupportedVersion { .. })
+    ));
+}
