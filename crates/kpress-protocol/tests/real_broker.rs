@@ -56,11 +56,27 @@ fn free_port() -> u16 {
 struct Broker {
     child: Child,
     port: u16,
+    /// `controller.quorum.voters` of the cluster this process belongs to.
+    voters: String,
     dir: PathBuf,
 }
 
 impl Broker {
+    /// A one-node cluster: node 1, broker and controller in one process.
     fn start(version: &str) -> Broker {
+        let controller_port = free_port();
+        let voters = format!("1@127.0.0.1:{controller_port}");
+        Broker::start_node(version, 1, &voters, Some(controller_port))
+    }
+
+    /// Node `node_id` of the cluster whose quorum is `voters`; it runs the
+    /// controller too when given a `controller_port`.
+    fn start_node(
+        version: &str,
+        node_id: i32,
+        voters: &str,
+        controller_port: Option<u16>,
+    ) -> Broker {
         let libs = workspace_root().join(".cache/kafka").join(version);
         assert!(
             libs.join(".complete").exists(),
@@ -73,19 +89,26 @@ impl Broker {
             .unwrap()
             .as_nanos();
         let dir = std::env::temp_dir().join(format!(
-            "kpress-protocol-{version}-{}-{nanos}",
+            "kpress-protocol-{version}-{}-{node_id}-{nanos}",
             std::process::id()
         ));
         fs::create_dir_all(&dir).unwrap();
-        let (port, controller_port) = (free_port(), free_port());
+        let port = free_port();
+        let (roles, listeners) = match controller_port {
+            Some(cport) => (
+                "broker,controller",
+                format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"),
+            ),
+            None => ("broker", format!("PLAINTEXT://127.0.0.1:{port}")),
+        };
         let properties = dir.join("server.properties");
         fs::write(
             &properties,
             format!(
-                "process.roles=broker,controller\n\
-                 node.id=1\n\
-                 controller.quorum.voters=1@127.0.0.1:{controller_port}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                "process.roles={roles}\n\
+                 node.id={node_id}\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners={listeners}\n\
                  advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
                  controller.listener.names=CONTROLLER\n\
                  inter.broker.listener.name=PLAINTEXT\n\
@@ -122,7 +145,12 @@ impl Broker {
             .stderr(log)
             .spawn()
             .unwrap();
-        let mut broker = Broker { child, port, dir };
+        let mut broker = Broker {
+            child,
+            port,
+            voters: voters.to_owned(),
+            dir,
+        };
         broker.wait_ready();
         broker
     }
@@ -140,7 +168,12 @@ impl Broker {
                 let mut metadata = MetadataRequest::default();
                 metadata.topics = None;
                 let response: MetadataResponse = call(&mut conn, ApiKey::Metadata, 12, &metadata);
-                if !response.brokers.is_empty() {
+                // Ready once it serves metadata that lists itself.
+                if response
+                    .brokers
+                    .iter()
+                    .any(|b| b.port == i32::from(self.port))
+                {
                     return;
                 }
             }
@@ -597,4 +630,126 @@ fn kafka_4_1_round_trip() {
 #[test]
 fn kafka_3_9_round_trip() {
     round_trip("3.9.1");
+}
+
+/// KIP-951 NodeEndpoints from a real broker: a two-node cluster where the
+/// partition lives on node 1 only, and Produce v10+ / Fetch v16+ go to node 2,
+/// which answers NOT_LEADER_OR_FOLLOWER with node 1's real address.
+#[test]
+fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
+    use kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment;
+    use kafka_protocol::messages::BrokerId;
+
+    const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    let leader = Broker::start("4.1.1");
+    let other = Broker::start_node("4.1.1", 2, &leader.voters, None);
+    let mut conn = leader.connect();
+    let versions = check_api_versions(&mut conn);
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![BrokerId(1)])])]);
+    let created: CreateTopicsResponse = call(&mut conn, ApiKey::CreateTopics, 5, &request);
+    assert_eq!(
+        created.topics[0].error_code, 0,
+        "{:?}",
+        created.topics[0].error_message
+    );
+
+    // Wait until node 2 knows the topic and its leader.
+    let mut wrong = other.connect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let topic_id = loop {
+        let mut request = MetadataRequest::default();
+        request.topics = None;
+        let response: MetadataResponse = call(&mut wrong, ApiKey::Metadata, 12, &request);
+        let known = response.topics.iter().find(|t| {
+            t.name.as_ref().is_some_and(|n| n.as_str() == TOPIC)
+                && t.partitions.first().is_some_and(|p| p.leader_id.0 == 1)
+        });
+        if let Some(topic) = known {
+            break *topic.topic_id.as_bytes();
+        }
+        assert!(Instant::now() < deadline, "node 2 never learned the topic");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let leader_address = (1, "127.0.0.1".to_owned(), i32::from(leader.port));
+
+    let produce_versions = versions.range(ApiKey::Produce);
+    for version in 10.max(*produce_versions.start())..=*produce_versions.end() {
+        let batch = BatchBuilder::codec(Codec::None)
+            .build(&[Record::value("misdirected")])
+            .unwrap();
+        let mut topic =
+            TopicProduceData::default().with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(batch)))]);
+        if version >= 13 {
+            topic.topic_id = Uuid::from_bytes(topic_id);
+        } else {
+            topic.name = TopicName(StrBytes::from_static_str(TOPIC));
+        }
+        let request = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![topic]);
+        let body = raw_call::<_, ProduceResponse>(&mut wrong, ApiKey::Produce, version, &request);
+        let mut proxy = Proxy::default();
+        let new = rewrite_response(api_key::PRODUCE, version, &body, &mut proxy)
+            .unwrap()
+            .expect("NodeEndpoints rewritten");
+        assert_eq!(
+            proxy.brokers,
+            vec![leader_address.clone()],
+            "Produce v{version}"
+        );
+        let original = ProduceResponse::decode(&mut Bytes::from(body), version).unwrap();
+        let partition = &original.responses[0].partition_responses[0];
+        assert_eq!(partition.error_code, NOT_LEADER_OR_FOLLOWER);
+        assert_eq!(partition.current_leader.leader_id.0, 1);
+        let rewritten = ProduceResponse::decode(&mut Bytes::from(new.to_vec()), version).unwrap();
+        let mut expected = original.clone();
+        expected.node_endpoints[0].host = StrBytes::from_static_str("kpress.test");
+        expected.node_endpoints[0].port = 29_001;
+        assert_eq!(rewritten, expected, "Produce v{version}");
+    }
+
+    let fetch_versions = versions.range(ApiKey::Fetch);
+    for version in 16.max(*fetch_versions.start())..=*fetch_versions.end() {
+        let request = FetchRequest::default()
+            .with_max_wait_ms(100)
+            .with_min_bytes(1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(Uuid::from_bytes(topic_id))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]);
+        let body = raw_call::<_, FetchResponse>(&mut wrong, ApiKey::Fetch, version, &request);
+        let mut proxy = Proxy::default();
+        let new = rewrite_response(api_key::FETCH, version, &body, &mut proxy)
+            .unwrap()
+            .expect("NodeEndpoints rewritten");
+        assert_eq!(
+            proxy.brokers,
+            vec![leader_address.clone()],
+            "Fetch v{version}"
+        );
+        let original = FetchResponse::decode(&mut Bytes::from(body), version).unwrap();
+        assert_eq!(
+            original.responses[0].partitions[0].error_code,
+            NOT_LEADER_OR_FOLLOWER
+        );
+        let rewritten = FetchResponse::decode(&mut Bytes::from(new.to_vec()), version).unwrap();
+        let mut expected = original.clone();
+        expected.node_endpoints[0].host = StrBytes::from_static_str("kpress.test");
+        expected.node_endpoints[0].port = 29_001;
+        assert_eq!(rewritten, expected, "Fetch v{version}");
+    }
+    drop(other);
 }
