@@ -11,6 +11,10 @@
 //! raw body through QATzip with `stop_decompression_stream_end` set, so it stops at
 //! the end of the deflate stream and the trailer is checked by kpress.
 //!
+//! Chunking: QATzip deflates input in independent `hw_buff_sz` pieces; kpress sets the
+//! largest size every QAT generation accepts, 512 KiB, so 1 MiB batches lose little
+//! ratio to the splits (with the 64 KiB default they are about 13% larger).
+//!
 //! Levels: QATzip's deflate levels are zlib's 1..=9 (`QZ_DEFLATE_COMP_LVL_MINIMUM` ..
 //! `_MAXIMUM`) and are passed through unchanged; without a device its software backup
 //! compresses with zlib at that level, with a QAT device the hardware maps them onto
@@ -122,6 +126,10 @@ impl Session {
             params.deflate_params.common_params.comp_lvl = level;
             params.deflate_params.common_params.direction = ffi::QzDirection_E_QZ_DIR_BOTH;
             params.deflate_params.common_params.sw_backup = u8::from(config.software_backup);
+            // QATzip deflates its input in independent hw_buff_sz pieces (the default
+            // 64 KiB makes 1 MiB batches 13% larger than zlib at the same level); 512
+            // KiB is the largest every QAT generation accepts.
+            params.deflate_params.common_params.hw_buff_sz = ffi::QZ_HW_BUFF_MAX_SZ;
             params.stop_decompression_stream_end = 1;
             let rc = f.qzSetupSessionDeflateExt(&mut *raw, &mut params);
             if rc != ffi::QZ_OK as c_int && rc != ffi::QZ_DUPLICATE as c_int {

@@ -120,6 +120,16 @@ impl Registry {
         }
     }
 
+    /// As [`resolve`](Self::resolve), with zlib standing in (logged) when the chosen
+    /// provider is not available: for callers whose configuration was checked at
+    /// start, so that a provider lost since then does not lose batches.
+    pub fn resolve_or_zlib(&self, choice: ProviderChoice) -> Arc<dyn GzipProvider> {
+        self.resolve(choice).unwrap_or_else(|e| {
+            tracing::error!("{e}; using zlib for gzip");
+            self.zlib.clone()
+        })
+    }
+
     /// What `auto` means here: QAT when a QAT device is present; otherwise libdeflate,
     /// the fastest software provider whose level-6 output stays within 2% of zlib 6's
     /// size (the `gzip_providers` bench; ISA-L is faster still but its best level is
