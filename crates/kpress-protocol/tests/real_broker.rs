@@ -36,6 +36,15 @@ use uuid::Uuid;
 
 const TOPIC: &str = "kpress-protocol";
 
+/// One cluster at a time: the machine's two cores are shared.
+static ONE_CLUSTER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
@@ -607,6 +616,7 @@ fn check_fetch(conn: &mut TcpStream, topic_id: [u8; 16], stored: &[Codec], versi
 }
 
 fn round_trip(kafka_version: &str) {
+    let _turn = one_cluster_at_a_time();
     let broker = Broker::start(kafka_version);
     let mut conn = broker.connect();
     let versions = check_api_versions(&mut conn);
@@ -641,6 +651,7 @@ fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
     use kafka_protocol::messages::BrokerId;
 
     const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    let _turn = one_cluster_at_a_time();
     let leader = Broker::start("4.1.1");
     let other = Broker::start_node("4.1.1", 2, &leader.voters, None);
     let mut conn = leader.connect();
