@@ -90,6 +90,110 @@ fn fetch_body(version: i16) -> Vec<u8> {
     body.to_vec()
 }
 
+fn encoded<T: Encodable>(message: T, version: i16) -> Vec<u8> {
+    let mut body = BytesMut::new();
+    message.encode(&mut body, version).unwrap();
+    body.to_vec()
+}
+
+/// A real-shaped body of every other response kind kpress rewrites.
+fn other_response_body(kind: usize, version: i16) -> (i16, i16, Vec<u8>) {
+    use kafka_protocol::messages::api_versions_response::{ApiVersion, SupportedFeatureKey};
+    use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+    use kafka_protocol::messages::find_coordinator_response::Coordinator;
+    use kafka_protocol::messages::{
+        produce_response, share_fetch_response, ApiVersionsResponse, DescribeClusterResponse,
+        FindCoordinatorResponse, ProduceResponse, ShareFetchResponse,
+    };
+    let host = || StrBytes::from_static_str("b1");
+    match kind {
+        0 => {
+            let version = version.min(6);
+            let response = if version < 4 {
+                FindCoordinatorResponse::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(host())
+                    .with_port(9092)
+            } else {
+                FindCoordinatorResponse::default().with_coordinators(vec![Coordinator::default()
+                    .with_key(StrBytes::from_static_str("g"))
+                    .with_node_id(BrokerId(1))
+                    .with_host(host())
+                    .with_port(9092)])
+            };
+            (
+                api_key::FIND_COORDINATOR,
+                version,
+                encoded(response, version),
+            )
+        }
+        1 => {
+            let version = version.min(2);
+            let response = DescribeClusterResponse::default().with_brokers(vec![
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(1))
+                    .with_host(host())
+                    .with_port(9092),
+            ]);
+            (
+                api_key::DESCRIBE_CLUSTER,
+                version,
+                encoded(response, version),
+            )
+        }
+        2 => {
+            let version = version.min(4);
+            let mut response = ApiVersionsResponse::default().with_api_keys(vec![
+                ApiVersion::default()
+                    .with_api_key(0)
+                    .with_min_version(3)
+                    .with_max_version(20),
+                ApiVersion::default()
+                    .with_api_key(1)
+                    .with_min_version(4)
+                    .with_max_version(20),
+            ]);
+            if version >= 3 {
+                response.supported_features = vec![SupportedFeatureKey::default()
+                    .with_name(StrBytes::from_static_str("metadata.version"))
+                    .with_min_version(1)
+                    .with_max_version(20)];
+            }
+            (api_key::API_VERSIONS, version, encoded(response, version))
+        }
+        3 => {
+            let version = 10 + version % 4;
+            let mut topic = produce_response::TopicProduceResponse::default()
+                .with_partition_responses(vec![
+                    produce_response::PartitionProduceResponse::default(),
+                ]);
+            if version < 13 {
+                topic.name = TopicName(StrBytes::from_static_str("t"));
+            }
+            let response = ProduceResponse::default()
+                .with_responses(vec![topic])
+                .with_node_endpoints(vec![produce_response::NodeEndpoint::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(host())
+                    .with_port(9092)]);
+            (api_key::PRODUCE, version, encoded(response, version))
+        }
+        _ => {
+            let response = ShareFetchResponse::default()
+                .with_responses(vec![
+                    share_fetch_response::ShareFetchableTopicResponse::default()
+                        .with_partitions(vec![share_fetch_response::PartitionData::default()
+                            .with_records(Some(Bytes::from_static(&[7; 32])))]),
+                ])
+                .with_node_endpoints(vec![share_fetch_response::NodeEndpoint::default()
+                    .with_node_id(BrokerId(1))
+                    .with_host(host())
+                    .with_port(9092)]);
+            (api_key::SHARE_FETCH, 1, encoded(response, 1))
+        }
+    }
+}
+
 /// Applies random damage: overwrite bytes, truncate, insert.
 fn damage(
     mut body: Vec<u8>,
@@ -185,5 +289,18 @@ proptest! {
         let _ = rewrite_response(api_key::METADATA, version, &metadata, &mut Proxy);
         let fetch = damage(fetch_body(fetch_version), &edits, cut, insert);
         let _ = rewrite_response(api_key::FETCH, fetch_version, &fetch, &mut Proxy);
+    }
+
+    #[test]
+    fn other_damaged_responses_never_panic(
+        kind in 0usize..5,
+        version in 0i16..=13,
+        edits in edits(),
+        cut in prop::option::of(any::<usize>()),
+        insert in insert(),
+    ) {
+        let (api, version, body) = other_response_body(kind, version);
+        let body = damage(body, &edits, cut, insert);
+        let _ = rewrite_response(api, version, &body, &mut Proxy);
     }
 }
