@@ -59,52 +59,81 @@ impl FromStr for ProviderChoice {
 }
 
 /// The gzip providers of this process: the three software ones always, QAT when
-/// QATzip could be opened and a session set up.
+/// QATzip could be opened and a session set up. QATzip is probed on first need (QAT
+/// named, `auto`, or the statuses), so a process that never asks does not load it.
 #[derive(Debug)]
 pub struct Registry {
-    qat: Result<Arc<QatProvider>, ProviderError>,
+    qat: OnceLock<Result<Arc<QatProvider>, ProviderError>>,
+    qat_config: QatConfig,
     isal: Arc<IsalProvider>,
     libdeflate: Arc<LibdeflateProvider>,
     zlib: Arc<ZlibProvider>,
 }
 
 impl Registry {
-    /// Probes QATzip with the default [`QatConfig`] (software backup on).
+    /// A registry that probes QATzip, when first needed, with the default
+    /// [`QatConfig`] (software backup on).
     pub fn detect() -> Registry {
-        Registry::with_qat(QatProvider::open(QatConfig::default()))
-    }
-
-    /// A registry around an already probed QAT provider (or the reason there is none).
-    pub fn with_qat(qat: Result<QatProvider, ProviderError>) -> Registry {
         Registry {
-            qat: qat.map(Arc::new),
+            qat: OnceLock::new(),
+            qat_config: QatConfig::default(),
             isal: Arc::new(IsalProvider),
             libdeflate: Arc::new(LibdeflateProvider),
             zlib: Arc::new(ZlibProvider),
         }
     }
 
-    /// The process-wide registry, probed on first use; its statuses are logged then.
+    /// A registry around an already probed QAT provider (or the reason there is none).
+    pub fn with_qat(qat: Result<QatProvider, ProviderError>) -> Registry {
+        Registry {
+            qat: OnceLock::from(qat.map(Arc::new)),
+            qat_config: QatConfig::default(),
+            isal: Arc::new(IsalProvider),
+            libdeflate: Arc::new(LibdeflateProvider),
+            zlib: Arc::new(ZlibProvider),
+        }
+    }
+
+    /// The process-wide registry.
     pub fn global() -> &'static Registry {
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
-        GLOBAL.get_or_init(|| {
-            let registry = Registry::detect();
-            for s in registry.statuses() {
-                if s.available {
-                    tracing::info!(provider = %s.provider, hardware = s.hardware, "gzip provider available: {}", s.detail);
-                } else {
-                    tracing::info!(provider = %s.provider, "gzip provider unavailable: {}", s.detail);
+        GLOBAL.get_or_init(Registry::detect)
+    }
+
+    /// The QAT provider, probed (and its status logged) on first call.
+    fn qat(&self) -> &Result<Arc<QatProvider>, ProviderError> {
+        self.qat.get_or_init(|| {
+            let qat = QatProvider::open(self.qat_config).map(Arc::new);
+            match &qat {
+                Ok(q) if q.hardware() => tracing::info!("gzip provider qat: {}", q.status().detail),
+                Ok(q) => {
+                    tracing::warn!("gzip provider qat without hardware: {}", q.status().detail)
                 }
+                Err(e) => tracing::info!("{e}"),
             }
-            tracing::info!("gzip provider auto = {}", registry.auto_kind());
-            registry
+            qat
         })
+    }
+
+    /// Logs every provider's status and what `auto` selects (for a start-up log).
+    pub fn log_statuses(&self) {
+        for s in self.statuses() {
+            tracing::info!(
+                provider = %s.provider,
+                available = s.available,
+                hardware = s.hardware,
+                "gzip provider {}: {}",
+                s.provider,
+                s.detail
+            );
+        }
+        tracing::info!("gzip provider auto = {}", self.auto_kind());
     }
 
     /// One provider by kind, or why it is not available.
     pub fn get(&self, kind: ProviderKind) -> Result<Arc<dyn GzipProvider>, ProviderError> {
         Ok(match kind {
-            ProviderKind::Qat => self.qat.clone()?,
+            ProviderKind::Qat => self.qat().clone()?,
             ProviderKind::Isal => self.isal.clone(),
             ProviderKind::Libdeflate => self.libdeflate.clone(),
             ProviderKind::Zlib => self.zlib.clone(),
@@ -135,7 +164,7 @@ impl Registry {
     /// size (the `gzip_providers` bench; ISA-L is faster still but its best level is
     /// 9-42% larger, and QATzip's software backup is zlib with per-call overhead).
     pub fn auto_kind(&self) -> ProviderKind {
-        match &self.qat {
+        match self.qat() {
             Ok(qat) if qat.hardware() => ProviderKind::Qat,
             _ => ProviderKind::Libdeflate,
         }
@@ -150,7 +179,7 @@ impl Registry {
             detail: detail.to_owned(),
         };
         vec![
-            match &self.qat {
+            match self.qat() {
                 Ok(qat) => qat.status(),
                 Err(e) => ProviderStatus {
                     provider: ProviderKind::Qat,
