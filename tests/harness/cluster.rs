@@ -267,6 +267,11 @@ impl KafkaCluster {
             .join(",")
     }
 
+    /// The node ids (1..=n), by node index.
+    pub fn node_ids(&self) -> Vec<u32> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
     /// Every node's client (PLAINTEXT) address, by node index.
     pub fn node_addresses(&self) -> Vec<SocketAddr> {
         self.nodes.iter().map(Node::addr).collect()

@@ -1,12 +1,14 @@
 //! The built `kpress` binary: `kpress recompress` runs with their printed summary, and
 //! `kpress run` proxies started with a temporary config and killed on drop.
 
+use crate::cluster::KafkaCluster;
 use crate::compression::Compression;
 use crate::paths;
-use crate::ports::wait_for_port;
+use crate::ports::{free_port, free_port_range, wait_for_port};
 use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -151,10 +153,75 @@ pub struct KpressProxy {
     watchdog: Watchdog,
     dir: Option<tempfile::TempDir>,
     listen: SocketAddr,
+    metrics: Option<SocketAddr>,
     log_file: PathBuf,
 }
 
 impl KpressProxy {
+    /// Starts kpress in front of `cluster` on free loopback ports (listener, one port
+    /// per broker node, Prometheus endpoint) with the policy `rules` (TOML: `[defaults]`
+    /// and `[[topics]]` sections, optionally `[limits]`).
+    pub fn start_in_front_of(cluster: &KafkaCluster, rules: &str) -> anyhow::Result<KpressProxy> {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let node_ids = cluster.node_ids();
+        let highest = node_ids.iter().copied().max().unwrap_or(1);
+        let node_port_base = free_port_range(u16::try_from(highest)?);
+        let upstream = cluster
+            .node_addresses()
+            .iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let config = format!(
+            "[listener]\n\
+             bind = \"{listen}\"\n\
+             advertised_host = \"127.0.0.1\"\n\
+             node_port_base = {node_port_base}\n\
+             [upstream]\n\
+             bootstrap_servers = [{upstream}]\n\
+             [metrics]\n\
+             bind = \"{metrics}\"\n\
+             {rules}\n"
+        );
+        let mut proxy = KpressProxy::start(&config, listen)?;
+        proxy.metrics = Some(metrics);
+        Ok(proxy)
+    }
+
+    /// The Prometheus text the proxy's metrics endpoint serves.
+    pub fn scrape_metrics(&self) -> anyhow::Result<String> {
+        let addr = self.metrics.context("this proxy has no metrics endpoint")?;
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response)?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, body)| body.to_string())
+            .context("no HTTP body from the metrics endpoint")?;
+        Ok(body)
+    }
+
+    /// The sum of a counter's samples whose labels contain every `label="value"` given.
+    pub fn counter(&self, name: &str, labels: &[(&str, &str)]) -> anyhow::Result<f64> {
+        let text = self.scrape_metrics()?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter(|l| {
+                labels
+                    .iter()
+                    .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum())
+    }
+
     /// Writes `config` (TOML) to a temp file, starts `kpress run --config FILE` and waits
     /// until `listen` (which the config must name) accepts connections.
     pub fn start(config: &str, listen: SocketAddr) -> anyhow::Result<KpressProxy> {
@@ -170,10 +237,8 @@ impl KpressProxy {
         cmd.arg("run")
             .arg("--config")
             .arg(&config_path)
-            .env(
-                "KPRESS_LOG",
-                std::env::var("KPRESS_LOG").unwrap_or_else(|_| "info".into()),
-            )
+            // No terminal: plain log lines in the file.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -184,6 +249,7 @@ impl KpressProxy {
             watchdog,
             dir: Some(dir),
             listen,
+            metrics: None,
             log_file,
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -207,6 +273,11 @@ impl KpressProxy {
     /// The address clients connect to.
     pub fn listen(&self) -> SocketAddr {
         self.listen
+    }
+
+    /// The bootstrap string for clients going through the proxy.
+    pub fn bootstrap(&self) -> String {
+        self.listen.to_string()
     }
 
     /// The proxy's log so far.

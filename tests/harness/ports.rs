@@ -22,3 +22,20 @@ pub fn wait_for_port(addr: SocketAddr, timeout: Duration) -> bool {
     }
     false
 }
+
+/// A base port such that `base + 1 ..= base + n` were all free a moment ago (kpress
+/// serves broker node N on `node_port_base + N`).
+pub fn free_port_range(n: u16) -> u16 {
+    for _ in 0..200 {
+        let first = free_port();
+        let base = first - 1;
+        if base < 1024 || u32::from(base) + u32::from(n) > 65535 {
+            continue;
+        }
+        let all_free = (1..=n).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free loopback ports found")
+}

@@ -1,0 +1,607 @@
+//! `kpress run` end to end with real brokers and real clients: producers send through
+//! the proxy, the broker stores the policy's codec (read back by Kafka's own
+//! DumpLogSegments, every batch valid), and consumers through the proxy read exactly
+//! what was produced.
+//!
+//! Clients: Java kafka-clients 4.1.1 (Produce v13, topic ids) and 3.9.1 (Produce v11,
+//! topic names), librdkafka 2.0 (kcat) and 2.16 (confluent-kafka). Brokers: Kafka 4.1.1
+//! (one node, and three nodes with replicated partitions) and 3.9.1.
+
+use kpress_tests::cluster::KafkaCluster;
+use kpress_tests::compression::Compression;
+use kpress_tests::data::{diff_records, split_lines, Dataset};
+use kpress_tests::dump::{dump_log_segments, DumpedSegment};
+use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::kpress::KpressProxy;
+use kpress_tests::{confluent, kafka_old_version, kafka_version, kcat};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Topics named `<codec>.<anything>` get that codec, even where it is larger than the
+/// producer's (`allow_growth`, so every batch lands in it); `keep.*` asks for lz4 but
+/// keeps a batch whose rewrite would not be smaller; everything else keeps the
+/// producer's codec.
+const RULES: &str = r#"
+[defaults]
+compression.type = "producer"
+
+[[topics]]
+match = "zstd.*"
+compression.type = "zstd"
+compression.zstd.level = 3
+allow_growth = true
+
+[[topics]]
+match = "lz4.*"
+compression.type = "lz4"
+allow_growth = true
+
+[[topics]]
+match = "gzip.*"
+compression.type = "gzip"
+compression.gzip.level = 6
+allow_growth = true
+
+[[topics]]
+match = "snappy.*"
+compression.type = "snappy"
+allow_growth = true
+
+[[topics]]
+match = "none.*"
+compression.type = "none"
+
+[[topics]]
+match = "keep.*"
+compression.type = "lz4"
+"#;
+
+/// The one-node 4.1.1 broker and the proxy in front of it, shared by this binary's
+/// tests (watchdogs stop both when the test process exits).
+fn shared() -> &'static (KafkaCluster, KpressProxy) {
+    static SHARED: OnceLock<(KafkaCluster, KpressProxy)> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+        let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+            .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+        (cluster, proxy)
+    })
+}
+
+/// The codec the rules give `topic`, if any.
+fn policy_codec(topic: &str) -> Option<Compression> {
+    Compression::from_name(topic.split('.').next()?)
+}
+
+/// Every `.log` segment of `topic`-`partition` on every node that hosts it.
+fn replica_segments(cluster: &KafkaCluster, topic: &str, partition: u32) -> Vec<PathBuf> {
+    let mut segments = Vec::new();
+    for node in 0..cluster.node_ids().len() {
+        let dir = cluster.partition_dir_on(node, topic, partition);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            let mut logs: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .collect();
+            logs.sort();
+            segments.extend(logs);
+        }
+    }
+    segments
+}
+
+/// Checks what the broker stored for a partition: every batch valid, every data batch
+/// in `codec`, and the data records equal to `expected`.
+fn check_stored(
+    name: &str,
+    dump: &DumpedSegment,
+    codec: Compression,
+    expected: &[Vec<u8>],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    if !dump.problems.is_empty() {
+        failures.push(format!("{name}: DumpLogSegments: {:?}", dump.problems));
+    }
+    let mut records = Vec::new();
+    for batch in &dump.batches {
+        if !batch.is_valid {
+            failures.push(format!(
+                "{name}: batch at {} isvalid: false",
+                batch.base_offset
+            ));
+        }
+        if batch.is_control {
+            continue;
+        }
+        if batch.compresscodec != codec.dump_name() {
+            failures.push(format!(
+                "{name}: batch at {} stored as {}, policy says {codec}",
+                batch.base_offset, batch.compresscodec
+            ));
+        }
+        records.extend(batch.payloads().map(<[u8]>::to_vec));
+    }
+    if let Some(diff) = diff_records(expected, &records) {
+        failures.push(format!("{name}: stored records: {diff}"));
+    }
+    failures
+}
+
+fn fail_if_any(failures: Vec<String>, context: impl FnOnce() -> String) {
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        context()
+    );
+}
+
+/// A real producer of the matrix below.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    Java(&'static str),
+    Kcat,
+    ConfluentKafka,
+}
+
+impl Client {
+    fn name(self) -> String {
+        match self {
+            Client::Java(version) => format!("java{}", version.replace('.', "")),
+            Client::Kcat => "kcat".to_string(),
+            Client::ConfluentKafka => "ck".to_string(),
+        }
+    }
+
+    fn produce(
+        self,
+        bootstrap: &str,
+        topic: &str,
+        file: &Path,
+        codec: Compression,
+    ) -> anyhow::Result<()> {
+        let options = ProduceOptions {
+            compression: codec,
+            ..ProduceOptions::default()
+        };
+        match self {
+            Client::Java(version) => JavaClient::new(version)
+                .produce_file(bootstrap, topic, file, &options)
+                .map(drop),
+            Client::Kcat => kcat::produce_file(bootstrap, topic, 0, codec, file, &[]),
+            Client::ConfluentKafka => confluent::produce_file(
+                bootstrap,
+                topic,
+                file,
+                &ProduceOptions {
+                    batch_size: 262_144,
+                    ..options
+                },
+            )
+            .map(drop),
+        }
+    }
+}
+
+/// Every client, each with its own codec, produces the apache log through kpress into
+/// a topic per target codec; the broker stores the policy's codec and consumers
+/// through kpress read every record back.
+#[test]
+fn every_client_through_kpress_stores_the_policy_codec() {
+    let (cluster, proxy) = shared();
+    let java = JavaClient::new(kafka_version());
+    let clients = [
+        (Client::Java(kafka_version()), Compression::Gzip),
+        (Client::Java(kafka_old_version()), Compression::Lz4),
+        (Client::Kcat, Compression::Snappy),
+        (Client::ConfluentKafka, Compression::Zstd),
+    ];
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    let mut topics = Vec::new();
+    for (client, source_codec) in clients {
+        for target in Compression::ALL {
+            topics.push((
+                format!("{target}.{}-{source_codec}", client.name()),
+                client,
+                source_codec,
+            ));
+        }
+    }
+    // A topic no rule matches keeps the producer's codec.
+    topics.push((
+        "plain.java-gzip".to_string(),
+        Client::Java(kafka_version()),
+        Compression::Gzip,
+    ));
+    // zstd → lz4 is never smaller on this log: without allow_growth kpress keeps zstd.
+    topics.push((
+        "keep.ck-zstd".to_string(),
+        Client::ConfluentKafka,
+        Compression::Zstd,
+    ));
+    let names: Vec<&str> = topics.iter().map(|(t, _, _)| t.as_str()).collect();
+    // Topics are created on the broker directly; producers and consumers only see kpress.
+    java.create_topics(
+        &cluster.bootstrap(),
+        &names,
+        1,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+
+    let bootstrap = proxy.bootstrap();
+    for (topic, client, codec) in &topics {
+        client
+            .produce(&bootstrap, topic, &dataset.path(), *codec)
+            .unwrap_or_else(|e| panic!("{topic}: {e:#}\n{}", proxy.log()));
+    }
+
+    let mut failures = Vec::new();
+    let segments: Vec<PathBuf> = names
+        .iter()
+        .map(|t| cluster.segments(t, 0).expect("segments")[0].clone())
+        .collect();
+    let segment_refs: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
+    let dumps = dump_log_segments(kafka_version(), &segment_refs).expect("DumpLogSegments");
+    for ((topic, _, source_codec), dump) in topics.iter().zip(&dumps) {
+        let codec = policy_codec(topic).unwrap_or(*source_codec);
+        failures.extend(check_stored(topic, dump, codec, &expected));
+    }
+
+    let consumed = java
+        .consume(
+            &bootstrap,
+            &names,
+            expected.len() * names.len(),
+            &ConsumeOptions {
+                timeout: Duration::from_secs(180),
+                ..ConsumeOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    for topic in &names {
+        let values: Vec<&[u8]> = consumed
+            .iter()
+            .filter(|r| r.topic == *topic)
+            .map(|r| r.value.as_slice())
+            .collect();
+        if let Some(diff) = diff_records(&expected, &values) {
+            failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
+        }
+        match kcat::consume_partition(&bootstrap, topic, 0, &[]) {
+            Ok(records) => {
+                let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_slice()).collect();
+                if let Some(diff) = diff_records(&expected, &values) {
+                    failures.push(format!("{topic}: kcat through kpress: {diff}"));
+                }
+            }
+            Err(e) => failures.push(format!("{topic}: kcat through kpress: {e:#}")),
+        }
+    }
+
+    // The proxy counted the rewrites it did, and the batches it kept as not smaller.
+    let kept = dumps[names
+        .iter()
+        .position(|t| *t == "keep.ck-zstd")
+        .expect("keep topic")]
+    .batches
+    .len() as f64;
+    let not_smaller = proxy
+        .counter("kpress_batches_passed_total", &[("reason", "not_smaller")])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if not_smaller < kept {
+        failures.push(format!(
+            "{kept} batches of keep.ck-zstd kept, {not_smaller} counted as not_smaller"
+        ));
+    }
+    let rewritten = proxy
+        .counter(
+            "kpress_batches_rewritten_total",
+            &[
+                ("topic", "zstd.java411-gzip"),
+                ("from", "gzip"),
+                ("to", "zstd"),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if rewritten < 1.0 {
+        failures.push(format!(
+            "no gzip->zstd rewrite counted for zstd.java411-gzip:\n{}",
+            proxy.scrape_metrics().unwrap_or_default()
+        ));
+    }
+    fail_if_any(failures, || proxy.log());
+}
+
+/// Transactions through kpress: committed and aborted transactions, control batches
+/// untouched, read_committed consumers see only committed records.
+#[test]
+fn transactions_through_kpress() {
+    let (cluster, proxy) = shared();
+    let java = JavaClient::new(kafka_version());
+    let topic = "zstd.transactions";
+    java.create_topic(
+        &cluster.bootstrap(),
+        topic,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let all = Dataset::ApacheAccessLog.records();
+    let parts: Vec<Vec<Vec<u8>>> = all.chunks(1000).take(3).map(<[_]>::to_vec).collect();
+    let work = tempfile::tempdir().expect("temp dir");
+    let bootstrap = proxy.bootstrap();
+    for (i, (part, commit)) in parts.iter().zip([true, false, true]).enumerate() {
+        let file = work.path().join(format!("part-{i}.txt"));
+        let mut text = part.join(&b'\n');
+        text.push(b'\n');
+        std::fs::write(&file, &text).expect("write records");
+        assert_eq!(split_lines(&text).len(), part.len());
+        java.produce_file(
+            &bootstrap,
+            topic,
+            &file,
+            &ProduceOptions {
+                compression: Compression::Gzip,
+                transaction: Some(("kpress-txn".to_string(), commit)),
+                ..ProduceOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    }
+    let committed: Vec<Vec<u8>> = parts[0].iter().chain(&parts[2]).cloned().collect();
+    let everything: Vec<Vec<u8>> = parts.concat();
+
+    let mut failures = Vec::new();
+    for (read_committed, expected) in [(true, &committed), (false, &everything)] {
+        let consumed = java
+            .consume(
+                &bootstrap,
+                &[topic],
+                expected.len(),
+                &ConsumeOptions {
+                    read_committed,
+                    ..ConsumeOptions::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+        let values: Vec<&[u8]> = consumed.iter().map(|r| r.value.as_slice()).collect();
+        if let Some(diff) = diff_records(expected, &values) {
+            failures.push(format!("read_committed={read_committed}: {diff}"));
+        }
+    }
+    let segment = cluster.segments(topic, 0).expect("segments")[0].clone();
+    let dump = dump_log_segments(kafka_version(), &[&segment]).expect("DumpLogSegments");
+    failures.extend(check_stored(
+        topic,
+        &dump[0],
+        Compression::Zstd,
+        &everything,
+    ));
+    let controls = dump[0].batches.iter().filter(|b| b.is_control).count();
+    if controls != 3 {
+        failures.push(format!("expected 3 transaction markers, found {controls}"));
+    }
+    if !dump[0]
+        .batches
+        .iter()
+        .all(|b| b.is_transactional || b.is_control)
+    {
+        failures.push("a data batch lost its transactional flag".to_string());
+    }
+    fail_if_any(failures, || proxy.log());
+}
+
+/// Three brokers with a replicated, three-partition topic behind kpress: producers and
+/// consumers (a Java consumer group, so FindCoordinator goes through the proxy too)
+/// reach every broker through it, and every replica holds the policy's codec.
+#[test]
+fn three_brokers_behind_kpress() {
+    let cluster = KafkaCluster::start(kafka_version(), 3).expect("starting 3 Kafka nodes");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let java = JavaClient::new(kafka_version());
+    let topic = "zstd.spread";
+    java.create_topic_replicated(
+        &cluster.bootstrap(),
+        topic,
+        3,
+        3,
+        &["compression.type=producer", "min.insync.replicas=2"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    java.produce_file(
+        &proxy.bootstrap(),
+        topic,
+        &dataset.path(),
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            // Small batches and a round-robin partitioner spread records over every
+            // partition, so every broker gets Produce requests through kpress.
+            batch_size: 16384,
+            properties: vec![
+                "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner"
+                    .to_string(),
+            ],
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+
+    let mut failures = Vec::new();
+    let consumed = java
+        .consume(
+            &proxy.bootstrap(),
+            &[topic],
+            expected.len(),
+            &ConsumeOptions {
+                group_id: Some("kpress-three-brokers".to_string()),
+                timeout: Duration::from_secs(120),
+                ..ConsumeOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    let mut per_partition: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+    for record in &consumed {
+        per_partition
+            .entry(record.partition)
+            .or_default()
+            .push(record.value.clone());
+    }
+    if per_partition.len() != 3 {
+        failures.push(format!(
+            "records landed in partitions {:?}, not all three",
+            per_partition.keys().collect::<Vec<_>>()
+        ));
+    }
+    let mut all_consumed: Vec<Vec<u8>> = consumed.iter().map(|r| r.value.clone()).collect();
+    let mut all_expected = expected.clone();
+    all_consumed.sort();
+    all_expected.sort();
+    if let Some(diff) = diff_records(&all_expected, &all_consumed) {
+        failures.push(format!(
+            "Java consumer group through kpress (sorted): {diff}"
+        ));
+    }
+    match confluent::consume(
+        &proxy.bootstrap(),
+        &[topic],
+        expected.len(),
+        &ConsumeOptions::default(),
+    ) {
+        Ok(records) => {
+            let values: Vec<Vec<u8>> = records.into_iter().map(|r| r.value).collect();
+            let java_order: Vec<Vec<u8>> = per_partition.values().flatten().cloned().collect();
+            if let Some(diff) = diff_records(&java_order, &values) {
+                failures.push(format!("confluent-kafka vs Java through kpress: {diff}"));
+            }
+        }
+        Err(e) => failures.push(format!("confluent-kafka through kpress: {e:#}")),
+    }
+
+    // Every replica of every partition: valid, zstd, the records the consumer read.
+    for (partition, records) in &per_partition {
+        let replicas = replica_segments(&cluster, topic, *partition);
+        if replicas.len() != 3 {
+            failures.push(format!(
+                "partition {partition}: {} replica segments, expected 3",
+                replicas.len()
+            ));
+        }
+        let refs: Vec<&Path> = replicas.iter().map(PathBuf::as_path).collect();
+        // Followers may lag the leader's high watermark by a moment: retry briefly.
+        let mut last = Vec::new();
+        for _ in 0..20 {
+            let dumps = dump_log_segments(kafka_version(), &refs).expect("DumpLogSegments");
+            last = dumps
+                .iter()
+                .enumerate()
+                .flat_map(|(i, d)| {
+                    check_stored(
+                        &format!("{topic}-{partition} replica {i}"),
+                        d,
+                        Compression::Zstd,
+                        records,
+                    )
+                })
+                .collect();
+            if last.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        failures.extend(last);
+    }
+    fail_if_any(failures, || {
+        format!("{}\n{}", proxy.log(), cluster.describe_logs())
+    });
+}
+
+/// A Kafka 3.9.1 broker behind kpress, with the 3.9.1 Java client and kcat.
+#[test]
+fn kafka_3_9_broker_behind_kpress() {
+    let version = kafka_old_version();
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka 3.9");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let java = JavaClient::new(version);
+    let topics = ["zstd.old-java", "lz4.old-kcat"];
+    java.create_topics(
+        &cluster.bootstrap(),
+        &topics,
+        1,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::NginxPlusStatus;
+    let expected = dataset.records();
+    java.produce_file(
+        &proxy.bootstrap(),
+        topics[0],
+        &dataset.path(),
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    kcat::produce_file(
+        &proxy.bootstrap(),
+        topics[1],
+        0,
+        Compression::Zstd,
+        &dataset.path(),
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+
+    let mut failures = Vec::new();
+    let segments: Vec<PathBuf> = topics
+        .iter()
+        .map(|t| cluster.segments(t, 0).expect("segments")[0].clone())
+        .collect();
+    let refs: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
+    let dumps = dump_log_segments(version, &refs).expect("DumpLogSegments");
+    for (topic, dump) in topics.iter().zip(&dumps) {
+        let codec = policy_codec(topic).expect("a policy topic");
+        failures.extend(check_stored(topic, dump, codec, &expected));
+        match kcat::consume_partition(&proxy.bootstrap(), topic, 0, &[]) {
+            Ok(records) => {
+                let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_slice()).collect();
+                if let Some(diff) = diff_records(&expected, &values) {
+                    failures.push(format!("{topic}: kcat through kpress: {diff}"));
+                }
+            }
+            Err(e) => failures.push(format!("{topic}: kcat through kpress: {e:#}")),
+        }
+    }
+    let consumed = java
+        .consume(
+            &proxy.bootstrap(),
+            &topics,
+            expected.len() * 2,
+            &ConsumeOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    for topic in topics {
+        let values: Vec<&[u8]> = consumed
+            .iter()
+            .filter(|r| r.topic == topic)
+            .map(|r| r.value.as_slice())
+            .collect();
+        if let Some(diff) = diff_records(&expected, &values) {
+            failures.push(format!("{topic}: Java 3.9 consumer through kpress: {diff}"));
+        }
+    }
+    fail_if_any(failures, || {
+        format!("{}\n{}", proxy.log(), cluster.describe_logs())
+    });
+}
