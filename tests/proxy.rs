@@ -318,6 +318,138 @@ fn every_client_through_kpress_stores_the_policy_codec() {
     fail_if_any(failures, || proxy.log());
 }
 
+/// acks=0 producers through kpress (no response comes back; the rewrite still lands),
+/// and batches whose rewrite would exceed `max_batch_bytes` (Kafka's 1 MiB
+/// `message.max.bytes`): those go to the broker untouched, in the producer's codec.
+#[test]
+fn acks_0_and_oversized_rewrites_through_kpress() {
+    let (cluster, proxy) = shared();
+    let java = JavaClient::new(kafka_version());
+    let topics = ["zstd.acks0", "none.oversized"];
+    java.create_topics(
+        &cluster.bootstrap(),
+        &topics,
+        1,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    let bootstrap = proxy.bootstrap();
+    java.produce_file(
+        &bootstrap,
+        topics[0],
+        &dataset.path(),
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            acks: "0".to_string(),
+            idempotence: false,
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    // Java sizes gzip batches by their estimated compressed size: with a 2 MB batch.size
+    // and a long linger a batch holds over 1 MiB of records, too big uncompressed.
+    java.produce_file(
+        &bootstrap,
+        topics[1],
+        &dataset.path(),
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            batch_size: 2_000_000,
+            linger_ms: 1000,
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+
+    let mut failures = Vec::new();
+    let consumed = java
+        .consume(
+            &bootstrap,
+            &topics,
+            expected.len() * 2,
+            &ConsumeOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    for topic in topics {
+        let values: Vec<&[u8]> = consumed
+            .iter()
+            .filter(|r| r.topic == topic)
+            .map(|r| r.value.as_slice())
+            .collect();
+        if let Some(diff) = diff_records(&expected, &values) {
+            failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
+        }
+    }
+    let segments: Vec<PathBuf> = topics
+        .iter()
+        .map(|t| cluster.segments(t, 0).expect("segments")[0].clone())
+        .collect();
+    let refs: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
+    let dumps = dump_log_segments(kafka_version(), &refs).expect("DumpLogSegments");
+    failures.extend(check_stored(
+        topics[0],
+        &dumps[0],
+        Compression::Zstd,
+        &expected,
+    ));
+
+    const MAX_BATCH_BYTES: usize = 1_048_588;
+    let mut kept = 0;
+    let mut stored = Vec::new();
+    for batch in &dumps[1].batches {
+        // A lower bound of the batch's size uncompressed: header, payloads, and at
+        // least 7 bytes of framing per record.
+        let payload: usize = batch.records.iter().map(|r| r.payload.len()).sum();
+        let uncompressed_at_least = 61 + payload + 7 * batch.records.len();
+        let fits = uncompressed_at_least <= MAX_BATCH_BYTES;
+        match batch.compresscodec.as_str() {
+            "none" if batch.size as usize <= MAX_BATCH_BYTES => {}
+            "gzip" if !fits => kept += 1,
+            other => failures.push(format!(
+                "none.oversized: batch at {} ({} records, >= {uncompressed_at_least} bytes \
+                 uncompressed) stored as {other}",
+                batch.base_offset,
+                batch.records.len()
+            )),
+        }
+        if !batch.is_valid {
+            failures.push(format!(
+                "none.oversized: batch at {} invalid",
+                batch.base_offset
+            ));
+        }
+        stored.extend(batch.payloads().map(<[u8]>::to_vec));
+    }
+    if kept == 0 {
+        failures.push(format!(
+            "no batch of none.oversized was over the limit (the test did not exercise it): {:?}",
+            dumps[1]
+                .batches
+                .iter()
+                .map(|b| (b.count, b.size))
+                .collect::<Vec<_>>()
+        ));
+    }
+    if let Some(diff) = diff_records(&expected, &stored) {
+        failures.push(format!("none.oversized: stored records: {diff}"));
+    }
+    let over_limit = proxy
+        .counter(
+            "kpress_batches_passed_total",
+            &[("reason", "over_batch_limit")],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if over_limit < f64::from(kept) {
+        failures.push(format!(
+            "{kept} oversized batches kept, {over_limit} counted as over_batch_limit"
+        ));
+    }
+    fail_if_any(failures, || proxy.log());
+}
+
 /// Transactions through kpress: committed and aborted transactions, control batches
 /// untouched, read_committed consumers see only committed records.
 #[test]
