@@ -27,6 +27,11 @@ struct Kpress {
 
 impl Kpress {
     async fn start(broker: &Broker, policy: RewritePolicy) -> Kpress {
+        Kpress::start_for(std::slice::from_ref(broker), policy).await
+    }
+
+    /// kpress in front of `brokers` (node ids 1..=n).
+    async fn start_for(brokers: &[Broker], policy: RewritePolicy) -> Kpress {
         // kpress's logs in the test output: KPRESS_LOG=kpress_proxy=debug.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -36,13 +41,12 @@ impl Kpress {
             .with_test_writer()
             .try_init();
         let port = free_port();
-        // Node N is served on base + N: pick a free port for the broker's node.
-        let node_port_base = free_port() - broker.node_id as u16;
+        let node_port_base = free_node_port_base(brokers.len());
         let settings = ProxySettings {
             bind: SocketAddr::from(([127, 0, 0, 1], port)),
             advertised_host: "127.0.0.1".into(),
             node_port_base,
-            bootstrap_servers: vec![broker.address()],
+            bootstrap_servers: brokers.iter().map(Broker::address).collect(),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_inflight_bytes: 4 * DEFAULT_MAX_FRAME_BYTES,
             shutdown_grace: Duration::from_secs(10),
@@ -84,6 +88,21 @@ impl Kpress {
             .expect("kpress task");
         result.expect("kpress ran without error");
     }
+}
+
+/// A base such that ports base+1..=base+n are all free now.
+fn free_node_port_base(n: usize) -> u16 {
+    for _ in 0..100 {
+        let base = free_port() - 1;
+        let free = (1..=n as u16).all(|id| {
+            base.checked_add(id)
+                .is_some_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if free {
+            return base;
+        }
+    }
+    panic!("no run of {n} free ports found");
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -371,6 +390,130 @@ async fn produce_v13_topic_ids_through_kpress() {
         batches[1].contains("count: 200") && batches[1].contains("compresscodec: zstd"),
         "the batch sent by topic id was not stored as zstd:\n{dump}"
     );
+
+    kpress.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_brokers_each_served_on_its_own_port() {
+    let brokers = Arc::new(blocking(|| Broker::start_cluster(3)).await);
+    // lz4 is not always smaller than snappy: allow growth so every batch changes codec.
+    let policy = RewritePolicy {
+        allow_growth: true,
+        ..RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default())
+    };
+    let kpress = Kpress::start_for(&brokers, policy).await;
+    let bootstrap = kpress.address();
+    let topic = "spread";
+
+    // Keyed records spread over 3 partitions, whose leaders are on different nodes:
+    // librdkafka must reach each leader through kpress's port for that node.
+    let sent: Vec<String> = (0..3000)
+        .map(|i| format!("key{i}:value {i} with some repeated text text text"))
+        .collect();
+    let input = sent.join("\n") + "\n";
+    let produce_bootstrap = bootstrap.clone();
+    blocking(move || {
+        run_with_stdin(
+            kcat(&[
+                "-P",
+                "-b",
+                &produce_bootstrap,
+                "-t",
+                topic,
+                "-K",
+                ":",
+                "-z",
+                "snappy",
+                "-X",
+                "linger.ms=100",
+            ]),
+            input.as_bytes(),
+        )
+    })
+    .await;
+    let consume_bootstrap = bootstrap.clone();
+    let consumed = blocking(move || {
+        run(kcat(&[
+            "-C",
+            "-b",
+            &consume_bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-K",
+            ":",
+            "-c",
+            "3000",
+        ]))
+    })
+    .await;
+    let mut received: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let mut expected = sent.clone();
+    received.sort();
+    expected.sort();
+    assert_eq!(
+        received, expected,
+        "records read back through kpress differ"
+    );
+
+    // Every node holds a partition, stored as lz4 (the policy), not snappy.
+    let dump_brokers = Arc::clone(&brokers);
+    let dumps = blocking(move || {
+        dump_brokers
+            .iter()
+            .map(|b| {
+                let partitions = b.partitions_of(topic);
+                let dumps: Vec<String> = partitions
+                    .iter()
+                    .map(|&p| b.dump_partition(topic, p))
+                    .collect();
+                (b.node_id, partitions, dumps.join("\n"))
+            })
+            .collect::<Vec<_>>()
+    })
+    .await;
+    for (node_id, partitions, dump) in &dumps {
+        assert!(!partitions.is_empty(), "node {node_id} leads no partition");
+        let batches: Vec<&str> = dump
+            .lines()
+            .filter(|l| l.contains("compresscodec:"))
+            .collect();
+        assert!(!batches.is_empty(), "node {node_id} stored nothing");
+        assert!(
+            batches
+                .iter()
+                .all(|l| l.contains("compresscodec: lz4") && l.contains("isvalid: true")),
+            "node {node_id}:\n{}",
+            batches.join("\n")
+        );
+    }
+
+    // The listing names kpress's three node ports and none of the brokers'.
+    let listing = blocking(move || run(kcat(&["-L", "-b", &bootstrap]))).await;
+    let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+    for broker in brokers.iter() {
+        let node_port = kpress.node_port_base + broker.node_id as u16;
+        assert!(
+            listing.contains(&format!(
+                "broker {} at 127.0.0.1:{node_port}",
+                broker.node_id
+            )),
+            "node {} missing:\n{listing}",
+            broker.node_id
+        );
+        assert!(
+            !listing.contains(&format!(":{}", broker.port)),
+            "broker {} address leaked:\n{listing}",
+            broker.node_id
+        );
+    }
 
     kpress.stop().await;
 }

@@ -104,87 +104,120 @@ pub(crate) fn java(main_class: &str) -> Command {
 }
 
 impl Broker {
-    /// Formats and starts a broker; returns once its port accepts connections.
+    /// Formats and starts a one-node cluster; returns once its port accepts connections.
     pub(crate) fn start() -> Broker {
+        Broker::start_cluster(1).pop().expect("one broker")
+    }
+
+    /// Formats and starts `n` nodes (broker and controller each, node ids 1..=n, one
+    /// quorum); returns once every broker port accepts connections.
+    pub(crate) fn start_cluster(n: usize) -> Vec<Broker> {
         assert!(
             kafka_libs().is_dir(),
             "Kafka jars missing at {}: run scripts/setup.sh",
             kafka_libs().display()
         );
-        let dir = TempDir::new("kpress-proxy-kafka");
-        let node_id = 1;
-        let port = free_port();
-        let controller_port = free_port();
-        let data_dir = dir.path().join("data");
-        let log_file = dir.path().join("server.log");
-        let properties = dir.path().join("server.properties");
-        std::fs::write(
-            &properties,
-            format!(
-                "process.roles=broker,controller\n\
-                 node.id={node_id}\n\
-                 controller.quorum.voters={node_id}@127.0.0.1:{controller_port}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 controller.listener.names=CONTROLLER\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 log.dirs={}\n\
-                 num.partitions=1\n\
-                 auto.create.topics.enable=true\n\
-                 offsets.topic.replication.factor=1\n\
-                 offsets.topic.num.partitions=1\n\
-                 transaction.state.log.replication.factor=1\n\
-                 transaction.state.log.min.isr=1\n\
-                 group.initial.rebalance.delay.ms=0\n",
-                data_dir.display()
-            ),
-        )
-        .expect("write server.properties");
-        let log4j = dir.path().join("log4j2.properties");
-        std::fs::write(
-            &log4j,
-            format!(
-                "appender.file.type=File\nappender.file.name=file\nappender.file.fileName={}\n\
-                 appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n\
-                 rootLogger.level=INFO\nrootLogger.appenderRef.file.ref=file\n",
-                log_file.display()
-            ),
-        )
-        .expect("write log4j2.properties");
-        let format = java("kafka.tools.StorageTool")
-            .args(["format", "-t", &cluster_id(), "-c"])
-            .arg(&properties)
-            .output()
-            .expect("run StorageTool");
-        assert!(
-            format.status.success(),
-            "StorageTool format failed: {}",
-            String::from_utf8_lossy(&format.stderr)
-        );
-        let child = java_with_log4j(&log4j, "kafka.Kafka")
-            .arg(&properties)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start kafka.Kafka");
-        let broker = Broker {
-            node_id,
-            port,
-            data_dir,
-            child,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let voters = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, controller_port))| format!("{}@127.0.0.1:{controller_port}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let internal_rf = n.min(3);
+        let cluster_id = cluster_id();
+        let mut brokers = Vec::new();
+        for (i, &(port, controller_port)) in ports.iter().enumerate() {
+            let node_id = i as i32 + 1;
+            let dir = TempDir::new(&format!("kpress-proxy-kafka-{node_id}"));
+            let data_dir = dir.path().join("data");
+            let log_file = dir.path().join("server.log");
+            let properties = dir.path().join("server.properties");
+            std::fs::write(
+                &properties,
+                format!(
+                    "process.roles=broker,controller\n\
+                     node.id={node_id}\n\
+                     controller.quorum.voters={voters}\n\
+                     listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                     advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                     controller.listener.names=CONTROLLER\n\
+                     inter.broker.listener.name=PLAINTEXT\n\
+                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                     log.dirs={}\n\
+                     num.partitions={n}\n\
+                     auto.create.topics.enable=true\n\
+                     offsets.topic.replication.factor={internal_rf}\n\
+                     offsets.topic.num.partitions=1\n\
+                     transaction.state.log.replication.factor={internal_rf}\n\
+                     transaction.state.log.min.isr=1\n\
+                     group.initial.rebalance.delay.ms=0\n",
+                    data_dir.display()
+                ),
+            )
+            .expect("write server.properties");
+            let log4j = dir.path().join("log4j2.properties");
+            std::fs::write(
+                &log4j,
+                format!(
+                    "appender.file.type=File\nappender.file.name=file\nappender.file.fileName={}\n\
+                     appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n\
+                     rootLogger.level=INFO\nrootLogger.appenderRef.file.ref=file\n",
+                    log_file.display()
+                ),
+            )
+            .expect("write log4j2.properties");
+            let format = java("kafka.tools.StorageTool")
+                .args(["format", "-t", &cluster_id, "-c"])
+                .arg(&properties)
+                .output()
+                .expect("run StorageTool");
             assert!(
-                Instant::now() < deadline,
-                "broker did not listen within 90 s; log: {}",
-                broker.log()
+                format.status.success(),
+                "StorageTool format failed: {}",
+                String::from_utf8_lossy(&format.stderr)
             );
-            std::thread::sleep(Duration::from_millis(200));
+            let child = java_with_log4j(&log4j, "kafka.Kafka")
+                .arg(&properties)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start kafka.Kafka");
+            brokers.push(Broker {
+                node_id,
+                port,
+                data_dir,
+                child,
+                dir,
+            });
         }
-        broker
+        let deadline = Instant::now() + Duration::from_secs(120);
+        for broker in &brokers {
+            while TcpStream::connect(("127.0.0.1", broker.port)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "broker {} did not listen within 120 s; log: {}",
+                    broker.node_id,
+                    broker.log()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        brokers
+    }
+
+    /// Partitions of `topic` this broker holds.
+    pub(crate) fn partitions_of(&self, topic: &str) -> Vec<u32> {
+        let prefix = format!("{topic}-");
+        let mut found: Vec<u32> = std::fs::read_dir(&self.data_dir)
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter_map(|name| name.strip_prefix(&prefix)?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        found
     }
 
     pub(crate) fn address(&self) -> String {
