@@ -117,6 +117,22 @@ impl ConnectionError {
         }
     }
 
+    /// A client leaving mid-conversation (closing with responses owed, resetting):
+    /// clients do this all the time, so it is no warning.
+    pub(crate) fn is_client_leaving(&self) -> bool {
+        match self {
+            ConnectionError::ClientIo(err) => matches!(
+                err.kind(),
+                io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::UnexpectedEof
+            ),
+            ConnectionError::ClientEndedMidFrame(_) => true,
+            _ => false,
+        }
+    }
+
     /// The `reason` label of the frames-refused metric, for errors that refuse a frame.
     pub(crate) fn refused_frame_reason(&self) -> Option<&'static str> {
         match self {

@@ -233,6 +233,12 @@ impl Shared {
             };
             match result {
                 Ok(()) => tracing::debug!(client = %peer, upstream = %target, "connection closed"),
+                Err(err) if err.is_client_leaving() => tracing::debug!(
+                    client = %peer,
+                    upstream = %target,
+                    error = %err,
+                    "client went away"
+                ),
                 Err(err) => {
                     if let Some(reason) = err.refused_frame_reason() {
                         metrics::frame_refused(reason);

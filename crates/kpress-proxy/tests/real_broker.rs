@@ -181,6 +181,29 @@ async fn kcat_gzip_through_kpress_is_stored_as_zstd() {
         .collect();
     assert_eq!(received, sent, "records read back through kpress differ");
 
+    // A consumer group through kpress: FindCoordinator's answer must lead back to kpress.
+    let group_bootstrap = bootstrap.clone();
+    let grouped = blocking(move || {
+        run(kcat(&[
+            "-b",
+            &group_bootstrap,
+            "-G",
+            "smoke-group",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-q",
+            "-c",
+            "2000",
+            topic,
+        ]))
+    })
+    .await;
+    let grouped: Vec<String> = String::from_utf8_lossy(&grouped.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(grouped, sent, "records read by a consumer group differ");
+
     // The broker stored zstd, not the producer's gzip.
     let dump_broker = Arc::clone(&broker);
     let dump = blocking(move || dump_broker.dump_partition(topic, 0)).await;
