@@ -693,4 +693,72 @@ mod tests {
         h.client.read_to_end(&mut rest).await.unwrap();
         assert!(rest.is_empty());
     }
+
+    /// A broker that answers each request with a response of `response_len` bytes.
+    async fn echo_broker(mut broker: DuplexStream, response_len: usize) {
+        loop {
+            let mut size = [0u8; 4];
+            if broker.read_exact(&mut size).await.is_err() {
+                return;
+            }
+            let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+            broker.read_exact(&mut body).await.unwrap();
+            let correlation_id = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+            let reply = response(correlation_id, &vec![7u8; response_len]);
+            if broker.write_all(&reply).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_connections_make_progress_under_a_tight_budget() {
+        // 64 KiB: 32 KiB per direction, shared by 8 connections each pipelining
+        // 20 requests and responses of ~10 KiB: at most 3 frames fit each way at once.
+        let shared = shared_with(RewritePolicy::default(), 64 << 10, 30000);
+        let mut clients = Vec::new();
+        for _ in 0..8 {
+            let mut h = start(Arc::clone(&shared));
+            let broker = std::mem::replace(&mut h.broker, tokio::io::duplex(1).0);
+            tokio::spawn(echo_broker(broker, 10_000));
+            clients.push(tokio::spawn(async move {
+                // Dropping the shutdown sender would mean shutdown: keep it.
+                let _shutdown = h.shutdown;
+                let (mut read, mut write) = tokio::io::split(h.client);
+                let writer = tokio::spawn(async move {
+                    for i in 0..20 {
+                        write
+                            .write_all(&request(12, 3, i, &vec![1u8; 10_000]))
+                            .await
+                            .unwrap();
+                    }
+                    write
+                });
+                for i in 0..20i32 {
+                    let mut size = [0u8; 4];
+                    if let Err(err) = read.read_exact(&mut size).await {
+                        panic!("read {i}: {err}; connection: {:?}", h.task.await);
+                    }
+                    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+                    read.read_exact(&mut body).await.unwrap();
+                    assert_eq!(&body[..4], &i.to_be_bytes(), "responses out of order");
+                }
+                drop(writer.await.unwrap());
+                h.task
+            }));
+        }
+        let all = async {
+            for client in clients {
+                client.await.unwrap();
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), all)
+            .await
+            .expect("connections stalled under the budget");
+        assert_eq!(shared.budget.pool(Direction::Request).available(), 32 << 10);
+        assert_eq!(
+            shared.budget.pool(Direction::Response).available(),
+            32 << 10
+        );
+    }
 }
