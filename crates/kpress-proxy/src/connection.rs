@@ -743,8 +743,10 @@ mod tests {
                     read.read_exact(&mut body).await.unwrap();
                     assert_eq!(&body[..4], &i.to_be_bytes(), "responses out of order");
                 }
+                // The client leaves: the connection ends cleanly.
                 drop(writer.await.unwrap());
-                h.task
+                drop(read);
+                h.task.await.unwrap().unwrap();
             }));
         }
         let all = async {
