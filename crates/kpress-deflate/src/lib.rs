@@ -32,7 +32,9 @@ pub use error::{DeflateError, ProviderError};
 pub use isal::{isal_level, IsalProvider};
 pub use libdeflate::LibdeflateProvider;
 pub use provider::{GzipProvider, ProviderKind, ProviderStatus};
-pub use qat::{status_name as qat_status_name, QatConfig, QatProvider};
+pub use qat::{
+    status_name as qat_status_name, QatConfig, QatProvider, MAX_SESSION_STARTS_WITHOUT_HARDWARE,
+};
 pub use registry::{
     compress_fallbacks, compress_with_fallback, decompress_fallbacks, decompress_with_fallback,
     ProviderChoice, Registry,

@@ -1,9 +1,16 @@
 //! The QAT provider: Intel QuickAssist deflate through the real QATzip library, opened
 //! at run time by `qat-sys`.
 //!
-//! Sessions: one QATzip session per thread and level for compression and one per
-//! thread for decompression, set up on first use (`qzInit` with the software backup
-//! on, then `qzSetupSessionDeflateExt`) and torn down when the thread ends.
+//! Sessions: a process-wide pool of QATzip sessions per provider and level (level 0:
+//! decompression), each used by one thread at a time, so there are as many as threads
+//! work at once, set up on first use (`qzInit` with the software backup on, then
+//! `qzSetupSessionDeflateExt`) and kept. Not thread-locals: QATzip 1.3.1 without a
+//! device leaks a pthread key (of the process's 1024) each time a session starts, so
+//! sessions must outlive worker threads that come and go; and a process-wide budget
+//! of session starts ([`MAX_SESSION_STARTS_WITHOUT_HARDWARE`]) keeps the leak from
+//! ever exhausting the keys: past it, QAT calls fail and the batch falls back to zlib
+//! (counted). A session is dropped only after a failed call (its stream state is then
+//! unknown), so the budget is spent only by failures.
 //!
 //! Format: QATzip writes raw deflate (`QZ_DEFLATE_RAW`) and kpress wraps it in one
 //! gzip member: QATzip's own gzip output (`QZ_DEFLATE_GZIP_EXT`) can be several
@@ -26,10 +33,10 @@
 //! backup. (QATzip 1.3.1 tries to open the device again on every call in that mode and
 //! its user-space driver prints "Cannot open /dev/vfio" to stderr each time.)
 
-use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_int, c_uint};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use qat_sys::ffi;
 use qat_sys::Qatzip;
@@ -98,6 +105,12 @@ pub fn status_name(rc: c_int) -> String {
     format!("{name} ({rc})")
 }
 
+/// How many QATzip sessions may start in a process without a QAT device (each leaks
+/// a pthread key in QATzip 1.3.1; glibc has 1024).
+pub const MAX_SESSION_STARTS_WITHOUT_HARDWARE: u32 = 200;
+
+static SESSION_STARTS: AtomicU32 = AtomicU32::new(0);
+
 /// One QATzip session, torn down and closed on drop.
 struct Session {
     lib: &'static Qatzip,
@@ -152,12 +165,15 @@ impl Drop for Session {
     }
 }
 
-/// Level 0 stands for the decompression session.
+// SAFETY: a QATzip session is plain data plus library-owned state that any thread
+// may use (QATzip documents its calls as thread-safe); the pool hands each session
+// to one thread at a time.
+unsafe impl Send for Session {}
+
+/// Provider id and level (0: decompression).
 type SessionKey = (u64, u32);
 
-thread_local! {
-    static SESSIONS: RefCell<Vec<(SessionKey, Session)>> = const { RefCell::new(Vec::new()) };
-}
+static POOL: Mutex<Vec<(SessionKey, Session)>> = Mutex::new(Vec::new());
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -226,6 +242,11 @@ impl QatProvider {
         })
     }
 
+    /// How many pooled QATzip sessions this process has started without a device.
+    pub fn session_starts() -> u32 {
+        SESSION_STARTS.load(Ordering::Relaxed)
+    }
+
     /// Whether a QAT device does the work (false: QATzip's software backup).
     pub fn hardware(&self) -> bool {
         self.hardware
@@ -252,30 +273,47 @@ impl QatProvider {
         }
     }
 
-    /// Runs `f` with this thread's session for `level` (0: decompression), opening it
-    /// first if needed; `f` says whether the session may be kept.
+    /// Runs `f` with a session for `level` (0: decompression) from the pool, opening
+    /// one if none is free; `f` says whether the session may be used again.
     fn with_session<T>(
         &self,
         level: u32,
         f: impl FnOnce(&mut ffi::QzSession_T) -> (Result<T, DeflateError>, bool),
     ) -> Result<T, DeflateError> {
-        SESSIONS.with_borrow_mut(|sessions| {
-            let key = (self.id, level);
-            let at = match sessions.iter().position(|(k, _)| *k == key) {
-                Some(at) => at,
-                None => {
-                    let session = Session::open(self.lib, self.config, level.max(1))
-                        .map_err(|rc| Self::failed(rc, "qzSetupSessionDeflateExt"))?;
-                    sessions.push((key, session));
-                    sessions.len() - 1
-                }
-            };
-            let (result, keep) = f(&mut sessions[at].1.raw);
-            if !keep {
-                sessions.swap_remove(at);
+        let key = (self.id, level);
+        let pooled = {
+            let mut pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            pool.iter()
+                .position(|(k, _)| *k == key)
+                .map(|at| pool.swap_remove(at).1)
+        };
+        let mut session = match pooled {
+            Some(session) => session,
+            None => self.start_session(level)?,
+        };
+        let (result, keep) = f(&mut session.raw);
+        if keep {
+            POOL.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push((key, session));
+        }
+        result
+    }
+
+    fn start_session(&self, level: u32) -> Result<Session, DeflateError> {
+        if !self.hardware {
+            let started = SESSION_STARTS.fetch_add(1, Ordering::Relaxed);
+            if started >= MAX_SESSION_STARTS_WITHOUT_HARDWARE {
+                return Err(DeflateError::Provider {
+                    provider: ProviderKind::Qat,
+                    reason: format!(
+                        "{MAX_SESSION_STARTS_WITHOUT_HARDWARE} QATzip sessions started without a QAT device; no more (each leaks a pthread key)"
+                    ),
+                });
             }
-            result
-        })
+        }
+        Session::open(self.lib, self.config, level.max(1))
+            .map_err(|rc| Self::failed(rc, "qzSetupSessionDeflateExt"))
     }
 }
 
@@ -337,7 +375,8 @@ impl GzipProvider for QatProvider {
         size_hint: Option<usize>,
         out: &mut Vec<u8>,
     ) -> Result<usize, DeflateError> {
-        let src_len = c_uint::try_from(input.len()).map_err(|_| DeflateError::Provider {
+        // Every call passes a part of `input`, so its length must fit c_uint.
+        c_uint::try_from(input.len()).map_err(|_| DeflateError::Provider {
             provider: ProviderKind::Qat,
             reason: format!("{} bytes is beyond QATzip's 4 GiB input", input.len()),
         })?;
@@ -348,14 +387,15 @@ impl GzipProvider for QatProvider {
         };
         // One qzDecompress call into `dest`: (status, at end of stream, input used,
         // bytes written).
-        let call = |sess: &mut ffi::QzSession_T, dest: *mut u8, room: usize| {
-            let mut consumed = src_len;
+        let call = |sess: &mut ffi::QzSession_T, rest: &[u8], dest: *mut u8, room: usize| {
+            // `rest` is within `input`, whose length fits c_uint (checked above).
+            let mut consumed = rest.len() as c_uint;
             let mut written = room as c_uint;
             let mut end: u8 = 0;
-            // SAFETY: `input` is valid for `src_len` bytes and `dest` for `room`;
+            // SAFETY: `rest` is valid for its length and `dest` for `room` bytes;
             // QATzip writes at most `written` bytes and reports the counts.
             let rc =
-                unsafe { f.qzDecompress(sess, input.as_ptr(), &mut consumed, dest, &mut written) };
+                unsafe { f.qzDecompress(sess, rest.as_ptr(), &mut consumed, dest, &mut written) };
             // SAFETY: a live session of this thread.
             let end_rc = unsafe { f.qzGetDeflateEndOfStream(sess, &mut end) };
             let at_end = end_rc == ffi::QZ_OK as c_int && end != 0;
@@ -373,55 +413,49 @@ impl GzipProvider for QatProvider {
                 Self::failed(rc, "qzDecompress")
             }
         };
-        if budget == 0 {
-            // Only an empty stream fits: offer one byte and see whether it is taken.
-            return self.with_session(0, |sess| {
-                let mut probe = [0u8; 1];
-                let (rc, at_end, consumed, written) = call(sess, probe.as_mut_ptr(), 1);
-                let result = match () {
-                    _ if rc != ffi::QZ_OK as c_int => Err(classify(rc)),
-                    _ if written > 0 => Err(DeflateError::LimitExceeded { limit: budget }),
-                    _ if at_end => Ok(consumed),
-                    _ => Err(corrupt("deflate stream is truncated".into())),
-                };
-                (result, false)
-            });
-        }
-        // One call per attempt with room for all of the output; a stream that does not
-        // fit is started again in a fresh session with twice the room, up to the budget.
-        let cap = budget.min(c_uint::MAX as usize);
-        let mut room = first_guess(input.len(), budget, size_hint).min(cap);
-        let start = out.len();
-        loop {
-            let attempt = self.with_session(0, |sess| {
-                let result = fill_spare(out, room, |spare: &mut [MaybeUninit<u8>]| {
-                    let (rc, at_end, consumed, written) =
-                        call(sess, spare.as_mut_ptr().cast::<u8>(), spare.len());
-                    Ok::<_, DeflateError>((written, (rc, at_end, consumed)))
-                });
-                match result {
-                    Ok((rc, _, _)) if rc != ffi::QZ_OK as c_int => (Err(classify(rc)), false),
-                    Ok((_, true, consumed)) => (Ok(Some(consumed)), true),
-                    // Not at the end of the stream: out of room, or out of input.
-                    Ok(_) if out.len() - start == room => (Ok(None), false),
-                    Ok(_) => (Err(corrupt("deflate stream is truncated".into())), false),
-                    Err(e) => (Err(e), false),
+        // The stream goes through one session in as many calls as output room needs
+        // (QATzip keeps the inflate state between calls until the end of the stream);
+        // at the budget a one-byte probe tells "ends here" from "more".
+        self.with_session(0, |sess| {
+            let result = (|| {
+                let start = out.len();
+                let mut used = 0usize;
+                let mut want = first_guess(input.len(), budget, size_hint);
+                loop {
+                    let produced = out.len() - start;
+                    let rest = &input[used..];
+                    let (rc, at_end, consumed, written) = if produced == budget {
+                        let mut probe = [0u8; 1];
+                        let r = call(sess, rest, probe.as_mut_ptr(), 1);
+                        if r.3 > 0 {
+                            return Err(DeflateError::LimitExceeded { limit: budget });
+                        }
+                        r
+                    } else {
+                        let room = want.min(budget - produced).min(c_uint::MAX as usize);
+                        fill_spare(out, room, |spare: &mut [MaybeUninit<u8>]| {
+                            let r = call(sess, rest, spare.as_mut_ptr().cast::<u8>(), spare.len());
+                            Ok::<_, DeflateError>((r.3, r))
+                        })?
+                    };
+                    if rc != ffi::QZ_OK as c_int {
+                        return Err(classify(rc));
+                    }
+                    used += consumed;
+                    if at_end {
+                        return Ok(used);
+                    }
+                    if consumed == 0 && written == 0 {
+                        return Err(corrupt("deflate stream is truncated".into()));
+                    }
+                    if written == want {
+                        want = want.saturating_mul(2);
+                    }
                 }
-            })?;
-            match attempt {
-                Some(consumed) => return Ok(consumed),
-                None if room < cap => {
-                    out.truncate(start);
-                    room = room.saturating_mul(2).min(cap);
-                }
-                None if cap == budget => return Err(DeflateError::LimitExceeded { limit: budget }),
-                None => {
-                    return Err(DeflateError::Provider {
-                        provider: ProviderKind::Qat,
-                        reason: "a member beyond 4 GiB does not fit one QATzip call".into(),
-                    })
-                }
-            }
-        }
+            })();
+            // After a failure the session may be mid-stream: it is not used again.
+            let keep = result.is_ok();
+            (result, keep)
+        })
     }
 }

@@ -407,6 +407,58 @@ fn qat_goes_through_the_real_libqatzip_in_software_backup() {
 }
 
 #[test]
+fn qat_sessions_outlive_threads_so_thread_churn_starts_none() {
+    // QATzip 1.3.1 without a device leaks a pthread key per session start: sessions
+    // are pooled, not per thread, so 40 short-lived threads reuse the same few.
+    let qat = registry().get(ProviderKind::Qat).unwrap();
+    let input = Arc::new(dataset("apache_access.log")[..50_000].to_vec());
+    let warm = |qat: &Arc<dyn GzipProvider>, input: &[u8]| {
+        let mut gz = Vec::new();
+        qat.compress(input, 7, &mut gz).unwrap();
+        let mut out = Vec::new();
+        qat.decompress(&gz, input.len(), &mut out).unwrap();
+    };
+    warm(&qat, &input);
+    let before = QatProvider::session_starts();
+    for _ in 0..40 {
+        let (qat, input) = (qat.clone(), input.clone());
+        std::thread::spawn(move || warm(&qat, &input))
+            .join()
+            .unwrap();
+    }
+    // Other tests may start sessions concurrently; without the pool this would be 80.
+    assert!(
+        QatProvider::session_starts() - before < 20,
+        "{} sessions started",
+        QatProvider::session_starts() - before
+    );
+}
+
+#[test]
+fn a_first_member_larger_than_the_trailer_hint_streams_through_every_provider() {
+    // The size hint is the last member's ISIZE: 10 bytes here, for a 1 MiB first member.
+    let input = dataset("nginxplus_status.ndjson");
+    let (big, small) = (&input[..1 << 20], &input[..10]);
+    for writer in all_providers() {
+        let mut gz = Vec::new();
+        writer.compress(big, 6, &mut gz).unwrap();
+        writer.compress(small, 6, &mut gz).unwrap();
+        for reader in all_providers() {
+            let mut out = Vec::new();
+            reader
+                .decompress(&gz, big.len() + small.len(), &mut out)
+                .unwrap();
+            assert!(
+                out[..big.len()] == *big && out[big.len()..] == *small,
+                "{} reading {}",
+                reader.kind(),
+                writer.kind()
+            );
+        }
+    }
+}
+
+#[test]
 fn qat_keeps_zlibs_ratio_on_1_mib_batches() {
     // QATzip deflates in independent hw_buff_sz pieces; with its 64 KiB default a
     // 1 MiB batch came out 13% larger than zlib-rs at the same level; with 512 KiB
