@@ -61,14 +61,14 @@ fn main() {
     std::fs::copy(&committed, &out).expect("copy src/bindings.rs to OUT_DIR");
 }
 
+/// `QATZIP_INCLUDE_DIR` when set (and only there: pointing it at an empty directory
+/// builds from the committed bindings), else the project cache.
 fn find_header(manifest_dir: &Path) -> Option<PathBuf> {
-    let from_env = std::env::var_os("QATZIP_INCLUDE_DIR").map(PathBuf::from);
-    let from_cache = manifest_dir.join("../../.cache/qatzip/root/usr/include");
-    [from_env, Some(from_cache)]
-        .into_iter()
-        .flatten()
-        .map(|dir| dir.join("qatzip.h"))
-        .find(|h| h.is_file())
+    let dir = match std::env::var_os("QATZIP_INCLUDE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => manifest_dir.join("../../.cache/qatzip/root/usr/include"),
+    };
+    Some(dir.join("qatzip.h")).filter(|h| h.is_file())
 }
 
 fn generate(header: &Path) -> Result<String, String> {
