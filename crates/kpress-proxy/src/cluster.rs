@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use kpress_protocol::ResponseObserver;
 
@@ -34,6 +35,10 @@ pub(crate) fn node_port(node_port_base: u16, node_id: i32) -> Result<u16, ProxyE
         })
 }
 
+/// How long a topic id no Metadata could name is not asked about again: a deleted
+/// topic would otherwise cost a Metadata round trip on every Produce naming it.
+pub(crate) const UNRESOLVED_RETRY_AFTER: Duration = Duration::from_secs(30);
+
 /// Shared knowledge of the cluster. Locks are held only for map operations.
 #[derive(Debug)]
 pub(crate) struct Cluster {
@@ -42,6 +47,8 @@ pub(crate) struct Cluster {
     nodes: RwLock<HashMap<i32, BrokerAddress>>,
     listening: Mutex<HashSet<i32>>,
     topic_names: RwLock<HashMap<[u8; 16], Arc<str>>>,
+    /// Topic ids kpress asked the broker about in vain, and when.
+    unresolved: Mutex<HashMap<[u8; 16], Instant>>,
 }
 
 impl Cluster {
@@ -52,6 +59,7 @@ impl Cluster {
             nodes: RwLock::default(),
             listening: Mutex::default(),
             topic_names: RwLock::default(),
+            unresolved: Mutex::default(),
         }
     }
 
@@ -73,6 +81,38 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
             .get(id)
             .cloned()
+    }
+
+    /// The ids among `ids` worth asking the broker about: not asked in vain lately.
+    pub(crate) fn ids_to_resolve(&self, ids: &[[u8; 16]]) -> Vec<[u8; 16]> {
+        let unresolved = self
+            .unresolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ids.iter()
+            .filter(|id| {
+                unresolved
+                    .get(*id)
+                    .is_none_or(|asked| asked.elapsed() >= UNRESOLVED_RETRY_AFTER)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Notes which of `ids` are still unnamed after asking the broker.
+    pub(crate) fn note_unresolved(&self, ids: &[[u8; 16]]) {
+        let now = Instant::now();
+        let mut unresolved = self
+            .unresolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for id in ids {
+            if self.topic_name(id).is_none() {
+                unresolved.insert(*id, now);
+            } else {
+                unresolved.remove(id);
+            }
+        }
     }
 
     fn record_topic(&self, id: [u8; 16], name: &str) {
@@ -234,6 +274,17 @@ mod tests {
         let mut again = AddressObserver::new(&cluster);
         again.broker(3, "10.0.0.3", 9092);
         assert!(again.nodes_without_listener.is_empty());
+    }
+
+    #[test]
+    fn ids_asked_in_vain_are_not_asked_again_soon() {
+        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let (a, b) = ([1; 16], [2; 16]);
+        assert_eq!(cluster.ids_to_resolve(&[a, b]), vec![a, b]);
+        AddressObserver::new(&cluster).topic(b, "named");
+        cluster.note_unresolved(&[a, b]);
+        assert_eq!(cluster.ids_to_resolve(&[a]), Vec::<[u8; 16]>::new());
+        assert_eq!(cluster.ids_to_resolve(&[b]), vec![b]);
     }
 
     #[test]

@@ -159,26 +159,28 @@ async fn rewrite_produce_frame(
     shared: &Arc<Shared>,
     info: &ConnectionInfo,
 ) -> Result<Forward, ConnectionError> {
-    let (frame, mut result) = run_rewrite(frame, header, header_len, shared).await?;
-    if let Ok(rewrite) = &result {
-        if !rewrite.unknown_topic_ids.is_empty() {
-            let ids = rewrite.unknown_topic_ids.clone();
-            match resolve_topic_ids(&ids, shared, info).await {
-                Ok(()) => {
-                    let (frame, retried) = run_rewrite(frame, header, header_len, shared).await?;
-                    result = retried;
-                    return finish_rewrite(frame, result, header, shared);
-                }
-                Err(err) => tracing::warn!(
-                    client = %info.client,
-                    fault = %err.fault(),
-                    error = %err,
-                    "cannot name Produce v13 topic ids; their batches go untouched"
-                ),
-            }
-        }
+    let (frame, result) = run_rewrite(frame, header, header_len, shared).await?;
+    let to_resolve = match &result {
+        Ok(rewrite) => shared.cluster.ids_to_resolve(&rewrite.unknown_topic_ids),
+        Err(_) => Vec::new(),
+    };
+    if to_resolve.is_empty() {
+        return finish_rewrite(frame, result, header, shared);
     }
-    finish_rewrite(frame, result, header, shared)
+    let resolved = resolve_topic_ids(&to_resolve, shared, info).await;
+    shared.cluster.note_unresolved(&to_resolve);
+    if let Err(err) = resolved {
+        tracing::warn!(
+            client = %info.client,
+            fault = %err.fault(),
+            error = %err,
+            "cannot name Produce v13 topic ids; their batches go untouched"
+        );
+        return finish_rewrite(frame, result, header, shared);
+    }
+    // Once more, now that the ids may have names.
+    let (frame, retried) = run_rewrite(frame, header, header_len, shared).await?;
+    finish_rewrite(frame, retried, header, shared)
 }
 
 fn finish_rewrite(
@@ -282,6 +284,7 @@ async fn resolve_topic_ids(
     let mut observer = AddressObserver::new(&shared.cluster);
     upstream::fetch_metadata(
         &mut stream,
+        upstream::METADATA_VERSION,
         ids,
         shared.max_frame_bytes,
         shared.budget.pool(Direction::Response),

@@ -149,33 +149,49 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
 async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
     let mut attempts = Vec::new();
     for server in shared.bootstrap_servers() {
-        let mut observer = AddressObserver::new(&shared.cluster);
-        let asked = async {
-            let mut stream = upstream::connect(server).await?;
-            upstream::fetch_metadata(
-                &mut stream,
-                &[],
-                shared.max_frame_bytes,
-                shared.budget.pool(Direction::Response),
-                &mut observer,
-            )
-            .await
-        };
-        match asked.await {
-            Ok(()) => {
-                if let Some(problem) = observer.problems.into_iter().next() {
-                    return Err(problem);
+        for version in upstream::DISCOVERY_METADATA_VERSIONS {
+            let mut observer = AddressObserver::new(&shared.cluster);
+            let asked = async {
+                let mut stream = upstream::connect(server).await?;
+                upstream::fetch_metadata(
+                    &mut stream,
+                    version,
+                    &[],
+                    shared.max_frame_bytes,
+                    shared.budget.pool(Direction::Response),
+                    &mut observer,
+                )
+                .await
+            };
+            match asked.await {
+                Ok(()) => {
+                    if let Some(problem) = observer.problems.into_iter().next() {
+                        return Err(problem);
+                    }
+                    tracing::info!(
+                        %server,
+                        metadata_version = version,
+                        nodes = ?observer.nodes_without_listener,
+                        "learned the broker nodes"
+                    );
+                    return Ok(observer.nodes_without_listener);
                 }
-                tracing::info!(
-                    %server,
-                    nodes = ?observer.nodes_without_listener,
-                    "learned the broker nodes"
-                );
-                return Ok(observer.nodes_without_listener);
-            }
-            Err(err) => {
-                tracing::warn!(%server, fault = %err.fault(), error = %err, "bootstrap server did not answer");
-                attempts.push(format!("{server}: {err}"));
+                // Refused outright: no older version will do better.
+                Err(err @ error::ConnectionError::Connect { .. }) => {
+                    tracing::warn!(%server, error = %err, "bootstrap server unreachable");
+                    attempts.push(format!("{server}: {err}"));
+                    break;
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        %server,
+                        metadata_version = version,
+                        fault = %err.fault(),
+                        error = %err,
+                        "bootstrap server did not answer kpress's Metadata request"
+                    );
+                    attempts.push(format!("{server} (Metadata v{version}): {err}"));
+                }
             }
         }
     }

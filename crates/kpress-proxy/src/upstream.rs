@@ -15,8 +15,13 @@ use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame};
 
 /// Metadata v12: the first that names topics by id with a null name (KIP-516), served
-/// by Kafka 3.1 and later.
+/// by Kafka 3.1 and later. Produce v13 (topic ids) needs Kafka 4.1, so naming ids
+/// always has it.
 pub(crate) const METADATA_VERSION: i16 = 12;
+
+/// Versions tried in turn to learn the brokers at start: v12, then v9 (Kafka 2.4+),
+/// then v1 (Kafka 0.10+). A broker closes the connection on a version it lacks.
+pub(crate) const DISCOVERY_METADATA_VERSIONS: [i16; 3] = [METADATA_VERSION, 9, 1];
 
 /// How long kpress waits for a TCP connection to a broker.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,17 +87,19 @@ pub(crate) async fn connect_node(address: &BrokerAddress) -> Result<TcpStream, C
     connect(&address.to_string()).await
 }
 
-/// Sends a Metadata request for `topic_ids` (all topics when empty) on `stream` and
-/// feeds the response to `observer`, which records node addresses and topic names.
+/// Sends a Metadata request (version `version`) for `topic_ids` (all topics when
+/// empty) on `stream` and feeds the response to `observer`, which records node
+/// addresses and topic names.
 pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
+    version: i16,
     topic_ids: &[[u8; 16]],
     max_frame_bytes: usize,
     pool: &Pool,
     observer: &mut (dyn ResponseObserver + Send),
 ) -> Result<(), ConnectionError> {
     let correlation_id = NEXT_CORRELATION_ID.fetch_add(1, Ordering::Relaxed);
-    let request = metadata_request(METADATA_VERSION, correlation_id, topic_ids).map_err(|err| {
+    let request = metadata_request(version, correlation_id, topic_ids).map_err(|err| {
         ConnectionError::RewriteTask(format!("cannot encode kpress's Metadata request: {err}"))
     })?;
     let exchange = async {
@@ -120,15 +127,10 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
             received,
         });
     }
-    let header_len = response_header_len(api_key::METADATA, METADATA_VERSION, body)
+    let header_len = response_header_len(api_key::METADATA, version, body)
         .map_err(ConnectionError::BrokerFrame)?
         .unwrap_or(4);
-    rewrite_response(
-        api_key::METADATA,
-        METADATA_VERSION,
-        &body[header_len..],
-        observer,
-    )
-    .map_err(ConnectionError::Response)?;
+    rewrite_response(api_key::METADATA, version, &body[header_len..], observer)
+        .map_err(ConnectionError::Response)?;
     Ok(())
 }
