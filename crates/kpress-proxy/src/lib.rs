@@ -199,3 +199,167 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
         attempts: attempts.join("; "),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! `run`'s start and shutdown against a stand-in broker that answers kpress's
+    //! Metadata request and then never answers anything (the real broker is in
+    //! tests/real_broker.rs).
+
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseBroker};
+    use kafka_protocol::messages::BrokerId;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    use kpress_batch::RewritePolicy;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.ok()?;
+        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+        stream.read_exact(&mut body).await.ok()?;
+        Some(body)
+    }
+
+    /// Answers the first Metadata request on each connection naming itself node 0;
+    /// holds every other request forever.
+    async fn silent_broker(listener: TcpListener) {
+        let port = listener.local_addr().unwrap().port();
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                while let Some(request) = read_request(&mut stream).await {
+                    let api_key = i16::from_be_bytes([request[0], request[1]]);
+                    let version = i16::from_be_bytes([request[2], request[3]]);
+                    if api_key != 3 {
+                        continue;
+                    }
+                    let mut body = BytesMut::new();
+                    MetadataResponse::default()
+                        .with_brokers(vec![MetadataResponseBroker::default()
+                            .with_node_id(BrokerId(0))
+                            .with_host(StrBytes::from_static_str("127.0.0.1"))
+                            .with_port(i32::from(port))])
+                        .encode(&mut body, version)
+                        .unwrap();
+                    let mut response = request[4..8].to_vec();
+                    if version >= 9 {
+                        response.push(0);
+                    }
+                    response.extend_from_slice(&body);
+                    let mut frame = (response.len() as i32).to_be_bytes().to_vec();
+                    frame.extend_from_slice(&response);
+                    stream.write_all(&frame).await.unwrap();
+                }
+            });
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_waits_out_the_grace_then_closes_what_is_left() {
+        let broker = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let broker_addr = broker.local_addr().unwrap();
+        tokio::spawn(silent_broker(broker));
+        let bind = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let node_port_base = free_port();
+        let settings = ProxySettings {
+            bind,
+            advertised_host: "127.0.0.1".into(),
+            node_port_base,
+            bootstrap_servers: vec![broker_addr.to_string()],
+            max_frame_bytes: 1 << 20,
+            max_inflight_bytes: 4 << 20,
+            shutdown_grace: Duration::from_millis(500),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let proxy = tokio::spawn(run(settings, Arc::new(RewritePolicy::default()), async {
+            let _ = stopped.await;
+        }));
+        let mut client = loop {
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", node_port_base)).await {
+                break stream;
+            }
+            assert!(!proxy.is_finished(), "kpress stopped: {:?}", proxy.await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // A Heartbeat v3 the broker never answers: in flight at shutdown.
+        let mut request = vec![0, 12, 0, 3, 0, 0, 0, 1, 0xff, 0xff];
+        request.extend_from_slice(b"body");
+        let mut frame = (request.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&request);
+        client.write_all(&frame).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let started = std::time::Instant::now();
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), proxy)
+            .await
+            .expect("run returns after the grace")
+            .unwrap()
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(500),
+            "did not wait for the grace"
+        );
+        // The listeners are gone and the held connection was closed.
+        assert!(TcpStream::connect(bind).await.is_err());
+        let mut rest = Vec::new();
+        let closed =
+            tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "client not closed"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_bootstrap_servers_are_reported() {
+        let settings = ProxySettings {
+            bind: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            advertised_host: "127.0.0.1".into(),
+            node_port_base: 20000,
+            bootstrap_servers: vec![format!("127.0.0.1:{}", free_port())],
+            max_frame_bytes: 1 << 20,
+            max_inflight_bytes: 4 << 20,
+            shutdown_grace: Duration::from_millis(100),
+        };
+        let err = run(settings, Arc::new(RewritePolicy::default()), async {})
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProxyError::Bootstrap { .. }), "{err}");
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        let base = ProxySettings {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertised_host: "h".into(),
+            node_port_base: 20000,
+            bootstrap_servers: vec!["b:9092".into()],
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_inflight_bytes: 2 * DEFAULT_MAX_FRAME_BYTES,
+            shutdown_grace: Duration::from_secs(1),
+        };
+        assert!(validate(&base).is_ok());
+        let no_servers = ProxySettings {
+            bootstrap_servers: vec![],
+            ..base.clone()
+        };
+        assert!(validate(&no_servers).is_err());
+        let tiny_budget = ProxySettings {
+            max_inflight_bytes: 1000,
+            ..base.clone()
+        };
+        assert!(validate(&tiny_budget).is_err());
+    }
+}
