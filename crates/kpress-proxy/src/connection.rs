@@ -20,7 +20,7 @@ use kpress_protocol::frame::{
     API_KEY_PRODUCE, SIZE_PREFIX_LEN,
 };
 use kpress_protocol::{produce_acks, rewrite_response, rewrites_response, Fault as ProtocolFault};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, watch};
 
 use crate::budget::Direction;
@@ -319,8 +319,26 @@ where
     U: AsyncRead + AsyncWrite + Unpin,
 {
     let pool = shared.budget.pool(Direction::Response);
-    // Only read when a response is owed: bytes the broker sends unasked stay unread.
-    while let Some(next) = expected.recv().await {
+    loop {
+        // While no response is owed, the broker may only close (idle timeout, its own
+        // shutdown): then the client is closed too, so it reconnects instead of
+        // sending into a dead connection. A one-byte read that is not chosen by the
+        // select consumes nothing.
+        let mut probe = [0u8; 1];
+        let next = tokio::select! {
+            biased;
+            next = expected.recv() => next,
+            idle = upstream.read(&mut probe) => {
+                return Err(match idle {
+                    Ok(0) => ConnectionError::BrokerClosedIdle,
+                    Ok(_) => ConnectionError::BrokerUnsolicited,
+                    Err(err) => ConnectionError::BrokerIo(err),
+                });
+            }
+        };
+        let Some(next) = next else {
+            return Ok(());
+        };
         let frame = read_frame(upstream, shared.max_frame_bytes, pool)
             .await
             .map_err(ConnectionError::from_broker_read)?
@@ -354,7 +372,6 @@ where
             .await
             .map_err(ConnectionError::ClientIo)?;
     }
-    Ok(())
 }
 
 /// The response with every broker address replaced by kpress's, or `None` if it needs
@@ -678,6 +695,31 @@ mod tests {
         drop(h.broker);
         let err = h.task.await.unwrap().unwrap_err();
         assert_eq!(err.fault(), Fault::Broker);
+    }
+
+    #[tokio::test]
+    async fn broker_closing_an_idle_connection_closes_the_client() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        drop(h.broker);
+        let err = h.task.await.unwrap().unwrap_err();
+        assert!(matches!(err, ConnectionError::BrokerClosedIdle));
+        assert!(err.is_routine_close());
+        let mut rest = Vec::new();
+        h.client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[tokio::test]
+    async fn bytes_from_the_broker_nobody_asked_for_are_a_broker_fault() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.broker.write_all(&response(1, b"unasked")).await.unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert!(matches!(err, ConnectionError::BrokerUnsolicited));
+        assert_eq!(err.fault(), Fault::Broker);
+        // Nothing reached the client.
+        let mut rest = Vec::new();
+        h.client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
     }
 
     #[tokio::test]

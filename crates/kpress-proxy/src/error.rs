@@ -81,6 +81,10 @@ pub(crate) enum ConnectionError {
         "broker closed the connection with a response to correlation id {correlation_id} pending"
     )]
     BrokerClosed { correlation_id: i32 },
+    #[error("broker closed the connection while no response was owed")]
+    BrokerClosedIdle,
+    #[error("broker sent bytes while no response was owed")]
+    BrokerUnsolicited,
     #[error("broker answered correlation id {received} where {expected} was next")]
     CorrelationMismatch { expected: i32, received: i32 },
     #[error("client sent a Produce request kpress cannot read acks from: {0}")]
@@ -107,6 +111,8 @@ impl ConnectionError {
             | BrokerFrame(_)
             | BrokerEndedMidFrame(_)
             | BrokerClosed { .. }
+            | BrokerClosedIdle
+            | BrokerUnsolicited
             | CorrelationMismatch { .. } => Fault::Broker,
             Response(err) => match err.fault() {
                 kpress_protocol::Fault::Client => Fault::Client,
@@ -117,9 +123,9 @@ impl ConnectionError {
         }
     }
 
-    /// A client leaving mid-conversation (closing with responses owed, resetting):
-    /// clients do this all the time, so it is no warning.
-    pub(crate) fn is_client_leaving(&self) -> bool {
+    /// A routine end: a client leaving mid-conversation (closing with responses owed,
+    /// resetting) or a broker closing an idle connection. No warning.
+    pub(crate) fn is_routine_close(&self) -> bool {
         match self {
             ConnectionError::ClientIo(err) => matches!(
                 err.kind(),
@@ -129,6 +135,9 @@ impl ConnectionError {
                     | io::ErrorKind::UnexpectedEof
             ),
             ConnectionError::ClientEndedMidFrame(_) => true,
+            // Brokers close idle connections (connections.max.idle.ms); the client
+            // reconnects as it would to the broker itself.
+            ConnectionError::BrokerClosedIdle => true,
             _ => false,
         }
     }

@@ -233,11 +233,11 @@ impl Shared {
             };
             match result {
                 Ok(()) => tracing::debug!(client = %peer, upstream = %target, "connection closed"),
-                Err(err) if err.is_client_leaving() => tracing::debug!(
+                Err(err) if err.is_routine_close() => tracing::debug!(
                     client = %peer,
                     upstream = %target,
                     error = %err,
-                    "client went away"
+                    "connection ended"
                 ),
                 Err(err) => {
                     if let Some(reason) = err.refused_frame_reason() {
