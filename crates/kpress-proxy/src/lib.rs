@@ -63,8 +63,10 @@ pub struct ProxySettings {
 /// Runs the proxy until `shutdown` completes, then stops accepting, lets in-flight
 /// requests finish for up to `settings.shutdown_grace`, and closes what is left.
 ///
-/// Fails at start if no bootstrap server answers a Metadata request, a listener cannot
-/// be bound, or a node's port would pass 65535.
+/// Fails at start if no bootstrap server accepts a connection, a listener cannot be
+/// bound, or a node's port would pass 65535. A broker that accepts connections but
+/// not kpress's own Metadata request (one that wants SASL first: kpress has no
+/// credentials) is served anyway, its nodes learned from the responses clients get.
 pub async fn run(
     settings: ProxySettings,
     policies: Arc<dyn PolicyLookup>,
@@ -148,6 +150,7 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
 /// answers a Metadata request; returns the nodes to serve.
 async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
     let mut attempts = Vec::new();
+    let mut reached_any = false;
     for server in shared.bootstrap_servers() {
         for version in upstream::DISCOVERY_METADATA_VERSIONS {
             let mut observer = AddressObserver::new(&shared.cluster);
@@ -183,7 +186,8 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
                     break;
                 }
                 Err(err) => {
-                    tracing::warn!(
+                    reached_any = true;
+                    tracing::debug!(
                         %server,
                         metadata_version = version,
                         fault = %err.fault(),
@@ -194,6 +198,17 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
                 }
             }
         }
+    }
+    if reached_any {
+        // A broker that takes connections but not kpress's Metadata request most likely
+        // wants SASL first (kpress has no credentials of its own). Serve anyway: the
+        // nodes are learned from the Metadata responses relayed to clients.
+        tracing::warn!(
+            attempts = %attempts.join("; "),
+            "no bootstrap server answered kpress's own Metadata request; serving the \
+             bootstrap listener and learning broker nodes from client traffic"
+        );
+        return Ok(Vec::new());
     }
     Err(ProxyError::Bootstrap {
         attempts: attempts.join("; "),

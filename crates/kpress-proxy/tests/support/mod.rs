@@ -112,6 +112,18 @@ impl Broker {
     /// Formats and starts `n` nodes (broker and controller each, node ids 1..=n, one
     /// quorum); returns once every broker port accepts connections.
     pub(crate) fn start_cluster(n: usize) -> Vec<Broker> {
+        Broker::start_cluster_with(n, false)
+    }
+
+    /// A one-node broker whose client listener wants SASL/PLAIN: users `alice`
+    /// (password `alice-secret`) and `admin` (the broker itself).
+    pub(crate) fn start_sasl_plain() -> Broker {
+        Broker::start_cluster_with(1, true)
+            .pop()
+            .expect("one broker")
+    }
+
+    fn start_cluster_with(n: usize, sasl_plain: bool) -> Vec<Broker> {
         assert!(
             kafka_libs().is_dir(),
             "Kafka jars missing at {}: run scripts/setup.sh",
@@ -133,17 +145,31 @@ impl Broker {
             let data_dir = dir.path().join("data");
             let log_file = dir.path().join("server.log");
             let properties = dir.path().join("server.properties");
+            let (listener, sasl) = if sasl_plain {
+                (
+                    "SASL_PLAINTEXT",
+                    "sasl.enabled.mechanisms=PLAIN\n\
+                     sasl.mechanism.inter.broker.protocol=PLAIN\n\
+                     listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+                     org.apache.kafka.common.security.plain.PlainLoginModule required \
+                     username=\"admin\" password=\"admin-secret\" \
+                     user_admin=\"admin-secret\" user_alice=\"alice-secret\";\n",
+                )
+            } else {
+                ("PLAINTEXT", "")
+            };
             std::fs::write(
                 &properties,
                 format!(
                     "process.roles=broker,controller\n\
                      node.id={node_id}\n\
                      controller.quorum.voters={voters}\n\
-                     listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
-                     advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                     listeners={listener}://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                     advertised.listeners={listener}://127.0.0.1:{port}\n\
                      controller.listener.names=CONTROLLER\n\
-                     inter.broker.listener.name=PLAINTEXT\n\
-                     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                     inter.broker.listener.name={listener}\n\
+                     listener.security.protocol.map={listener}:{listener},CONTROLLER:PLAINTEXT\n\
+                     {sasl}\
                      log.dirs={}\n\
                      num.partitions={n}\n\
                      auto.create.topics.enable=true\n\
