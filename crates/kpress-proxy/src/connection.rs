@@ -32,6 +32,9 @@ use crate::produce::{rewrite_produce, ProduceRewrite};
 use crate::shared::{Shared, UpstreamTarget};
 use crate::upstream;
 
+/// Kafka's API key for SaslHandshake.
+const API_KEY_SASL_HANDSHAKE: i16 = 17;
+
 /// A response the broker owes, in request order.
 #[derive(Debug, Clone, Copy)]
 struct Expected {
@@ -102,6 +105,11 @@ where
             return Ok(());
         };
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
+        if header.api_key == API_KEY_SASL_HANDSHAKE && header.api_version == 0 {
+            // v0 is followed by SASL tokens without Kafka headers, which kpress cannot
+            // tell from requests; relaying them blind could let broker addresses through.
+            return Err(ConnectionError::LegacySaslHandshake);
+        }
         let mut expects_response = true;
         let forward = match header.header_len {
             Some(header_len) if header.api_key == API_KEY_PRODUCE => {
@@ -660,6 +668,18 @@ mod tests {
         let err = h.task.await.unwrap().unwrap_err();
         assert_eq!(err.fault(), Fault::Proxy);
         assert_eq!(err.refused_frame_reason(), Some("over_budget"));
+    }
+
+    #[tokio::test]
+    async fn legacy_sasl_handshake_v0_is_refused_clearly() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        h.client
+            .write_all(&request(17, 0, 1, &[0, 5, b'P', b'L', b'A', b'I', b'N']))
+            .await
+            .unwrap();
+        let err = h.task.await.unwrap().unwrap_err();
+        assert!(matches!(err, ConnectionError::LegacySaslHandshake));
+        assert_eq!(err.fault(), Fault::Client);
     }
 
     #[tokio::test]

@@ -87,6 +87,8 @@ pub(crate) enum ConnectionError {
     BrokerUnsolicited,
     #[error("broker answered correlation id {received} where {expected} was next")]
     CorrelationMismatch { expected: i32, received: i32 },
+    #[error("client uses SaslHandshake v0 (raw SASL tokens, clients before Kafka 1.0), which kpress does not relay; SaslHandshake v1 works")]
+    LegacySaslHandshake,
     #[error("client sent a Produce request kpress cannot read acks from: {0}")]
     ProduceAcks(#[source] ProtocolError),
     #[error(
@@ -105,7 +107,11 @@ impl ConnectionError {
     pub(crate) fn fault(&self) -> Fault {
         use ConnectionError::*;
         match self {
-            ClientIo(_) | ClientFrame(_) | ClientEndedMidFrame(_) | ProduceAcks(_) => Fault::Client,
+            ClientIo(_)
+            | ClientFrame(_)
+            | ClientEndedMidFrame(_)
+            | ProduceAcks(_)
+            | LegacySaslHandshake => Fault::Client,
             BrokerIo(_)
             | Connect { .. }
             | BrokerFrame(_)
