@@ -114,11 +114,17 @@ where
         let forward = match header.header_len {
             Some(header_len) if header.api_key == API_KEY_PRODUCE => {
                 let body = frame.body().get(header_len..).unwrap_or_default();
-                let acks =
-                    produce_acks(body, header.api_version).map_err(ConnectionError::ProduceAcks)?;
-                // acks=0: the broker answers nothing, so nothing may be awaited.
-                expects_response = acks != 0;
-                rewrite_produce_frame(frame, header, header_len, shared, info).await?
+                if let Some(acks) = legacy_produce_acks(body, header.api_version) {
+                    // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
+                    expects_response = acks != 0;
+                    Forward::Original(frame)
+                } else {
+                    let acks = produce_acks(body, header.api_version)
+                        .map_err(ConnectionError::ProduceAcks)?;
+                    // acks=0: the broker answers nothing, so nothing may be awaited.
+                    expects_response = acks != 0;
+                    rewrite_produce_frame(frame, header, header_len, shared, info).await?
+                }
             }
             _ => Forward::Original(frame),
         };
@@ -136,6 +142,19 @@ where
             .map_err(ConnectionError::BrokerIo)?;
         // Dropping `forward` releases its budget bytes.
     }
+}
+
+/// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
+/// 3.x), where it is the first field of the body; `None` for any other version.
+fn legacy_produce_acks(body: &[u8], api_version: i16) -> Option<i16> {
+    if !(0..3).contains(&api_version) {
+        return None;
+    }
+    // A body too short to hold acks: the broker refuses it and answers or closes.
+    let acks = body
+        .first_chunk::<2>()
+        .map_or(-1, |a| i16::from_be_bytes(*a));
+    Some(acks)
 }
 
 /// The bytes to forward, and the budget permits that count them.
@@ -668,6 +687,25 @@ mod tests {
         let err = h.task.await.unwrap().unwrap_err();
         assert_eq!(err.fault(), Fault::Proxy);
         assert_eq!(err.refused_frame_reason(), Some("over_budget"));
+    }
+
+    #[tokio::test]
+    async fn produce_v2_is_relayed_untouched_and_its_acks_honoured() {
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let mut h = start(shared_with(policy, 1 << 22, 30000));
+        // v0-v2 body: acks, timeout, then topics (content irrelevant to kpress).
+        let mut acks0 = 0i16.to_be_bytes().to_vec();
+        acks0.extend_from_slice(b"rest of a v2 body");
+        let mut acks1 = 1i16.to_be_bytes().to_vec();
+        acks1.extend_from_slice(b"rest of a v2 body");
+        let first = request(0, 2, 1, &acks0);
+        let second = request(0, 2, 2, &acks1);
+        h.client.write_all(&first).await.unwrap();
+        h.client.write_all(&second).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.broker).await, first);
+        assert_eq!(read_exact_frame(&mut h.broker).await, second);
+        h.broker.write_all(&response(2, b"ok")).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.client).await, response(2, b"ok"));
     }
 
     #[tokio::test]
