@@ -367,6 +367,31 @@ async fn produce_v13_topic_ids_through_kpress() {
         "Java's gzip batches were not all stored as valid zstd:\n{dump}"
     );
 
+    // Java's consumer in a group reads them back through kpress (FindCoordinator,
+    // group protocol and Fetch all relayed).
+    let consume_bootstrap = kpress.address();
+    let consumed = blocking(move || {
+        let mut cmd = support::java("org.apache.kafka.tools.consumer.ConsoleConsumer");
+        cmd.args([
+            "--bootstrap-server",
+            &consume_bootstrap,
+            "--topic",
+            java_topic,
+        ])
+        .args([
+            "--group",
+            "java-group",
+            "--from-beginning",
+            "--max-messages",
+            "3000",
+        ])
+        .args(["--timeout-ms", "60000"]);
+        run(cmd)
+    })
+    .await;
+    let lines = String::from_utf8_lossy(&consumed.stdout).lines().count();
+    assert_eq!(lines, 3000, "Java consumer read {lines} of 3000 records");
+
     // A topic created behind kpress's back: its id is unknown to kpress until kpress
     // asks the broker itself.
     let hidden_topic = "created-behind-kpress";
