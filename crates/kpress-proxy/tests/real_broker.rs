@@ -672,3 +672,71 @@ async fn sasl_plain_clients_authenticate_through_kpress() {
     );
     kpress.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_3_9_broker_behind_kpress() {
+    let broker = Arc::new(blocking(|| Broker::start_version(support::KAFKA_OLD_VERSION)).await);
+    let kpress = Kpress::start(
+        &broker,
+        RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
+    )
+    .await;
+    let bootstrap = kpress.address();
+    let topic = "old-broker";
+    let sent = messages(1500);
+    let input = sent.join("\n") + "\n";
+    let produce_bootstrap = bootstrap.clone();
+    blocking(move || {
+        run_with_stdin(
+            kcat(&[
+                "-P",
+                "-b",
+                &produce_bootstrap,
+                "-t",
+                topic,
+                "-z",
+                "snappy",
+                "-X",
+                "linger.ms=100",
+            ]),
+            input.as_bytes(),
+        )
+    })
+    .await;
+    let consumed = blocking(move || {
+        run(kcat(&[
+            "-C",
+            "-b",
+            &bootstrap,
+            "-t",
+            topic,
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-c",
+            "1500",
+        ]))
+    })
+    .await;
+    let received: Vec<String> = String::from_utf8_lossy(&consumed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(received, sent, "records read back through kpress differ");
+    let dump_broker = Arc::clone(&broker);
+    let dump = blocking(move || dump_broker.dump_partition(topic, 0)).await;
+    let batches: Vec<&str> = dump
+        .lines()
+        .filter(|l| l.contains("compresscodec:"))
+        .collect();
+    assert!(!batches.is_empty(), "nothing stored:\n{dump}");
+    assert!(
+        batches
+            .iter()
+            .all(|l| l.contains("compresscodec: zstd") && l.contains("isvalid: true")),
+        "{}",
+        batches.join("\n")
+    );
+    kpress.stop().await;
+}

@@ -10,6 +10,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub(crate) const KAFKA_VERSION: &str = "4.1.1";
+/// The older broker the project supports (log4j 1 through reload4j).
+pub(crate) const KAFKA_OLD_VERSION: &str = "3.9.1";
 
 /// The workspace root (two levels above this crate).
 pub(crate) fn workspace_root() -> PathBuf {
@@ -21,9 +23,13 @@ pub(crate) fn workspace_root() -> PathBuf {
 }
 
 pub(crate) fn kafka_libs() -> PathBuf {
+    kafka_libs_of(KAFKA_VERSION)
+}
+
+pub(crate) fn kafka_libs_of(version: &str) -> PathBuf {
     workspace_root()
         .join(".cache/kafka")
-        .join(KAFKA_VERSION)
+        .join(version)
         .join("libs")
 }
 
@@ -62,6 +68,7 @@ impl Drop for TempDir {
 
 /// A running one-node broker.
 pub(crate) struct Broker {
+    pub(crate) version: &'static str,
     pub(crate) node_id: i32,
     pub(crate) port: u16,
     pub(crate) data_dir: PathBuf,
@@ -95,10 +102,14 @@ fn cluster_id() -> String {
 }
 
 pub(crate) fn java(main_class: &str) -> Command {
+    java_of(KAFKA_VERSION, main_class)
+}
+
+pub(crate) fn java_of(version: &str, main_class: &str) -> Command {
     let mut cmd = Command::new("java");
     cmd.arg("-Xmx512m")
         .arg("-cp")
-        .arg(format!("{}/*", kafka_libs().display()))
+        .arg(format!("{}/*", kafka_libs_of(version).display()))
         .arg(main_class);
     cmd
 }
@@ -112,22 +123,29 @@ impl Broker {
     /// Formats and starts `n` nodes (broker and controller each, node ids 1..=n, one
     /// quorum); returns once every broker port accepts connections.
     pub(crate) fn start_cluster(n: usize) -> Vec<Broker> {
-        Broker::start_cluster_with(n, false)
+        Broker::start_cluster_with(KAFKA_VERSION, n, false)
+    }
+
+    /// A one-node broker of another Kafka version.
+    pub(crate) fn start_version(version: &'static str) -> Broker {
+        Broker::start_cluster_with(version, 1, false)
+            .pop()
+            .expect("one broker")
     }
 
     /// A one-node broker whose client listener wants SASL/PLAIN: users `alice`
     /// (password `alice-secret`) and `admin` (the broker itself).
     pub(crate) fn start_sasl_plain() -> Broker {
-        Broker::start_cluster_with(1, true)
+        Broker::start_cluster_with(KAFKA_VERSION, 1, true)
             .pop()
             .expect("one broker")
     }
 
-    fn start_cluster_with(n: usize, sasl_plain: bool) -> Vec<Broker> {
+    fn start_cluster_with(version: &'static str, n: usize, sasl_plain: bool) -> Vec<Broker> {
         assert!(
-            kafka_libs().is_dir(),
+            kafka_libs_of(version).is_dir(),
             "Kafka jars missing at {}: run scripts/setup.sh",
-            kafka_libs().display()
+            kafka_libs_of(version).display()
         );
         let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let voters = ports
@@ -182,18 +200,37 @@ impl Broker {
                 ),
             )
             .expect("write server.properties");
-            let log4j = dir.path().join("log4j2.properties");
-            std::fs::write(
-                &log4j,
-                format!(
-                    "appender.file.type=File\nappender.file.name=file\nappender.file.fileName={}\n\
-                     appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n\
-                     rootLogger.level=INFO\nrootLogger.appenderRef.file.ref=file\n",
-                    log_file.display()
-                ),
-            )
-            .expect("write log4j2.properties");
-            let format = java("kafka.tools.StorageTool")
+            // Kafka 4 logs through log4j 2, Kafka 3 through log4j 1 (reload4j).
+            let log4j = if version.starts_with("3.") {
+                let file = dir.path().join("log4j.properties");
+                std::fs::write(
+                    &file,
+                    format!(
+                        "log4j.rootLogger=INFO, file\n\
+                         log4j.appender.file=org.apache.log4j.FileAppender\n\
+                         log4j.appender.file.File={}\n\
+                         log4j.appender.file.layout=org.apache.log4j.PatternLayout\n\
+                         log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n",
+                        log_file.display()
+                    ),
+                )
+                .expect("write log4j.properties");
+                format!("-Dlog4j.configuration=file:{}", file.display())
+            } else {
+                let file = dir.path().join("log4j2.properties");
+                std::fs::write(
+                    &file,
+                    format!(
+                        "appender.file.type=File\nappender.file.name=file\nappender.file.fileName={}\n\
+                         appender.file.layout.type=PatternLayout\nappender.file.layout.pattern=[%d] %p %m (%c)%n\n\
+                         rootLogger.level=INFO\nrootLogger.appenderRef.file.ref=file\n",
+                        log_file.display()
+                    ),
+                )
+                .expect("write log4j2.properties");
+                format!("-Dlog4j2.configurationFile={}", file.display())
+            };
+            let format = java_of(version, "kafka.tools.StorageTool")
                 .args(["format", "-t", &cluster_id, "-c"])
                 .arg(&properties)
                 .output()
@@ -203,13 +240,14 @@ impl Broker {
                 "StorageTool format failed: {}",
                 String::from_utf8_lossy(&format.stderr)
             );
-            let child = java_with_log4j(&log4j, "kafka.Kafka")
+            let child = java_with_log4j(version, &log4j, "kafka.Kafka")
                 .arg(&properties)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start kafka.Kafka");
             brokers.push(Broker {
+                version,
                 node_id,
                 port,
                 data_dir,
@@ -263,7 +301,7 @@ impl Broker {
             .filter(|p| p.extension().is_some_and(|x| x == "log"))
             .collect();
         segments.sort();
-        let mut cmd = java("kafka.tools.DumpLogSegments");
+        let mut cmd = java_of(self.version, "kafka.tools.DumpLogSegments");
         cmd.args(["--deep-iteration", "--files"]).arg(
             segments
                 .iter()
@@ -276,12 +314,12 @@ impl Broker {
     }
 }
 
-fn java_with_log4j(log4j: &Path, main_class: &str) -> Command {
+fn java_with_log4j(version: &str, log_config: &str, main_class: &str) -> Command {
     let mut cmd = Command::new("java");
     cmd.arg("-Xmx768m")
-        .arg(format!("-Dlog4j2.configurationFile={}", log4j.display()))
+        .arg(log_config)
         .arg("-cp")
-        .arg(format!("{}/*", kafka_libs().display()))
+        .arg(format!("{}/*", kafka_libs_of(version).display()))
         .arg(main_class);
     cmd
 }
