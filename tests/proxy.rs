@@ -531,10 +531,11 @@ fn transactions_through_kpress() {
 
 /// Three brokers with a replicated, three-partition topic behind kpress: producers and
 /// consumers (a Java consumer group, so FindCoordinator goes through the proxy too)
-/// reach every broker through it, and every replica holds the policy's codec.
+/// reach every broker through it, and every replica holds the policy's codec; when a
+/// partition leader stops, producing through kpress fails over to the new leader.
 #[test]
 fn three_brokers_behind_kpress() {
-    let cluster = KafkaCluster::start(kafka_version(), 3).expect("starting 3 Kafka nodes");
+    let mut cluster = KafkaCluster::start(kafka_version(), 3).expect("starting 3 Kafka nodes");
     let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let java = JavaClient::new(kafka_version());
@@ -651,6 +652,100 @@ fn three_brokers_behind_kpress() {
         }
         failures.extend(last);
     }
+    fail_if_any(failures, || {
+        format!("{}\n{}", proxy.log(), cluster.describe_logs())
+    });
+
+    // A broker goes away: the producer's requests to it through kpress fail, it learns
+    // the new leader from Metadata through kpress, and carries on.
+    let failover = "zstd.failover";
+    java.create_topic_replicated(
+        &cluster.bootstrap(),
+        failover,
+        1,
+        3,
+        &["compression.type=producer", "min.insync.replicas=2"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let first: Vec<Vec<u8>> = expected[..5000].to_vec();
+    let second: Vec<Vec<u8>> = expected[5000..].to_vec();
+    let work = tempfile::tempdir().expect("temp dir");
+    let produce_part = |name: &str, records: &[Vec<u8>]| {
+        let file = work.path().join(name);
+        let mut text = records.join(&b'\n');
+        text.push(b'\n');
+        std::fs::write(&file, text).expect("write records");
+        java.produce_file(
+            &proxy.bootstrap(),
+            failover,
+            &file,
+            &ProduceOptions {
+                compression: Compression::Gzip,
+                batch_size: 16384,
+                ..ProduceOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    };
+    produce_part("first.txt", &first);
+    let metadata = cluster.metadata().expect("metadata");
+    let leader = metadata.topic(failover).expect("failover topic").partitions[0].leader;
+    let leader_index = cluster
+        .node_ids()
+        .iter()
+        .position(|id| i64::from(*id) == i64::from(leader))
+        .expect("leader is a node");
+    cluster
+        .stop_node(leader_index)
+        .expect("stopping the leader");
+    produce_part("second.txt", &second);
+    let mut failures = Vec::new();
+    match confluent::consume(
+        &proxy.bootstrap(),
+        &[failover],
+        expected.len(),
+        &ConsumeOptions::default(),
+    ) {
+        Ok(records) => {
+            let values: Vec<Vec<u8>> = records.into_iter().map(|r| r.value).collect();
+            if let Some(diff) = diff_records(&expected, &values) {
+                failures.push(format!("{failover}: after the leader stopped: {diff}"));
+            }
+        }
+        Err(e) => failures.push(format!("{failover}: confluent-kafka through kpress: {e:#}")),
+    }
+    let replicas: Vec<PathBuf> = (0..cluster.node_ids().len())
+        .filter(|i| *i != leader_index)
+        .flat_map(|i| {
+            let dir = cluster.partition_dir_on(i, failover, 0);
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        })
+        .collect();
+    let refs: Vec<&Path> = replicas.iter().map(PathBuf::as_path).collect();
+    let mut last = Vec::new();
+    for _ in 0..20 {
+        let dumps = dump_log_segments(kafka_version(), &refs).expect("DumpLogSegments");
+        last = dumps
+            .iter()
+            .flat_map(|d| {
+                check_stored(
+                    &format!("{failover} {}", d.path.display()),
+                    d,
+                    Compression::Zstd,
+                    &expected,
+                )
+            })
+            .collect();
+        if last.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    failures.extend(last);
     fail_if_any(failures, || {
         format!("{}\n{}", proxy.log(), cluster.describe_logs())
     });

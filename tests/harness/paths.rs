@@ -82,22 +82,26 @@ pub fn tests_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// The shared datasets: `$KPRESS_DATASETS`, else `datasets/` in the workspace, else
-/// the machine's `/work/shared/datasets`.
+/// The shared datasets: `$KPRESS_DATASETS`, else `shared/datasets` beside the
+/// repository (where the benches look too), else `datasets/` in the workspace.
 pub fn datasets_dir() -> PathBuf {
+    let beside = workspace_root()
+        .parent()
+        .map(|p| p.join("shared").join("datasets"));
     let candidates = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
         .into_iter()
-        .chain([
-            workspace_root().join("datasets"),
-            PathBuf::from("/work/shared/datasets"),
-        ]);
+        .chain(beside)
+        .chain([workspace_root().join("datasets")]);
     for dir in candidates {
         if dir.join("apache_access.log").exists() {
             return dir;
         }
     }
-    panic!("datasets not found: set KPRESS_DATASETS to the directory holding apache_access.log and nginxplus_status.ndjson")
+    panic!(
+        "datasets not found (looked in $KPRESS_DATASETS and ../shared/datasets): set \
+         KPRESS_DATASETS to the directory holding apache_access.log and nginxplus_status.ndjson"
+    )
 }
 
 /// The cargo target directory this test binary was built into (`target/`).
