@@ -13,6 +13,10 @@ use kpress_tests::data::{diff_records, split_lines, Dataset};
 use kpress_tests::dump::{dump_log_segments, DumpedSegment};
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::KpressProxy;
+use kpress_tests::raw_batch::{
+    as_fresh_plain_batch, codec_id, crc_is_valid, fix_crc, flip_payload_byte, split_batches,
+};
+use kpress_tests::raw_produce::produce_raw;
 use kpress_tests::{confluent, kafka_old_version, kafka_version, kcat};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -446,6 +450,134 @@ fn acks_0_and_oversized_rewrites_through_kpress() {
         failures.push(format!(
             "{kept} oversized batches kept, {over_limit} counted as over_batch_limit"
         ));
+    }
+    fail_if_any(failures, || proxy.log());
+}
+
+/// Damaged batches sent through kpress by a bare Produce request: a CRC mismatch and
+/// a payload that does not decompress (with a correct CRC) are never rewritten into a
+/// valid batch; the broker gives the error, nothing is stored, and kpress keeps serving.
+#[test]
+fn damaged_batches_are_never_laundered() {
+    let (cluster, proxy) = shared();
+    let java = JavaClient::new(kafka_version());
+    let (source_topic, topic) = ("raw.source", "zstd.damaged");
+    java.create_topics(
+        &cluster.bootstrap(),
+        &[source_topic, topic],
+        1,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    // A real gzip batch of the Java client, produced straight to the broker.
+    java.produce_file(
+        &cluster.bootstrap(),
+        source_topic,
+        &Dataset::ApacheAccessLog.path(),
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let segment = cluster.segments(source_topic, 0).expect("segments")[0].clone();
+    let batches = split_batches(&std::fs::read(&segment).expect("segment")).expect("batches");
+    let valid = as_fresh_plain_batch(&batches[0]);
+    assert_eq!(codec_id(&valid), 1, "a gzip batch");
+    let source_dump = dump_log_segments(kafka_version(), &[&segment]).expect("DumpLogSegments");
+    let first_records: Vec<Vec<u8>> = source_dump[0].batches[0]
+        .payloads()
+        .map(<[u8]>::to_vec)
+        .collect();
+
+    let addr = proxy.listen();
+    let timeout = Duration::from_secs(30);
+    let send = |records: &[u8]| produce_raw(addr, topic, 0, records, timeout);
+    let mut failures = Vec::new();
+
+    let first = send(&valid).unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    if first.error_code != 0 {
+        failures.push(format!("the valid batch was refused: {first:?}"));
+    }
+
+    let mut bad_crc = valid.clone();
+    flip_payload_byte(&mut bad_crc, 100);
+    assert!(!crc_is_valid(&bad_crc));
+    match send(&bad_crc) {
+        Ok(r) if r.error_code != 0 => {}
+        other => failures.push(format!("a batch with a bad CRC was not refused: {other:?}")),
+    }
+
+    let mut bad_payload = valid.clone();
+    flip_payload_byte(&mut bad_payload, (valid.len() - 61) / 2);
+    fix_crc(&mut bad_payload);
+    let bad_payload_accepted = match send(&bad_payload) {
+        Ok(r) => r.error_code == 0,
+        Err(_) => false,
+    };
+
+    eprintln!("damaged payload with a correct CRC accepted by the broker: {bad_payload_accepted}");
+
+    // A batch cut short of its length field: the proxy must survive it.
+    let truncated = &valid[..valid.len() - 10];
+    let _ = send(truncated);
+
+    let last = send(&valid)
+        .unwrap_or_else(|e| panic!("kpress after damaged input: {e:#}\n{}", proxy.log()));
+    if last.error_code != 0 {
+        failures.push(format!(
+            "the valid batch after the damaged ones was refused: {last:?}"
+        ));
+    }
+
+    let stored = cluster.segments(topic, 0).expect("segments")[0].clone();
+    let dump = dump_log_segments(kafka_version(), &[&stored]).expect("DumpLogSegments");
+    let zstd: Vec<_> = dump[0]
+        .batches
+        .iter()
+        .filter(|b| b.compresscodec == "zstd")
+        .collect();
+    if zstd.len() != 2 {
+        failures.push(format!(
+            "expected the two valid batches stored as zstd, found {}",
+            zstd.len()
+        ));
+    }
+    for batch in &zstd {
+        let records: Vec<&[u8]> = batch.payloads().collect();
+        if let Some(diff) = diff_records(&first_records, &records) {
+            failures.push(format!("a rewritten valid batch: {diff}"));
+        }
+    }
+    for batch in &dump[0].batches {
+        if !batch.is_valid {
+            failures.push(format!("stored batch at {} invalid", batch.base_offset));
+        }
+    }
+    let others: Vec<&str> = dump[0]
+        .batches
+        .iter()
+        .filter(|b| b.compresscodec != "zstd")
+        .map(|b| b.compresscodec.as_str())
+        .collect();
+    // If the broker took the damaged payload, kpress must have left it as it came.
+    let expected_others: Vec<&str> = if bad_payload_accepted {
+        vec!["gzip"]
+    } else {
+        vec![]
+    };
+    if others != expected_others {
+        failures.push(format!(
+            "stored non-zstd batches {others:?}, expected {expected_others:?} \
+             (damaged payload accepted by the broker: {bad_payload_accepted})"
+        ));
+    }
+    let crc_mismatch = proxy
+        .counter("kpress_batches_passed_total", &[("reason", "crc_mismatch")])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if crc_mismatch < 1.0 {
+        failures.push("the bad-CRC batch was not counted as crc_mismatch".to_string());
     }
     fail_if_any(failures, || proxy.log());
 }

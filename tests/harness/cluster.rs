@@ -198,6 +198,10 @@ impl KafkaCluster {
                 node_dir.join("log4j.properties").display()
             ))
             .arg(format!("-Dkafka.logs.dir={}", node_dir.display()))
+            .arg(format!(
+                "-Djava.io.tmpdir={}",
+                java::jvm_tmp_dir().display()
+            ))
             .arg("kafka.Kafka")
             .arg(&node.config)
             .stdin(Stdio::null())

@@ -79,8 +79,17 @@ pub fn client_command(version: &str, extra_classpath: &[&Path]) -> Command {
         "-XX:TieredStopAtLevel=1",
     ])
     .arg(format!("-Dlog4j2.configurationFile={}", log4j2.display()))
-    .arg(format!("-Dlog4j.configuration=file:{}", log4j1.display()));
+    .arg(format!("-Dlog4j.configuration=file:{}", log4j1.display()))
+    .arg(format!("-Djava.io.tmpdir={}", jvm_tmp_dir().display()));
     cmd
+}
+
+/// `java.io.tmpdir` for the harness's JVMs: lz4-java and snappy-java unpack native
+/// libraries there and leave them behind when a JVM is killed; keep that out of /tmp.
+pub fn jvm_tmp_dir() -> PathBuf {
+    let dir = paths::scratch_dir().join("jvm-tmp");
+    std::fs::create_dir_all(&dir).expect("create the JVMs' temp dir");
+    dir
 }
 
 /// `java` with Kafka `version`'s jars on the classpath and nothing else decided.

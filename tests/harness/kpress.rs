@@ -232,7 +232,7 @@ impl KpressProxy {
         let log = std::fs::File::create(&log_file)?;
         let pid_dir = dir.path().join("pids");
         std::fs::create_dir_all(&pid_dir)?;
-        let watchdog = Watchdog::start(&pid_dir, None)?;
+        let watchdog = Watchdog::start(&pid_dir, Some(dir.path()))?;
         let mut cmd = Command::new(kpress_binary());
         cmd.arg("run")
             .arg("--config")

@@ -20,6 +20,8 @@ pub mod metadata;
 pub mod paths;
 pub mod ports;
 pub mod process;
+pub mod raw_batch;
+pub mod raw_produce;
 
 pub use cluster::KafkaCluster;
 pub use compression::Compression;

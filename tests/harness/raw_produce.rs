@@ -1,0 +1,91 @@
+//! A bare Kafka Produce (v7) request over a TCP socket with a caller-given record
+//! batch: how a test sends bytes no real client would (a corrupted batch) and reads
+//! the broker's per-partition answer.
+
+use anyhow::{ensure, Context};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// The broker's answer for the one partition of a [`produce_raw`] request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionResponse {
+    pub error_code: i16,
+    pub base_offset: i64,
+}
+
+const PRODUCE_API_KEY: i16 = 0;
+const PRODUCE_VERSION: i16 = 7;
+
+/// Sends one Produce v7 request (acks=-1) carrying `records` for `topic`-`partition`
+/// to `addr` and returns the partition's error code and base offset.
+pub fn produce_raw(
+    addr: SocketAddr,
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<PartitionResponse> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+
+    let client_id = b"kpress-tests-raw";
+    let mut body = Vec::new();
+    body.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
+    body.extend_from_slice(&PRODUCE_VERSION.to_be_bytes());
+    body.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    body.extend_from_slice(client_id);
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
+    body.extend_from_slice(&(timeout.as_millis() as i32).to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes()); // one topic
+    body.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes()); // one partition
+    body.extend_from_slice(&partition.to_be_bytes());
+    body.extend_from_slice(&(records.len() as i32).to_be_bytes());
+    body.extend_from_slice(records);
+    let mut request = (body.len() as i32).to_be_bytes().to_vec();
+    request.extend_from_slice(&body);
+    stream.write_all(&request)?;
+
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .context("reading the Produce response (the connection closed?)")?;
+    let size = i32::from_be_bytes(size);
+    ensure!(
+        (4..1 << 20).contains(&size),
+        "implausible response size {size}"
+    );
+    let mut response = vec![0u8; size as usize];
+    stream.read_exact(&mut response)?;
+    // correlation id, topics[1]: name, partitions[1]: index, error, base offset, …
+    let mut pos = 4;
+    let mut take = |n: usize| -> anyhow::Result<&[u8]> {
+        let slice = response
+            .get(pos..pos + n)
+            .context("truncated Produce response")?;
+        pos += n;
+        Ok(slice)
+    };
+    let topics = i32::from_be_bytes(take(4)?.try_into()?);
+    ensure!(topics == 1, "{topics} topics in the Produce response");
+    let name_len = i16::from_be_bytes(take(2)?.try_into()?);
+    take(name_len.max(0) as usize)?;
+    let partitions = i32::from_be_bytes(take(4)?.try_into()?);
+    ensure!(
+        partitions == 1,
+        "{partitions} partitions in the Produce response"
+    );
+    let _index = i32::from_be_bytes(take(4)?.try_into()?);
+    let error_code = i16::from_be_bytes(take(2)?.try_into()?);
+    let base_offset = i64::from_be_bytes(take(8)?.try_into()?);
+    Ok(PartitionResponse {
+        error_code,
+        base_offset,
+    })
+}
