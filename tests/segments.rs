@@ -17,7 +17,7 @@ use kpress_tests::data::{diff_records, Dataset};
 use kpress_tests::dump::{dump_log_segments, DumpedSegment};
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::{recompress, RecompressOptions, RecompressSummary};
-use kpress_tests::{confluent, kafka_version, kcat};
+use kpress_tests::{confluent, kafka_old_version, kafka_version, kcat};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -145,6 +145,8 @@ struct Output {
     name: String,
     source: usize,
     target: Compression,
+    /// `--recompress always`: same-codec batches are rewritten too.
+    always: bool,
     path: PathBuf,
     summary: RecompressSummary,
 }
@@ -235,7 +237,14 @@ fn check_output_dump(
     if s.batches_passed != s.passed("same_codec") {
         failures.push(format!("{name}: unexpected pass-throughs:\n{}", s.text));
     }
-    if (output.target == source.codec) != (s.batches_rewritten == 0) {
+    if output.always {
+        if s.batches_rewritten != batches {
+            failures.push(format!(
+                "{name}: --recompress always rewrote {} of {batches} batches",
+                s.batches_rewritten
+            ));
+        }
+    } else if (output.target == source.codec) != (s.batches_rewritten == 0) {
         failures.push(format!(
             "{name}: {} batches rewritten from {} to {}",
             s.batches_rewritten, source.codec, output.target
@@ -364,6 +373,7 @@ fn recompress_every_pair(producer: Producer, sources: &[(Dataset, Compression)])
                     name,
                     source: index,
                     target,
+                    always: false,
                     path,
                     summary,
                 }),
@@ -372,20 +382,35 @@ fn recompress_every_pair(producer: Producer, sources: &[(Dataset, Compression)])
         }
     }
 
+    check_outputs(&sources, outputs, failures);
+}
+
+/// Checks recompressed `outputs` of `sources` with DumpLogSegments of both Kafka
+/// versions (a), then through a real broker (b); panics listing every failure.
+fn check_outputs(sources: &[Arc<Source>], outputs: Vec<Output>, mut failures: Vec<String>) {
     let mut files: Vec<&Path> = sources.iter().map(|s| s.segment.as_path()).collect();
     files.extend(outputs.iter().map(|o| o.path.as_path()));
-    let dumps = dump_log_segments(kafka_version(), &files).expect("DumpLogSegments");
-    let (source_dumps, output_dumps) = dumps.split_at(sources.len());
-    for (source, dump) in sources.iter().zip(source_dumps) {
-        failures.extend(check_source_dump(source, dump));
-    }
-    for (output, dump) in outputs.iter().zip(output_dumps) {
-        failures.extend(check_output_dump(
-            output,
-            &sources[output.source],
-            &source_dumps[output.source],
-            dump,
-        ));
+    // Kafka 4.1 and 3.9 read the outputs alike.
+    for version in [kafka_version(), kafka_old_version()] {
+        let dumps = dump_log_segments(version, &files).expect("DumpLogSegments");
+        let (source_dumps, output_dumps) = dumps.split_at(sources.len());
+        if version == kafka_version() {
+            for (source, dump) in sources.iter().zip(source_dumps) {
+                failures.extend(check_source_dump(source, dump));
+            }
+        }
+        for (output, dump) in outputs.iter().zip(output_dumps) {
+            failures.extend(
+                check_output_dump(
+                    output,
+                    &sources[output.source],
+                    &source_dumps[output.source],
+                    dump,
+                )
+                .into_iter()
+                .map(|f| format!("{f} (DumpLogSegments {version})")),
+            );
+        }
     }
     // Only outputs Kafka itself found sound go on to the broker (a broken one would
     // be truncated on recovery and hide the others' results).
@@ -398,7 +423,7 @@ fn recompress_every_pair(producer: Producer, sources: &[(Dataset, Compression)])
         })
         .collect();
     if !sound.is_empty() {
-        failures.extend(read_back_through_broker(&sound, &sources));
+        failures.extend(read_back_through_broker(&sound, sources));
     }
     for output in &sound {
         let s = &output.summary;
@@ -507,4 +532,64 @@ fn not_smaller_rewrites_pass_through_and_are_counted() {
     if let Some(diff) = diff_records(&source.records, &dumps[2].payloads()) {
         panic!("{}: to none: {diff}", source.name);
     }
+}
+
+/// kpress's codec options (levels, and KIP-780's gzip buffer, snappy block, lz4 block
+/// and zstd window) with `--recompress always` write batches that Kafka 4.1 and 3.9,
+/// the Java consumer and librdkafka all read.
+#[test]
+fn codec_options_stay_readable_by_kafka_and_librdkafka() {
+    let sources = vec![
+        source(Producer::Java, Dataset::ApacheAccessLog, Compression::Gzip),
+        source(Producer::Java, Dataset::NginxPlusStatus, Compression::Zstd),
+    ];
+    let variants: [(Compression, &[&str]); 7] = [
+        (Compression::Gzip, &["compression.gzip.level=1"]),
+        (
+            Compression::Gzip,
+            &["compression.gzip.level=9", "compression.gzip.buffer=512"],
+        ),
+        (Compression::Snappy, &["compression.snappy.block=1024"]),
+        (Compression::Lz4, &["compression.lz4.level=1"]),
+        (
+            Compression::Lz4,
+            &["compression.lz4.level=17", "compression.lz4.block=7"],
+        ),
+        (Compression::Zstd, &["compression.zstd.level=-5"]),
+        (
+            Compression::Zstd,
+            &["compression.zstd.level=19", "compression.zstd.window=22"],
+        ),
+    ];
+    let work = tempfile::Builder::new()
+        .prefix("kpress-options-")
+        .tempdir()
+        .expect("temp dir");
+    let mut outputs = Vec::new();
+    let mut failures = Vec::new();
+    for (index, source) in sources.iter().enumerate() {
+        for (variant, (target, properties)) in variants.iter().enumerate() {
+            let name = format!("{}-to-{target}-options{variant}", source.name);
+            let path = segment_path(work.path(), &name);
+            let options = RecompressOptions {
+                properties: properties.iter().map(|p| p.to_string()).collect(),
+                always: true,
+                allow_growth: true,
+            };
+            match recompress(&source.segment, &path, *target, &options) {
+                Ok(summary) => outputs.push(Output {
+                    name,
+                    source: index,
+                    target: *target,
+                    always: true,
+                    path,
+                    summary,
+                }),
+                Err(e) => failures.push(format!(
+                    "{name}: kpress recompress {properties:?} failed: {e:#}"
+                )),
+            }
+        }
+    }
+    check_outputs(&sources, outputs, failures);
 }
