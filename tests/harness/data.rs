@@ -159,3 +159,43 @@ pub fn assert_records_eq<E: AsRef<[u8]>, A: AsRef<[u8]>>(expected: &[E], actual:
         panic!("{what}: records differ: {diff}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_without_their_newline() {
+        assert_eq!(split_lines(b"a\nbc\n"), vec![b"a".to_vec(), b"bc".to_vec()]);
+        assert_eq!(
+            split_lines(b"a\n\nb"),
+            vec![b"a".to_vec(), vec![], b"b".to_vec()]
+        );
+        assert!(split_lines(b"").is_empty());
+    }
+
+    #[test]
+    fn checksum_matches_the_java_clients() {
+        // What KpressClient printed producing apache_access.log.
+        assert_eq!(
+            checksum(&Dataset::ApacheAccessLog.records()),
+            "aacae09e110f82cc717dee7f5f0f17a32062707f6cffd3733984727a110c557c"
+        );
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(unhex(&hex(b"\x00\xffkp")).unwrap(), b"\x00\xffkp");
+        assert!(unhex("abc").is_err());
+    }
+
+    #[test]
+    fn diffs_name_the_first_difference() {
+        let expected = [b"one".to_vec(), b"two".to_vec()];
+        assert_eq!(diff_records(&expected, &expected), None);
+        let diff = diff_records(&expected, &[b"one".to_vec(), b"tw0".to_vec()]).unwrap();
+        assert!(diff.contains("record 1 (byte 2"), "{diff}");
+        let diff = diff_records(&expected, &[b"one".to_vec()]).unwrap();
+        assert!(diff.contains("missing record 1"), "{diff}");
+    }
+}

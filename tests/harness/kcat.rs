@@ -81,3 +81,19 @@ fn parse_framed(mut bytes: &[u8]) -> anyhow::Result<Vec<(i64, Vec<u8>)>> {
     }
     Ok(records)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framed_output_keeps_values_exact() {
+        let out = b"0 3\na\nb\n1 0\n\n2 -1\n\n";
+        let records = parse_framed(out).unwrap();
+        assert_eq!(
+            records,
+            vec![(0, b"a\nb".to_vec()), (1, vec![]), (2, vec![])]
+        );
+        assert!(parse_framed(b"0 5\nabc\n").is_err());
+    }
+}

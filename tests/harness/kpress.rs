@@ -312,3 +312,23 @@ impl Drop for KpressProxy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_recompress_summary() {
+        let text = "in -> out (target zstd, recompress codec-differs)\n\
+                    batches rewritten: 3\n\
+                    batches passed through: 2\n  not_smaller: 1\n  same_codec: 1\n\
+                    bytes in: 100\nbytes out: 80\nratio: 0.8000\nelapsed: 0.001 s\n";
+        let summary = RecompressSummary::parse(text).unwrap();
+        assert_eq!(summary.batches_rewritten, 3);
+        assert_eq!(summary.batches_passed, 2);
+        assert_eq!(summary.passed("not_smaller"), 1);
+        assert_eq!(summary.passed("crc_mismatch"), 0);
+        assert_eq!((summary.bytes_in, summary.bytes_out), (100, 80));
+        assert!(RecompressSummary::parse("nothing").is_err());
+    }
+}

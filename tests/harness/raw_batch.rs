@@ -78,3 +78,32 @@ pub fn flip_payload_byte(batch: &mut [u8], at_from_end: usize) {
     );
     batch[index] ^= 0xFF;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(records: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_LEN];
+        b.extend_from_slice(records);
+        let length = (b.len() - LOG_OVERHEAD) as i32;
+        b[LENGTH_OFFSET..LENGTH_OFFSET + 4].copy_from_slice(&length.to_be_bytes());
+        b[MAGIC_OFFSET] = 2;
+        fix_crc(&mut b);
+        b
+    }
+
+    #[test]
+    fn splits_fixes_and_damages() {
+        let segment = [batch(b"abc"), batch(b"defg")].concat();
+        let batches = split_batches(&segment).unwrap();
+        assert_eq!(batches.len(), 2);
+        assert!(batches.iter().all(|b| crc_is_valid(b)));
+        let mut damaged = batches[1].clone();
+        flip_payload_byte(&mut damaged, 0);
+        assert!(!crc_is_valid(&damaged));
+        let fresh = as_fresh_plain_batch(&batches[0]);
+        assert!(crc_is_valid(&fresh));
+        assert!(split_batches(&segment[..segment.len() - 1]).is_err());
+    }
+}
