@@ -582,8 +582,9 @@ fn damaged_batches_are_never_laundered() {
     fail_if_any(failures, || proxy.log());
 }
 
-/// Transactions through kpress: committed and aborted transactions, control batches
-/// untouched, read_committed consumers see only committed records.
+/// Transactions through kpress (Java and librdkafka): committed and aborted
+/// transactions, control batches untouched, read_committed consumers see only committed
+/// records.
 #[test]
 fn transactions_through_kpress() {
     let (cluster, proxy) = shared();
@@ -639,14 +640,70 @@ fn transactions_through_kpress() {
             failures.push(format!("read_committed={read_committed}: {diff}"));
         }
     }
+    // librdkafka's transactions through kpress too: one committed, one aborted.
+    let ck_topic = "lz4.ck-transactions";
+    java.create_topic(
+        &cluster.bootstrap(),
+        ck_topic,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    for (i, commit) in [true, false].into_iter().enumerate() {
+        let file = work.path().join(format!("part-{i}.txt"));
+        confluent::produce_file(
+            &bootstrap,
+            ck_topic,
+            &file,
+            &ProduceOptions {
+                compression: Compression::Zstd,
+                transaction: Some(("kpress-ck-txn".to_string(), commit)),
+                ..ProduceOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    }
+    match confluent::consume(
+        &bootstrap,
+        &[ck_topic],
+        parts[0].len(),
+        &ConsumeOptions {
+            read_committed: true,
+            ..ConsumeOptions::default()
+        },
+    ) {
+        Ok(records) => {
+            let values: Vec<&[u8]> = records.iter().map(|r| r.value.as_slice()).collect();
+            if let Some(diff) = diff_records(&parts[0], &values) {
+                failures.push(format!("{ck_topic}: read_committed through kpress: {diff}"));
+            }
+        }
+        Err(e) => failures.push(format!("{ck_topic}: {e:#}")),
+    }
+
     let segment = cluster.segments(topic, 0).expect("segments")[0].clone();
-    let dump = dump_log_segments(kafka_version(), &[&segment]).expect("DumpLogSegments");
+    let ck_segment = cluster.segments(ck_topic, 0).expect("segments")[0].clone();
+    let dump =
+        dump_log_segments(kafka_version(), &[&segment, &ck_segment]).expect("DumpLogSegments");
     failures.extend(check_stored(
         topic,
         &dump[0],
         Compression::Zstd,
         &everything,
     ));
+    let ck_everything: Vec<Vec<u8>> = parts[..2].concat();
+    failures.extend(check_stored(
+        ck_topic,
+        &dump[1],
+        Compression::Lz4,
+        &ck_everything,
+    ));
+    let ck_controls = dump[1].batches.iter().filter(|b| b.is_control).count();
+    if ck_controls != 2 {
+        failures.push(format!(
+            "{ck_topic}: expected 2 transaction markers, found {ck_controls}"
+        ));
+    }
     let controls = dump[0].batches.iter().filter(|b| b.is_control).count();
     if controls != 3 {
         failures.push(format!("expected 3 transaction markers, found {controls}"));

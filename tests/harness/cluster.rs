@@ -47,8 +47,16 @@ pub struct KafkaCluster {
 /// A Kafka cluster id: 16 bytes in unpadded URL-safe base64, as `StorageTool random-uuid`
 /// prints (derived here from the time and pid, which is unique enough for a test).
 fn new_cluster_id() -> String {
+    // A leading '-' would read as an option to StorageTool's argument parser.
+    (0u32..)
+        .map(cluster_id_candidate)
+        .find(|id| !id.starts_with('-'))
+        .expect("some candidate does not start with '-'")
+}
+
+fn cluster_id_candidate(attempt: u32) -> String {
     let seed = format!(
-        "{:?}{}{:?}",
+        "{:?}{}{:?}{attempt}",
         std::time::SystemTime::now(),
         std::process::id(),
         std::thread::current().id()
@@ -166,7 +174,9 @@ impl KafkaCluster {
             .iter()
             .map(|node| {
                 let mut cmd = java::client_command(&self.version, &[]);
-                cmd.args(["kafka.tools.StorageTool", "format", "-t", &cluster_id, "-c"])
+                cmd.args(["kafka.tools.StorageTool", "format"])
+                    .arg(format!("--cluster-id={cluster_id}"))
+                    .arg("--config")
                     .arg(&node.config);
                 std::thread::spawn(move || run_ok(&mut cmd, Duration::from_secs(120)))
             })

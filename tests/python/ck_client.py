@@ -87,15 +87,17 @@ def produce(args):
             except BufferError:
                 producer.poll(0.05)
         producer.poll(0)
-    if args.transactional_id and not failures:
-        if args.transaction == "abort":
-            producer.abort_transaction(60)
-        else:
-            producer.commit_transaction(60)
+    # Everything is delivered before a transaction ends, so an aborted transaction's
+    # records reach the log too (and its marker then hides them).
     remaining = producer.flush(60)
     if failures or remaining:
         print(f"produce failed: {failures[:5]} ({remaining} undelivered)", file=sys.stderr)
         sys.exit(1)
+    if args.transactional_id:
+        if args.transaction == "abort":
+            producer.abort_transaction(60)
+        else:
+            producer.commit_transaction(60)
     print(f"produced {len(records)} sha256={checksum(records)}")
 
 
