@@ -31,11 +31,10 @@ fn describe(cmd: &Command) -> String {
     for arg in cmd.get_args() {
         text.push(' ');
         let arg = arg.to_string_lossy();
-        if arg.len() > 200 {
-            text.push_str(&arg[..200]);
+        // Long arguments (classpaths, file lists) cut short, on a char boundary.
+        text.extend(arg.chars().take(200));
+        if arg.chars().count() > 200 {
             text.push('…');
-        } else {
-            text.push_str(&arg);
         }
     }
     text
