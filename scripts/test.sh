@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 if [ $# -eq 0 ]; then
-  set -- --workspace
+  # Every test binary runs even after one fails, so a run reports all failures.
+  set -- --workspace --no-fail-fast
 fi
 # The integration tests run the kpress binary; build it first so the tests find it
 # without building it themselves.
