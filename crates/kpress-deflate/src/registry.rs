@@ -162,7 +162,7 @@ impl Registry {
     /// What `auto` means here: QAT when a QAT device is present; otherwise libdeflate,
     /// the fastest software provider whose level-6 output stays within 2% of zlib 6's
     /// size (the `gzip_providers` bench; ISA-L is faster still but its best level is
-    /// 9-42% larger, and QATzip's software backup is zlib with per-call overhead).
+    /// 7-43% larger, and QATzip's software backup is zlib with per-call overhead).
     pub fn auto_kind(&self) -> ProviderKind {
         match self.qat() {
             Ok(qat) if qat.hardware() => ProviderKind::Qat,
