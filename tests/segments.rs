@@ -209,15 +209,28 @@ fn check_output_dump(
             ));
         }
     }
-    let shape = |d: &DumpedSegment| -> Vec<(i64, i64, i64)> {
+    // A rewrite changes only the codec, length and CRC: offsets, counts, leader epoch,
+    // producer fields and flags stay the source's.
+    let shape = |d: &DumpedSegment| -> Vec<(i64, i64, i64, i64, i64, bool, bool)> {
         d.batches
             .iter()
-            .map(|b| (b.base_offset, b.last_offset, b.count))
+            .map(|b| {
+                (
+                    b.base_offset,
+                    b.last_offset,
+                    b.count,
+                    b.partition_leader_epoch,
+                    b.producer_id,
+                    b.is_transactional,
+                    b.is_control,
+                )
+            })
             .collect()
     };
     if shape(dump) != shape(source_dump) {
         failures.push(format!(
-            "{name}: batches (base, last, count) differ from the source's: {:?} vs {:?}",
+            "{name}: batches (base, last, count, leader epoch, producer id, transactional, \
+             control) differ from the source's: {:?} vs {:?}",
             shape(dump),
             shape(source_dump)
         ));
@@ -271,6 +284,10 @@ fn read_back_through_broker(outputs: &[Output], sources: &[Arc<Source>]) -> Vec<
         &["compression.type=producer"],
     )
     .unwrap_or_else(|e| panic!("{e:#}\n{}", reader.describe_logs()));
+    // The batches keep the producing broker's partitionLeaderEpoch (0, its first). The
+    // fresh topic also starts at epoch 0 and the restart only raises it, so the epoch
+    // cache Kafka rebuilds from the batches while recovering stays monotonic and the
+    // leader-epoch-checkpoint can stay as the broker wrote it.
     reader.stop_node(0).expect("stopping the reading broker");
     for (topic, output) in topics.iter().zip(outputs) {
         let dir = reader.partition_dir_on(0, topic, 0);
