@@ -269,15 +269,15 @@ fn check_output_dump(
 /// (b): each output becomes the only segment of a fresh topic on a stopped broker,
 /// which restarts (recovering and checking the segment); the Java client and kcat read
 /// every record back.
-fn read_back_through_broker(outputs: &[Output], sources: &[Arc<Source>]) -> Vec<String> {
-    let mut failures = Vec::new();
+/// Starts a reading broker whose fresh topics `topics[i]` hold `segments[i]` as their
+/// only segment: the topics are created, the broker stopped, each empty segment
+/// replaced, and the broker restarted (it recovers each swapped segment).
+fn broker_serving_segments(topics: &[String], segments: &[&Path]) -> KafkaCluster {
     let mut reader = KafkaCluster::start(kafka_version(), 1).expect("starting the reading broker");
-    let bootstrap = reader.bootstrap();
     let java = JavaClient::new(reader.version());
-    let topics: Vec<String> = outputs.iter().map(|o| format!("rb-{}", o.name)).collect();
     let topic_refs: Vec<&str> = topics.iter().map(String::as_str).collect();
     java.create_topics(
-        &bootstrap,
+        &reader.bootstrap(),
         &topic_refs,
         1,
         1,
@@ -289,26 +289,38 @@ fn read_back_through_broker(outputs: &[Output], sources: &[Arc<Source>]) -> Vec<
     // cache Kafka rebuilds from the batches while recovering stays monotonic and the
     // leader-epoch-checkpoint can stay as the broker wrote it.
     reader.stop_node(0).expect("stopping the reading broker");
-    for (topic, output) in topics.iter().zip(outputs) {
+    for (topic, source) in topics.iter().zip(segments) {
         let dir = reader.partition_dir_on(0, topic, 0);
         let segment = dir.join("00000000000000000000.log");
         assert_eq!(std::fs::metadata(&segment).expect("empty segment").len(), 0);
-        std::fs::copy(&output.path, &segment).expect("swap in the recompressed segment");
+        std::fs::copy(source, &segment).expect("swap in the recompressed segment");
         // Without its indexes Kafka recovers the segment on load: it validates every
-        // batch and rebuilds the indexes from what it reads.
+        // batch and rebuilds the offset, time and aborted-transaction indexes from it.
         for index in [
             "00000000000000000000.index",
             "00000000000000000000.timeindex",
+            "00000000000000000000.txnindex",
         ] {
             let _ = std::fs::remove_file(dir.join(index));
         }
     }
     reader.start_node(0).unwrap_or_else(|e| panic!("{e:#}"));
-    for topic in &topics {
+    for topic in topics {
         reader
             .wait_for_leaders(topic, 1)
             .expect("leaders after restart");
     }
+    reader
+}
+
+fn read_back_through_broker(outputs: &[Output], sources: &[Arc<Source>]) -> Vec<String> {
+    let mut failures = Vec::new();
+    let topics: Vec<String> = outputs.iter().map(|o| format!("rb-{}", o.name)).collect();
+    let topic_refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let paths: Vec<&Path> = outputs.iter().map(|o| o.path.as_path()).collect();
+    let reader = broker_serving_segments(&topics, &paths);
+    let bootstrap = reader.bootstrap();
+    let java = JavaClient::new(reader.version());
 
     let expected_total: usize = outputs
         .iter()
@@ -609,4 +621,147 @@ fn codec_options_stay_readable_by_kafka_and_librdkafka() {
         }
     }
     check_outputs(&sources, outputs, failures);
+}
+
+/// A segment with transactions (committed, aborted, committed; Java, gzip): kpress
+/// rewrites the data batches and passes the transaction markers through untouched;
+/// through a real broker, read_committed consumers see only the committed records.
+#[test]
+fn transactional_segments_keep_their_markers() {
+    let cluster = broker();
+    let java = JavaClient::new(cluster.version());
+    let bootstrap = cluster.bootstrap();
+    let name = "java-txn-gzip";
+    java.create_topic(&bootstrap, name, 1, &["compression.type=producer"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let all = Dataset::ApacheAccessLog.records();
+    let parts: Vec<Vec<Vec<u8>>> = all.chunks(2000).take(3).map(<[_]>::to_vec).collect();
+    let work = tempfile::Builder::new()
+        .prefix("kpress-txn-")
+        .tempdir()
+        .expect("temp dir");
+    for (i, (part, commit)) in parts.iter().zip([true, false, true]).enumerate() {
+        let file = work.path().join(format!("part-{i}.txt"));
+        let mut text = part.join(&b'\n');
+        text.push(b'\n');
+        std::fs::write(&file, text).expect("write records");
+        java.produce_file(
+            &bootstrap,
+            name,
+            &file,
+            &ProduceOptions {
+                compression: Compression::Gzip,
+                partition: Some(0),
+                transaction: Some(("kpress-segments-txn".to_string(), commit)),
+                ..ProduceOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+    }
+    let source = segment_path(work.path(), name);
+    std::fs::copy(&cluster.segments(name, 0).expect("segments")[0], &source).expect("copy");
+    let committed: Vec<Vec<u8>> = parts[0].iter().chain(&parts[2]).cloned().collect();
+    let everything: Vec<Vec<u8>> = parts.concat();
+
+    let mut failures = Vec::new();
+    let mut outputs = Vec::new();
+    for target in [Compression::Zstd, Compression::None] {
+        let output = segment_path(work.path(), &format!("{name}-to-{target}"));
+        let summary = recompress(
+            &source,
+            &output,
+            target,
+            &RecompressOptions {
+                allow_growth: true,
+                ..RecompressOptions::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        if summary.passed("control_batch") != 3 {
+            failures.push(format!(
+                "to {target}: 3 markers expected to pass:\n{}",
+                summary.text
+            ));
+        }
+        outputs.push((target, output));
+    }
+    let mut files: Vec<&Path> = vec![&source];
+    files.extend(outputs.iter().map(|(_, p)| p.as_path()));
+    let dumps = dump_log_segments(kafka_version(), &files).expect("DumpLogSegments");
+    let markers = |d: &DumpedSegment| -> Vec<(i64, u32)> {
+        d.batches
+            .iter()
+            .filter(|b| b.is_control)
+            .map(|b| (b.base_offset, b.crc))
+            .collect()
+    };
+    if markers(&dumps[0]).len() != 3 {
+        failures.push(format!(
+            "source: {} markers, expected 3",
+            markers(&dumps[0]).len()
+        ));
+    }
+    for ((target, _), dump) in outputs.iter().zip(&dumps[1..]) {
+        // Markers byte-identical (same CRC), data in the target codec, all valid.
+        if markers(dump) != markers(&dumps[0]) {
+            failures.push(format!("to {target}: markers changed"));
+        }
+        let mut records = Vec::new();
+        for batch in &dump.batches {
+            if !batch.is_valid {
+                failures.push(format!(
+                    "to {target}: batch at {} invalid",
+                    batch.base_offset
+                ));
+            }
+            if !batch.is_control {
+                if batch.compresscodec != target.dump_name() || !batch.is_transactional {
+                    failures.push(format!(
+                        "to {target}: data batch at {} is {} (transactional: {})",
+                        batch.base_offset, batch.compresscodec, batch.is_transactional
+                    ));
+                }
+                records.extend(batch.payloads().map(<[u8]>::to_vec));
+            }
+        }
+        if let Some(diff) = diff_records(&everything, &records) {
+            failures.push(format!("to {target}: {diff}"));
+        }
+    }
+
+    let topics: Vec<String> = outputs
+        .iter()
+        .map(|(target, _)| format!("rb-{name}-to-{target}"))
+        .collect();
+    let paths: Vec<&Path> = outputs.iter().map(|(_, p)| p.as_path()).collect();
+    let reader = broker_serving_segments(&topics, &paths);
+    let reader_java = JavaClient::new(reader.version());
+    for topic in &topics {
+        for (read_committed, expected) in [(true, &committed), (false, &everything)] {
+            match reader_java.consume(
+                &reader.bootstrap(),
+                &[topic],
+                expected.len(),
+                &ConsumeOptions {
+                    read_committed,
+                    ..ConsumeOptions::default()
+                },
+            ) {
+                Ok(records) => {
+                    let values: Vec<&[u8]> = records.iter().map(|r| r.value.as_slice()).collect();
+                    if let Some(diff) = diff_records(expected, &values) {
+                        failures.push(format!("{topic} read_committed={read_committed}: {diff}"));
+                    }
+                }
+                Err(e) => failures.push(format!("{topic} read_committed={read_committed}: {e:#}")),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        reader.describe_logs()
+    );
 }
