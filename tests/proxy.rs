@@ -13,6 +13,7 @@ use kpress_tests::data::{diff_records, split_lines, Dataset};
 use kpress_tests::dump::{dump_log_segments, DumpedSegment};
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::KpressProxy;
+use kpress_tests::metadata::fetch_metadata;
 use kpress_tests::raw_batch::{
     as_fresh_plain_batch, codec_id, crc_is_valid, fix_crc, flip_payload_byte, split_batches,
 };
@@ -728,6 +729,27 @@ fn three_brokers_behind_kpress() {
     let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let java = JavaClient::new(kafka_version());
+
+    // Metadata through kpress names kpress's node ports, never the brokers' own.
+    let through = fetch_metadata(proxy.listen(), Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("Metadata through kpress: {e:#}\n{}", proxy.log()));
+    let base = proxy.node_port_base().expect("node port base");
+    let mut seen: Vec<(i32, String, u16)> = through
+        .brokers
+        .iter()
+        .map(|b| (b.node_id, b.host.clone(), b.port))
+        .collect();
+    seen.sort();
+    let wanted: Vec<(i32, String, u16)> = cluster
+        .node_ids()
+        .iter()
+        .map(|&id| (id as i32, "127.0.0.1".to_string(), base + id as u16))
+        .collect();
+    assert_eq!(
+        seen, wanted,
+        "brokers as Metadata through kpress lists them"
+    );
+
     let topic = "zstd.spread";
     java.create_topic_replicated(
         &cluster.bootstrap(),

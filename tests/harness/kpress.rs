@@ -154,6 +154,7 @@ pub struct KpressProxy {
     dir: Option<tempfile::TempDir>,
     listen: SocketAddr,
     metrics: Option<SocketAddr>,
+    node_port_base: Option<u16>,
     log_file: PathBuf,
 }
 
@@ -186,6 +187,7 @@ impl KpressProxy {
         );
         let mut proxy = KpressProxy::start(&config, listen)?;
         proxy.metrics = Some(metrics);
+        proxy.node_port_base = Some(node_port_base);
         Ok(proxy)
     }
 
@@ -250,6 +252,7 @@ impl KpressProxy {
             dir: Some(dir),
             listen,
             metrics: None,
+            node_port_base: None,
             log_file,
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -273,6 +276,12 @@ impl KpressProxy {
     /// The address clients connect to.
     pub fn listen(&self) -> SocketAddr {
         self.listen
+    }
+
+    /// The port base of [`start_in_front_of`](Self::start_in_front_of): broker node N
+    /// is served on `base + N`.
+    pub fn node_port_base(&self) -> Option<u16> {
+        self.node_port_base
     }
 
     /// The bootstrap string for clients going through the proxy.
