@@ -2,6 +2,7 @@
 //! controller (n nodes form an n-voter quorum), on free loopback ports, with their own
 //! temporary log dirs and log files, killed when the handle drops.
 
+use crate::dump::{dump_log_segments, DumpedSegment};
 use crate::java;
 use crate::metadata::{fetch_metadata, ClusterMetadata};
 use crate::ports::free_port;
@@ -21,6 +22,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 struct Node {
     id: u32,
     port: u16,
+    /// The SASL_PLAINTEXT (mechanism PLAIN) listener, when the cluster has one.
+    sasl_port: Option<u16>,
     config: PathBuf,
     data_dir: PathBuf,
     log_file: PathBuf,
@@ -82,10 +85,34 @@ fn cluster_id_candidate(attempt: u32) -> String {
     out
 }
 
+/// Broker settings of a SASL_PLAINTEXT listener with mechanism PLAIN and `users`.
+fn sasl_plain_settings(users: &[(&str, &str)]) -> String {
+    let accounts: String = users
+        .iter()
+        .map(|(name, password)| format!(" user_{name}=\"{password}\""))
+        .collect();
+    format!(
+        "sasl.enabled.mechanisms=PLAIN\n\
+         listener.name.sasl_plaintext.plain.sasl.jaas.config=\
+         org.apache.kafka.common.security.plain.PlainLoginModule required{accounts};\n"
+    )
+}
+
 impl KafkaCluster {
     /// Formats and starts `n_brokers` nodes of Kafka `version` and waits until every
     /// node answers Metadata listing all of them.
     pub fn start(version: &str, n_brokers: usize) -> anyhow::Result<KafkaCluster> {
+        KafkaCluster::start_with_sasl_plain(version, n_brokers, &[])
+    }
+
+    /// [`start`](Self::start), and when `users` (name, password) is not empty each node
+    /// also listens for SASL_PLAINTEXT clients (mechanism PLAIN, those users); the
+    /// PLAINTEXT listener stays for the harness and between brokers.
+    pub fn start_with_sasl_plain(
+        version: &str,
+        n_brokers: usize,
+        users: &[(&str, &str)],
+    ) -> anyhow::Result<KafkaCluster> {
         assert!(n_brokers >= 1, "a cluster needs at least one node");
         let dir = tempfile::Builder::new()
             .prefix(&format!("kpress-kafka-{version}-"))
@@ -96,6 +123,9 @@ impl KafkaCluster {
         let watchdog = Watchdog::start(&pid_dir, Some(dir.path()))?;
 
         let ports: Vec<(u16, u16)> = (0..n_brokers).map(|_| (free_port(), free_port())).collect();
+        let sasl_ports: Vec<Option<u16>> = (0..n_brokers)
+            .map(|_| (!users.is_empty()).then(free_port))
+            .collect();
         let voters = ports
             .iter()
             .enumerate()
@@ -111,15 +141,24 @@ impl KafkaCluster {
             std::fs::create_dir_all(&data_dir)?;
             let log_file = node_dir.join("server.log");
             let config = node_dir.join("server.properties");
+            let sasl_port = sasl_ports[i];
+            let (sasl_listener, sasl_settings) = match sasl_port {
+                Some(sport) => (
+                    format!(",SASL_PLAINTEXT://127.0.0.1:{sport}"),
+                    sasl_plain_settings(users),
+                ),
+                None => (String::new(), String::new()),
+            };
             let properties = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}{sasl_listener},CONTROLLER://127.0.0.1:{cport}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl_listener}\n\
                  controller.listener.names=CONTROLLER\n\
                  inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 {sasl_settings}\
                  log.dirs={data}\n\
                  num.partitions=1\n\
                  auto.create.topics.enable=false\n\
@@ -143,6 +182,7 @@ impl KafkaCluster {
             nodes.push(Node {
                 id,
                 port: *port,
+                sasl_port,
                 config,
                 data_dir,
                 log_file,
@@ -291,6 +331,27 @@ impl KafkaCluster {
         self.nodes.iter().map(Node::addr).collect()
     }
 
+    /// Kafka's DumpLogSegments of the first segment of each topic's partition 0 (the
+    /// only one a test's few MB fill), in `topics` order.
+    pub fn dump_partition_0(&self, topics: &[&str]) -> anyhow::Result<Vec<DumpedSegment>> {
+        let mut segments = Vec::new();
+        for topic in topics {
+            let first = self.segments(topic, 0)?.into_iter().next();
+            segments.push(first.with_context(|| format!("no segment of {topic}-0"))?);
+        }
+        let refs: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
+        dump_log_segments(&self.version, &refs)
+    }
+
+    /// Every node's SASL_PLAINTEXT address, by node index (empty without SASL users).
+    pub fn sasl_addresses(&self) -> Vec<SocketAddr> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.sasl_port)
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .collect()
+    }
+
     /// Metadata for all topics as some running node answers it.
     pub fn metadata(&self) -> anyhow::Result<ClusterMetadata> {
         let mut last_error = None;
@@ -378,7 +439,7 @@ impl KafkaCluster {
     pub fn stop_node(&mut self, index: usize) -> anyhow::Result<()> {
         let node = &mut self.nodes[index];
         if let Some(mut process) = node.process.take() {
-            if !process.terminate(STOP_TIMEOUT) {
+            if process.terminate(STOP_TIMEOUT).is_none() {
                 bail!("Kafka node {} did not shut down cleanly", node.id);
             }
         }

@@ -28,10 +28,23 @@ pub fn produce_file(
     file: &Path,
     options: &ProduceOptions,
 ) -> anyhow::Result<usize> {
+    produce_file_to_topics(bootstrap, &[topic], file, options)
+}
+
+/// [`produce_file`] into each of `topics`, by one producer.
+pub fn produce_file_to_topics(
+    bootstrap: &str,
+    topics: &[&str],
+    file: &Path,
+    options: &ProduceOptions,
+) -> anyhow::Result<usize> {
     let expected = data::split_lines(&std::fs::read(file)?);
     let mut cmd = command("produce");
-    cmd.args(["--bootstrap", bootstrap, "--topic", topic])
-        .args(["--compression", options.compression.name()])
+    cmd.args(["--bootstrap", bootstrap]);
+    for topic in topics {
+        cmd.args(["--topic", topic]);
+    }
+    cmd.args(["--compression", options.compression.name()])
         .args(["--acks", &options.acks])
         .args(["--linger-ms", &options.linger_ms.to_string()])
         .args(["--batch-size", &options.batch_size.to_string()])
@@ -48,7 +61,7 @@ pub fn produce_file(
     }
     cmd.arg("--file").arg(file);
     let finished = run_ok(&mut cmd, Duration::from_secs(300))
-        .with_context(|| format!("confluent-kafka producer on {topic}"))?;
+        .with_context(|| format!("confluent-kafka producer on {topics:?}"))?;
     let (count, sha) = parse_summary(&finished.stdout_text(), "produced")?;
     anyhow::ensure!(
         count == expected.len() && sha == data::checksum(&expected),

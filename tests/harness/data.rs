@@ -52,6 +52,18 @@ pub fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
     records
 }
 
+/// Writes `records` one per line (each ending in `\n`) to `path`, the file format every
+/// producer of the harness reads; returns `path`.
+pub fn write_records<R: AsRef<[u8]>>(path: &std::path::Path, records: &[R]) -> PathBuf {
+    let mut text = Vec::new();
+    for record in records {
+        text.extend_from_slice(record.as_ref());
+        text.push(b'\n');
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    path.to_path_buf()
+}
+
 /// SHA-256 over each record as a 4-byte big-endian length and its bytes, in order, in
 /// lowercase hex: what `KpressClient` and `ck_client.py` print for what they send/read.
 pub fn checksum<R: AsRef<[u8]>>(records: &[R]) -> String {

@@ -78,6 +78,15 @@ pub struct ConsumedRecord {
     pub value: Vec<u8>,
 }
 
+/// The values of `records` from `topic`, in order.
+pub fn values_of<'r>(records: &'r [ConsumedRecord], topic: &str) -> Vec<&'r [u8]> {
+    records
+        .iter()
+        .filter(|r| r.topic == topic)
+        .map(|r| r.value.as_slice())
+        .collect()
+}
+
 /// Parses the count and `sha256=` of a client's "produced N sha256=X" / "consumed N sha256=X" line.
 pub fn parse_summary(stdout: &str, verb: &str) -> anyhow::Result<(usize, String)> {
     let line = stdout
@@ -146,6 +155,24 @@ impl JavaClient {
         self.create_topic_replicated(bootstrap, topic, partitions, 1, configs)
     }
 
+    /// Creates `topics` with `partitions` partitions each and `compression.type=producer`
+    /// (the broker stores each batch in the codec it arrives in, so the stored codec is
+    /// what the client or kpress sent).
+    pub fn create_producer_codec_topics(
+        &self,
+        bootstrap: &str,
+        topics: &[&str],
+        partitions: u32,
+    ) -> anyhow::Result<()> {
+        self.create_topics(
+            bootstrap,
+            topics,
+            partitions,
+            1,
+            &["compression.type=producer"],
+        )
+    }
+
     /// [`create_topic`](Self::create_topic) with a replication factor.
     pub fn create_topic_replicated(
         &self,
@@ -192,11 +219,23 @@ impl JavaClient {
         file: &Path,
         options: &ProduceOptions,
     ) -> anyhow::Result<usize> {
+        self.produce_file_to_topics(bootstrap, &[topic], file, options)
+    }
+
+    /// [`produce_file`](Self::produce_file) into each of `topics`, by one producer (one
+    /// JVM; its Produce requests carry several topics).
+    pub fn produce_file_to_topics(
+        &self,
+        bootstrap: &str,
+        topics: &[&str],
+        file: &Path,
+        options: &ProduceOptions,
+    ) -> anyhow::Result<usize> {
         let expected = data::split_lines(&std::fs::read(file)?);
-        let mut cmd = self.produce_command(bootstrap, topic, options);
+        let mut cmd = self.produce_command(bootstrap, topics, options);
         cmd.arg("--file").arg(file);
         let finished = run_ok(&mut cmd, Duration::from_secs(300))
-            .with_context(|| format!("Java producer on {topic}"))?;
+            .with_context(|| format!("Java producer on {topics:?}"))?;
         let (count, sha) = parse_summary(&finished.stdout_text(), "produced")?;
         anyhow::ensure!(
             count == expected.len() && sha == data::checksum(&expected),
@@ -215,7 +254,7 @@ impl JavaClient {
         records: &[&str],
         options: &ProduceOptions,
     ) -> anyhow::Result<()> {
-        let mut cmd = self.produce_command(bootstrap, topic, options);
+        let mut cmd = self.produce_command(bootstrap, &[topic], options);
         for record in records {
             cmd.args(["--record", record]);
         }
@@ -227,12 +266,15 @@ impl JavaClient {
     fn produce_command(
         &self,
         bootstrap: &str,
-        topic: &str,
+        topics: &[&str],
         options: &ProduceOptions,
     ) -> std::process::Command {
         let mut cmd = self.command("produce");
-        cmd.args(["--bootstrap", bootstrap, "--topic", topic])
-            .args(["--compression", options.compression.name()])
+        cmd.args(["--bootstrap", bootstrap]);
+        for topic in topics {
+            cmd.args(["--topic", topic]);
+        }
+        cmd.args(["--compression", options.compression.name()])
             .args(["--acks", &options.acks])
             .args(["--linger-ms", &options.linger_ms.to_string()])
             .args(["--batch-size", &options.batch_size.to_string()])

@@ -57,6 +57,25 @@ pub fn consume_partition(
     parse_framed(&finished.stdout)
 }
 
+/// `None` if kcat reads `topic`-`partition` through `bootstrap` as exactly `expected`;
+/// otherwise what went wrong.
+pub fn read_back_problem<R: AsRef<[u8]>>(
+    bootstrap: &str,
+    topic: &str,
+    partition: u32,
+    extra: &[&str],
+    expected: &[R],
+) -> Option<String> {
+    match consume_partition(bootstrap, topic, partition, extra) {
+        Ok(records) => {
+            let values: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_slice()).collect();
+            crate::data::diff_records(expected, &values)
+                .map(|diff| format!("{topic}-{partition}: kcat read back: {diff}"))
+        }
+        Err(e) => Some(format!("{topic}-{partition}: kcat: {e:#}")),
+    }
+}
+
 fn parse_framed(mut bytes: &[u8]) -> anyhow::Result<Vec<(i64, Vec<u8>)>> {
     let mut records = Vec::new();
     while !bytes.is_empty() {

@@ -163,13 +163,25 @@ impl KpressProxy {
     /// per broker node, Prometheus endpoint) with the policy `rules` (TOML: `[defaults]`
     /// and `[[topics]]` sections, optionally `[limits]`).
     pub fn start_in_front_of(cluster: &KafkaCluster, rules: &str) -> anyhow::Result<KpressProxy> {
+        KpressProxy::start_in_front_of_listeners(
+            &cluster.node_addresses(),
+            &cluster.node_ids(),
+            rules,
+        )
+    }
+
+    /// [`start_in_front_of`](Self::start_in_front_of) with the brokers' `upstream`
+    /// listener addresses given (e.g. their SASL listeners), for nodes `node_ids`.
+    pub fn start_in_front_of_listeners(
+        upstream: &[SocketAddr],
+        node_ids: &[u32],
+        rules: &str,
+    ) -> anyhow::Result<KpressProxy> {
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let node_ids = cluster.node_ids();
         let highest = node_ids.iter().copied().max().unwrap_or(1);
         let node_port_base = free_port_range(u16::try_from(highest)?);
-        let upstream = cluster
-            .node_addresses()
+        let upstream = upstream
             .iter()
             .map(|a| format!("\"{a}\""))
             .collect::<Vec<_>>()
@@ -303,8 +315,8 @@ impl KpressProxy {
         &self.log_file
     }
 
-    /// Stops the proxy with SIGTERM; returns whether it exited within `timeout`.
-    pub fn terminate(&mut self, timeout: Duration) -> bool {
+    /// Stops the proxy with SIGTERM; returns its exit status if it exited within `timeout`.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
         self.process.terminate(timeout)
     }
 }

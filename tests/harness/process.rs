@@ -135,23 +135,21 @@ impl ChildGuard {
     }
 
     /// Asks the child to stop (SIGTERM) and waits up to `timeout`, then kills it.
-    /// Returns whether it stopped on its own.
-    pub fn terminate(&mut self, timeout: Duration) -> bool {
-        let Some(child) = self.child.as_mut() else {
-            return true;
-        };
-        if child.try_wait().ok().flatten().is_some() {
+    /// Returns its exit status if it stopped on its own (None: killed, or already reaped).
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        if let Some(status) = child.try_wait().ok().flatten() {
             self.child = None;
-            return true;
+            return Some(status);
         }
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
-            if child.try_wait().ok().flatten().is_some() {
+            if let Some(status) = child.try_wait().ok().flatten() {
                 self.child = None;
-                return true;
+                return Some(status);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -160,7 +158,7 @@ impl ChildGuard {
             self.what
         );
         self.kill();
-        false
+        None
     }
 
     /// Kills (SIGKILL) and reaps the child.

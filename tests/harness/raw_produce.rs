@@ -1,6 +1,7 @@
-//! A bare Kafka Produce (v7) request over a TCP socket with a caller-given record
-//! batch: how a test sends bytes no real client would (a corrupted batch) and reads
-//! the broker's per-partition answer.
+//! A bare Kafka Produce request (v7 by topic name, v13 by topic id) over a TCP socket
+//! with a caller-given record batch: how a test sends bytes no real client would (a
+//! corrupted batch, a topic id nobody asked Metadata about) and reads the broker's
+//! per-partition answer.
 
 use anyhow::{ensure, Context};
 use std::io::{Read, Write};
@@ -16,6 +17,8 @@ pub struct PartitionResponse {
 
 const PRODUCE_API_KEY: i16 = 0;
 const PRODUCE_VERSION: i16 = 7;
+const PRODUCE_BY_ID_VERSION: i16 = 13;
+const CLIENT_ID: &[u8] = b"kpress-tests-raw";
 
 /// Sends one Produce v7 request (acks=-1) carrying `records` for `topic`-`partition`
 /// to `addr` and returns the partition's error code and base offset.
@@ -26,18 +29,12 @@ pub fn produce_raw(
     records: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<PartitionResponse> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)
-        .with_context(|| format!("connecting to {addr}"))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-
-    let client_id = b"kpress-tests-raw";
     let mut body = Vec::new();
     body.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
     body.extend_from_slice(&PRODUCE_VERSION.to_be_bytes());
     body.extend_from_slice(&7i32.to_be_bytes()); // correlation id
-    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    body.extend_from_slice(client_id);
+    body.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
+    body.extend_from_slice(CLIENT_ID);
     body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
     body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
     body.extend_from_slice(&(timeout.as_millis() as i32).to_be_bytes());
@@ -48,21 +45,11 @@ pub fn produce_raw(
     body.extend_from_slice(&partition.to_be_bytes());
     body.extend_from_slice(&(records.len() as i32).to_be_bytes());
     body.extend_from_slice(records);
-    let mut request = (body.len() as i32).to_be_bytes().to_vec();
-    request.extend_from_slice(&body);
-    stream.write_all(&request)?;
-
-    let mut size = [0u8; 4];
-    stream
-        .read_exact(&mut size)
-        .context("reading the Produce response (the connection closed?)")?;
-    let size = i32::from_be_bytes(size);
+    let response = exchange(addr, &body, timeout)?;
     ensure!(
-        (4..1 << 20).contains(&size),
-        "implausible response size {size}"
+        response.get(..4) == Some(&7i32.to_be_bytes()[..]),
+        "correlation id changed"
     );
-    let mut response = vec![0u8; size as usize];
-    stream.read_exact(&mut response)?;
     // correlation id, topics[1]: name, partitions[1]: index, error, base offset, …
     let mut pos = 4;
     let mut take = |n: usize| -> anyhow::Result<&[u8]> {
@@ -88,4 +75,88 @@ pub fn produce_raw(
         error_code,
         base_offset,
     })
+}
+
+/// Sends one Produce v13 request (acks=-1; the topic named only by its 16-byte id, as
+/// Kafka 4.1 clients do) carrying `records` for `topic_id`-`partition` to `addr`.
+pub fn produce_raw_by_id(
+    addr: SocketAddr,
+    topic_id: [u8; 16],
+    partition: i32,
+    records: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<PartitionResponse> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
+    body.extend_from_slice(&PRODUCE_BY_ID_VERSION.to_be_bytes());
+    body.extend_from_slice(&13i32.to_be_bytes()); // correlation id
+    body.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
+    body.extend_from_slice(CLIENT_ID);
+    body.push(0); // header tagged fields
+    body.push(0); // transactional id: null (compact)
+    body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
+    body.extend_from_slice(&(timeout.as_millis() as i32).to_be_bytes());
+    body.push(2); // compact array: one topic
+    body.extend_from_slice(&topic_id);
+    body.push(2); // compact array: one partition
+    body.extend_from_slice(&partition.to_be_bytes());
+    put_uvarint(&mut body, u32::try_from(records.len() + 1)?); // compact records
+    body.extend_from_slice(records);
+    body.extend_from_slice(&[0, 0, 0]); // partition, topic, request tagged fields
+    let response = exchange(addr, &body, timeout)?;
+    // correlation id, header tags, topics[1]: id, partitions[1]: index, error, base offset
+    ensure!(
+        response.get(..4) == Some(&13i32.to_be_bytes()[..]),
+        "correlation id changed"
+    );
+    let fixed = response
+        .get(4..4 + 1 + 1 + 16 + 1 + 4 + 2 + 8)
+        .context("truncated Produce v13 response")?;
+    ensure!(fixed[0] == 0, "response header tagged fields");
+    ensure!(fixed[1] == 2, "not one topic in the Produce v13 response");
+    ensure!(
+        fixed[2..18] == topic_id,
+        "another topic id in the Produce v13 response"
+    );
+    ensure!(
+        fixed[18] == 2,
+        "not one partition in the Produce v13 response"
+    );
+    Ok(PartitionResponse {
+        error_code: i16::from_be_bytes(fixed[23..25].try_into()?),
+        base_offset: i64::from_be_bytes(fixed[25..33].try_into()?),
+    })
+}
+
+fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Sends one request `body` (header and payload) framed by its size and returns the
+/// response body (from the correlation id on).
+fn exchange(addr: SocketAddr, body: &[u8], timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut request = (body.len() as i32).to_be_bytes().to_vec();
+    request.extend_from_slice(body);
+    stream.write_all(&request)?;
+
+    let mut size = [0u8; 4];
+    stream
+        .read_exact(&mut size)
+        .context("reading the Produce response (the connection closed?)")?;
+    let size = i32::from_be_bytes(size);
+    ensure!(
+        (4..1 << 20).contains(&size),
+        "implausible response size {size}"
+    );
+    let mut response = vec![0u8; size as usize];
+    stream.read_exact(&mut response)?;
+    Ok(response)
 }

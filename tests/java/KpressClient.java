@@ -3,14 +3,17 @@
 // against each Kafka version's jars and driven by tests/harness/java_client.rs.
 //
 //   create-topic --bootstrap B --topic T [--topic T2]... [--partitions N] [--replication-factor R] [--config k=v]...
-//   produce --bootstrap B --topic T [--compression C] [--acks A] [--linger-ms N]
+//   produce --bootstrap B --topic T [--topic T2]... [--compression C] [--acks A] [--linger-ms N]
 //           [--batch-size N] [--idempotence true|false] [--partition P]
 //           [--transactional-id ID --transaction commit|abort] [--property k=v]...
 //           (--file F | --record VALUE...)
-//       prints "produced COUNT sha256=HEX"
+//       sends every record to each topic in turn (one producer, so Produce requests carry
+//       several topics); prints "produced COUNT sha256=HEX" per topic's records
 //   consume --bootstrap B --topic T [--topic T2]... --count N [--isolation read_committed|read_uncommitted]
 //           [--group-id G] [--timeout-ms N] [--output F] [--property k=v]...
 //       without --group-id it assigns every partition of the topics from the beginning;
+//       with it, it subscribes, commits what it read, and (the group's assignment settled)
+//       polls one more second for records beyond COUNT;
 //       writes "topic TAB partition TAB offset TAB hex(value)" per record (in offset
 //       order within each partition, partitions sorted) and prints "consumed COUNT sha256=HEX"
 //
@@ -201,7 +204,10 @@ public final class KpressClient {
             props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
         }
         props.putAll(opts.keyValues("property"));
-        String topic = opts.required("topic");
+        List<String> topics = opts.all("topic");
+        if (topics.isEmpty()) {
+            throw new IllegalArgumentException("missing --topic");
+        }
         String partitionArg = opts.get("partition", null);
         Integer partition = partitionArg == null ? null : Integer.valueOf(partitionArg);
 
@@ -213,11 +219,13 @@ public final class KpressClient {
                 producer.beginTransaction();
             }
             for (byte[] value : records) {
-                producer.send(new ProducerRecord<>(topic, partition, null, value), (metadata, error) -> {
-                    if (error != null) {
-                        failure.compareAndSet(null, error);
-                    }
-                });
+                for (String topic : topics) {
+                    producer.send(new ProducerRecord<>(topic, partition, null, value), (metadata, error) -> {
+                        if (error != null) {
+                            failure.compareAndSet(null, error);
+                        }
+                    });
+                }
             }
             producer.flush();
             if (failure.get() == null && transactionalId != null) {
@@ -290,12 +298,22 @@ public final class KpressClient {
             // A short extra poll catches records beyond the expected count, which the
             // harness reports as a mismatch rather than silently ignoring.
             if (count >= expected) {
-                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(300))) {
-                    received.computeIfAbsent(record.topic(), t -> new TreeMap<>())
-                            .computeIfAbsent(record.partition(), p -> new ArrayList<>())
-                            .add(record);
-                    count++;
+                // A group member may not have its partitions yet (COUNT 0): wait for them,
+                // so "nothing more" means the committed offsets were honoured.
+                long extraMs = 300;
+                if (groupId != null) {
+                    extraMs = 1000;
+                    while (consumer.assignment().isEmpty() && System.nanoTime() < deadline) {
+                        count += collect(consumer.poll(Duration.ofMillis(200)), received);
+                    }
                 }
+                long extraDeadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(extraMs);
+                while (System.nanoTime() < extraDeadline) {
+                    count += collect(consumer.poll(Duration.ofMillis(100)), received);
+                }
+            }
+            if (groupId != null) {
+                consumer.commitSync();
             }
         }
 
@@ -328,6 +346,18 @@ public final class KpressClient {
             System.err.println("expected " + expected + " records, consumed " + count);
             System.exit(1);
         }
+    }
+
+    private static int collect(ConsumerRecords<byte[], byte[]> batch,
+            Map<String, TreeMap<Integer, List<ConsumerRecord<byte[], byte[]>>>> received) {
+        int n = 0;
+        for (ConsumerRecord<byte[], byte[]> record : batch) {
+            received.computeIfAbsent(record.topic(), t -> new TreeMap<>())
+                    .computeIfAbsent(record.partition(), p -> new ArrayList<>())
+                    .add(record);
+            n++;
+        }
+        return n;
     }
 
     private static final char[] HEX = "0123456789abcdef".toCharArray();

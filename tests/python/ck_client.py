@@ -1,10 +1,11 @@
 """kpress's confluent-kafka (librdkafka) test client, driven by tests/harness/confluent.rs.
 
-  ck_client.py produce --bootstrap B --topic T [--compression C] [--acks A] [--linger-ms N]
+  ck_client.py produce --bootstrap B --topic T [--topic T2]... [--compression C] [--acks A] [--linger-ms N]
                [--batch-size N] [--idempotence true|false] [--partition P]
                [--transactional-id ID --transaction commit|abort] [--property k=v]...
                (--file F | --record VALUE...)
-      prints "produced COUNT sha256=HEX"
+      sends every record to each topic in turn; prints "produced COUNT sha256=HEX"
+      over one topic's records
   ck_client.py consume --bootstrap B --topic T [--topic T2]... --count N
                [--isolation read_committed|read_uncommitted] [--group-id G]
                [--timeout-ms N] [--output F] [--property k=v]...
@@ -80,12 +81,13 @@ def produce(args):
         producer.begin_transaction()
     partition = args.partition if args.partition is not None else -1
     for value in records:
-        while True:
-            try:
-                producer.produce(args.topic, value=value, partition=partition, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        for topic in args.topic:
+            while True:
+                try:
+                    producer.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
         producer.poll(0)
     # Everything is delivered before a transaction ends, so an aborted transaction's
     # records reach the log too (and its marker then hides them).
@@ -160,7 +162,7 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("produce")
     p.add_argument("--bootstrap", required=True)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", action="append", required=True)
     p.add_argument("--compression", default="none")
     p.add_argument("--acks", default="all")
     p.add_argument("--linger-ms", type=int, default=50)
