@@ -1,16 +1,12 @@
-//! kpress-protocol against real Apache Kafka brokers (KRaft, the jars
-//! `scripts/setup.sh` cached under `.cache/kafka/<version>/libs`): the
-//! responses a real broker sends are rewritten and decoded back, and Produce
-//! requests rewritten by kpress are accepted by the broker, which stores the
-//! recompressed batches (read back with Fetch).
+//! kpress-protocol against real Apache Kafka brokers (4.1.1 and 3.9.1, started by the
+//! harness): the responses a real broker sends are rewritten and decoded back, and
+//! Produce requests rewritten by kpress (v3 to the broker's newest) are accepted by the
+//! broker, which stores the recompressed batches (read back with Fetch).
 //!
 //! Every version of every API kpress parses that the broker serves is tried.
 
-use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,177 +30,16 @@ use kpress_protocol::{
 };
 use uuid::Uuid;
 
+use kpress_tests::{kafka_old_version, kafka_version, KafkaCluster};
+
 const TOPIC: &str = "kpress-protocol";
 
-/// One cluster at a time: the machine's two cores are shared.
-static ONE_CLUSTER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_cluster_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .unwrap()
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One KRaft broker+controller process, killed (by its PID) on drop.
-struct Broker {
-    child: Child,
-    port: u16,
-    /// `controller.quorum.voters` of the cluster this process belongs to.
-    voters: String,
-    dir: PathBuf,
-}
-
-impl Broker {
-    /// A one-node cluster: node 1, broker and controller in one process.
-    fn start(version: &str) -> Broker {
-        let controller_port = free_port();
-        let voters = format!("1@127.0.0.1:{controller_port}");
-        Broker::start_node(version, 1, &voters, Some(controller_port))
-    }
-
-    /// Node `node_id` of the cluster whose quorum is `voters`; it runs the
-    /// controller too when given a `controller_port`.
-    fn start_node(
-        version: &str,
-        node_id: i32,
-        voters: &str,
-        controller_port: Option<u16>,
-    ) -> Broker {
-        let libs = workspace_root().join(".cache/kafka").join(version);
-        assert!(
-            libs.join(".complete").exists(),
-            "Kafka {version} jars not found under {}: run scripts/setup.sh",
-            libs.display()
-        );
-        let classpath = format!("{}/libs/*", libs.display());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "kpress-protocol-{version}-{}-{node_id}-{nanos}",
-            std::process::id()
-        ));
-        fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
-        let (roles, listeners) = match controller_port {
-            Some(cport) => (
-                "broker,controller",
-                format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"),
-            ),
-            None => ("broker", format!("PLAINTEXT://127.0.0.1:{port}")),
-        };
-        let properties = dir.join("server.properties");
-        fs::write(
-            &properties,
-            format!(
-                "process.roles={roles}\n\
-                 node.id={node_id}\n\
-                 controller.quorum.voters={voters}\n\
-                 listeners={listeners}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 controller.listener.names=CONTROLLER\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 log.dirs={}\n\
-                 num.partitions=1\n\
-                 offsets.topic.replication.factor=1\n\
-                 offsets.topic.num.partitions=1\n\
-                 transaction.state.log.replication.factor=1\n\
-                 transaction.state.log.min.isr=1\n\
-                 group.initial.rebalance.delay.ms=0\n",
-                dir.join("data").display()
-            ),
-        )
-        .unwrap();
-        // A base64 cluster id of 16 bytes (its last character carries no extra bits).
-        let status = Command::new("java")
-            .args(["-cp", &classpath, "kafka.tools.StorageTool", "format"])
-            .args(["-t", "kpressProtocolTest00Aw", "-c"])
-            .arg(&properties)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "formatting the Kafka {version} log dir failed"
-        );
-        let log = fs::File::create(dir.join("broker.log")).unwrap();
-        let child = Command::new("java")
-            .args(["-Xmx512m", "-cp", &classpath, "kafka.Kafka"])
-            .arg(&properties)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let mut broker = Broker {
-            child,
-            port,
-            voters: voters.to_owned(),
-            dir,
-        };
-        broker.wait_ready();
-        broker
-    }
-
-    fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "broker exited ({status}); log: {}",
-                    fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
-                );
-            }
-            if let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) {
-                let mut metadata = MetadataRequest::default();
-                metadata.topics = None;
-                let response: MetadataResponse = call(&mut conn, ApiKey::Metadata, 12, &metadata);
-                // Ready once it serves metadata that lists itself.
-                if response
-                    .brokers
-                    .iter()
-                    .any(|b| b.port == i32::from(self.port))
-                {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("broker did not start within 90 s");
-    }
-
-    fn connect(&self) -> TcpStream {
-        let conn = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        conn
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
+/// A connection to a broker with a read timeout, so a missing answer fails the test.
+fn connect(addr: SocketAddr) -> TcpStream {
+    let conn = TcpStream::connect(addr).expect("connect to the broker");
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("read timeout");
+    conn
 }
 
 /// A request payload encoded at `version` whose header claims `header_says`
@@ -616,13 +451,13 @@ fn check_fetch(conn: &mut TcpStream, topic_id: [u8; 16], stored: &[Codec], versi
 }
 
 fn round_trip(kafka_version: &str) {
-    let _turn = one_cluster_at_a_time();
-    let broker = Broker::start(kafka_version);
-    let mut conn = broker.connect();
+    let cluster = KafkaCluster::start(kafka_version, 1).expect("starting Kafka");
+    let broker = cluster.node_addresses()[0];
+    let mut conn = connect(broker);
     let versions = check_api_versions(&mut conn);
     create_topic(&mut conn);
-    let topic_id = check_metadata(&mut conn, broker.port, &versions);
-    check_find_coordinator(&mut conn, broker.port, &versions);
+    let topic_id = check_metadata(&mut conn, broker.port(), &versions);
+    check_find_coordinator(&mut conn, broker.port(), &versions);
     check_describe_cluster(&mut conn, &versions);
     let stored = check_produce(&mut conn, topic_id, &versions);
     assert!(
@@ -634,12 +469,12 @@ fn round_trip(kafka_version: &str) {
 
 #[test]
 fn kafka_4_1_round_trip() {
-    round_trip("4.1.1");
+    round_trip(kafka_version());
 }
 
 #[test]
 fn kafka_3_9_round_trip() {
-    round_trip("3.9.1");
+    round_trip(kafka_old_version());
 }
 
 /// KIP-951 NodeEndpoints from a real broker: a two-node cluster where the
@@ -651,10 +486,9 @@ fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
     use kafka_protocol::messages::BrokerId;
 
     const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    let _turn = one_cluster_at_a_time();
-    let leader = Broker::start("4.1.1");
-    let other = Broker::start_node("4.1.1", 2, &leader.voters, None);
-    let mut conn = leader.connect();
+    let cluster = KafkaCluster::start(kafka_version(), 2).expect("starting 2 Kafka nodes");
+    let (leader, other) = (cluster.node_addresses()[0], cluster.node_addresses()[1]);
+    let mut conn = connect(leader);
     let versions = check_api_versions(&mut conn);
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
@@ -673,7 +507,7 @@ fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
     );
 
     // Wait until node 2 knows the topic and its leader.
-    let mut wrong = other.connect();
+    let mut wrong = connect(other);
     let deadline = Instant::now() + Duration::from_secs(60);
     let topic_id = loop {
         let mut request = MetadataRequest::default();
@@ -689,7 +523,7 @@ fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
         assert!(Instant::now() < deadline, "node 2 never learned the topic");
         std::thread::sleep(Duration::from_millis(200));
     };
-    let leader_address = (1, "127.0.0.1".to_owned(), i32::from(leader.port));
+    let leader_address = (1, "127.0.0.1".to_owned(), i32::from(leader.port()));
 
     let produce_versions = versions.range(ApiKey::Produce);
     for version in 10.max(*produce_versions.start())..=*produce_versions.end() {
@@ -762,5 +596,4 @@ fn kafka_4_1_node_endpoints_from_a_broker_that_is_not_the_leader() {
         expected.node_endpoints[0].port = 29_001;
         assert_eq!(rewritten, expected, "Fetch v{version}");
     }
-    drop(other);
 }
