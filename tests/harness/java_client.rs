@@ -1,8 +1,9 @@
 //! The Java kafka-clients test client (`tests/java/KpressClient.java`, compiled by
 //! `scripts/setup.sh` for each Kafka version): topics, producing and consuming.
 
+use crate::client_cli;
 use crate::compression::Compression;
-use crate::data::{self, unhex};
+use crate::data::unhex;
 use crate::java;
 use crate::paths;
 use crate::process::run_ok;
@@ -231,19 +232,8 @@ impl JavaClient {
         file: &Path,
         options: &ProduceOptions,
     ) -> anyhow::Result<usize> {
-        let expected = data::split_lines(&std::fs::read(file)?);
-        let mut cmd = self.produce_command(bootstrap, topics, options);
-        cmd.arg("--file").arg(file);
-        let finished = run_ok(&mut cmd, Duration::from_secs(300))
-            .with_context(|| format!("Java producer on {topics:?}"))?;
-        let (count, sha) = parse_summary(&finished.stdout_text(), "produced")?;
-        anyhow::ensure!(
-            count == expected.len() && sha == data::checksum(&expected),
-            "the Java producer sent {count} records (sha256 {sha}), the file has {} (sha256 {})",
-            expected.len(),
-            data::checksum(&expected)
-        );
-        Ok(count)
+        let cmd = self.produce_command(bootstrap, topics, options);
+        client_cli::produce_file(cmd, file, "the Java client", topics)
     }
 
     /// Produces `records` given on the command line (short UTF-8 values).
@@ -270,25 +260,7 @@ impl JavaClient {
         options: &ProduceOptions,
     ) -> std::process::Command {
         let mut cmd = self.command("produce");
-        cmd.args(["--bootstrap", bootstrap]);
-        for topic in topics {
-            cmd.args(["--topic", topic]);
-        }
-        cmd.args(["--compression", options.compression.name()])
-            .args(["--acks", &options.acks])
-            .args(["--linger-ms", &options.linger_ms.to_string()])
-            .args(["--batch-size", &options.batch_size.to_string()])
-            .args(["--idempotence", &options.idempotence.to_string()]);
-        if let Some(partition) = options.partition {
-            cmd.args(["--partition", &partition.to_string()]);
-        }
-        if let Some((id, commit)) = &options.transaction {
-            cmd.args(["--transactional-id", id])
-                .args(["--transaction", if *commit { "commit" } else { "abort" }]);
-        }
-        for property in &options.properties {
-            cmd.args(["--property", property]);
-        }
+        client_cli::add_produce_args(&mut cmd, bootstrap, topics, options);
         cmd
     }
 
@@ -301,41 +273,7 @@ impl JavaClient {
         count: usize,
         options: &ConsumeOptions,
     ) -> anyhow::Result<Vec<ConsumedRecord>> {
-        let out = tempfile::Builder::new()
-            .prefix("kpress-consumed-")
-            .tempfile()?;
-        let mut cmd = self.command("consume");
-        cmd.args(["--bootstrap", bootstrap])
-            .args(["--count", &count.to_string()])
-            .args(["--timeout-ms", &options.timeout.as_millis().to_string()])
-            .args([
-                "--isolation",
-                if options.read_committed {
-                    "read_committed"
-                } else {
-                    "read_uncommitted"
-                },
-            ])
-            .arg("--output")
-            .arg(out.path());
-        for topic in topics {
-            cmd.args(["--topic", topic]);
-        }
-        if let Some(group) = &options.group_id {
-            cmd.args(["--group-id", group]);
-        }
-        for property in &options.properties {
-            cmd.args(["--property", property]);
-        }
-        let finished = run_ok(&mut cmd, options.timeout + Duration::from_secs(60))
-            .with_context(|| format!("Java consumer on {topics:?}"))?;
-        let records = parse_consumed(&std::fs::read_to_string(out.path())?)?;
-        let (reported, sha) = parse_summary(&finished.stdout_text(), "consumed")?;
-        let values: Vec<&[u8]> = records.iter().map(|r| r.value.as_slice()).collect();
-        anyhow::ensure!(
-            reported == records.len() && sha == data::checksum(&values),
-            "the Java consumer's output file disagrees with its own summary"
-        );
-        Ok(records)
+        let cmd = self.command("consume");
+        client_cli::consume(cmd, "Java", bootstrap, topics, count, options)
     }
 }

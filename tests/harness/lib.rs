@@ -7,6 +7,7 @@
 //! process started here is killed when its handle drops (or, for a handle kept in a
 //! `static`, by a watchdog when the test process exits).
 
+mod client_cli;
 pub mod cluster;
 pub mod compression;
 pub mod confluent;

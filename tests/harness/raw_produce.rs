@@ -29,12 +29,7 @@ pub fn produce_raw(
     records: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<PartitionResponse> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
-    body.extend_from_slice(&PRODUCE_VERSION.to_be_bytes());
-    body.extend_from_slice(&7i32.to_be_bytes()); // correlation id
-    body.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
-    body.extend_from_slice(CLIENT_ID);
+    let mut body = request_header(PRODUCE_VERSION, 7);
     body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
     body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
     body.extend_from_slice(&(timeout.as_millis() as i32).to_be_bytes());
@@ -86,12 +81,7 @@ pub fn produce_raw_by_id(
     records: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<PartitionResponse> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
-    body.extend_from_slice(&PRODUCE_BY_ID_VERSION.to_be_bytes());
-    body.extend_from_slice(&13i32.to_be_bytes()); // correlation id
-    body.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
-    body.extend_from_slice(CLIENT_ID);
+    let mut body = request_header(PRODUCE_BY_ID_VERSION, 13);
     body.push(0); // header tagged fields
     body.push(0); // transactional id: null (compact)
     body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
@@ -126,6 +116,17 @@ pub fn produce_raw_by_id(
         error_code: i16::from_be_bytes(fixed[23..25].try_into()?),
         base_offset: i64::from_be_bytes(fixed[25..33].try_into()?),
     })
+}
+
+/// A Produce request header up to the client id (flexible versions add a tag buffer).
+fn request_header(version: i16, correlation_id: i32) -> Vec<u8> {
+    let mut header = Vec::new();
+    header.extend_from_slice(&PRODUCE_API_KEY.to_be_bytes());
+    header.extend_from_slice(&version.to_be_bytes());
+    header.extend_from_slice(&correlation_id.to_be_bytes());
+    header.extend_from_slice(&(CLIENT_ID.len() as i16).to_be_bytes());
+    header.extend_from_slice(CLIENT_ID);
+    header
 }
 
 fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
