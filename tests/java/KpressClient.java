@@ -306,6 +306,11 @@ public final class KpressClient {
                     while (consumer.assignment().isEmpty() && System.nanoTime() < deadline) {
                         count += collect(consumer.poll(Duration.ofMillis(200)), received);
                     }
+                    if (consumer.assignment().isEmpty()) {
+                        // Reading nothing without partitions would prove nothing.
+                        System.err.println("group " + groupId + " got no partitions");
+                        System.exit(1);
+                    }
                 }
                 long extraDeadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(extraMs);
                 while (System.nanoTime() < extraDeadline) {
