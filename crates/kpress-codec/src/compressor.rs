@@ -30,7 +30,7 @@ impl Compressor {
             Codec::None => State::None,
             Codec::Gzip => State::Gzip(GzipCompressor::new(
                 options.gzip_effective_level(),
-                options.gzip_buffer(),
+                options.gzip_provider(),
             )),
             Codec::Snappy => State::Snappy(Box::new(SnappyCompressor::new(options.snappy_block()))),
             Codec::Lz4 => State::Lz4(Lz4Compressor::new(options.lz4_level(), options.lz4_block())),

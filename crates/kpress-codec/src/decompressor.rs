@@ -1,12 +1,14 @@
-use flate2::Decompress;
+use std::sync::Arc;
+
+use kpress_deflate::{GzipProvider, ProviderChoice};
 
 use crate::zstd::ZstdDecompressor;
-use crate::{gzip, lz4, snappy, Codec, CodecError};
+use crate::{gzip, lz4, snappy, Codec, CodecError, CompressionOptions};
 
 /// A decompressor for every codec, keeping library state between calls.
 #[derive(Debug)]
 pub struct Decompressor {
-    inflate: Decompress,
+    gzip: Arc<dyn GzipProvider>,
     snappy: snap::raw::Decoder,
     zstd: ZstdDecompressor,
 }
@@ -14,7 +16,7 @@ pub struct Decompressor {
 impl Default for Decompressor {
     fn default() -> Self {
         Decompressor {
-            inflate: Decompress::new(false),
+            gzip: gzip::provider(ProviderChoice::Default),
             snappy: snap::raw::Decoder::new(),
             zstd: ZstdDecompressor::default(),
         }
@@ -24,6 +26,15 @@ impl Default for Decompressor {
 impl Decompressor {
     pub fn new() -> Decompressor {
         Decompressor::default()
+    }
+
+    /// A decompressor that reads gzip through `options`' `compression.gzip.provider`
+    /// (the default reads it with zlib, like [`new`](Self::new)).
+    pub fn with_options(options: &CompressionOptions) -> Decompressor {
+        Decompressor {
+            gzip: gzip::provider(options.gzip_provider()),
+            ..Decompressor::default()
+        }
     }
 
     /// Appends the decompressed form of `input` to `out` and returns how many bytes it
@@ -47,7 +58,7 @@ impl Decompressor {
                     Ok(input.len())
                 }
             }
-            Codec::Gzip => gzip::decompress(&mut self.inflate, input, limit, out),
+            Codec::Gzip => gzip::decompress(&*self.gzip, input, limit, out),
             Codec::Snappy => snappy::decompress(&mut self.snappy, input, limit, out),
             Codec::Lz4 => lz4::decompress(input, limit, out),
             Codec::Zstd => self.zstd.decompress(input, limit, out),

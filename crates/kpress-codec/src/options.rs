@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use kpress_deflate::{ProviderChoice, Registry};
+
 /// Kafka's default gzip level: -1 means zlib's default, level 6.
 pub const GZIP_LEVEL_DEFAULT: i32 = -1;
 /// Kafka's default lz4 level: 9 selects the fast compressor, every other level LZ4 HC.
@@ -36,6 +38,13 @@ pub const LZ4_LEVEL: &str = "compression.lz4.level";
 pub const LZ4_BLOCK: &str = "compression.lz4.block";
 pub const ZSTD_LEVEL: &str = "compression.zstd.level";
 pub const ZSTD_WINDOW: &str = "compression.zstd.window";
+/// KIP-1121's `compression.gzip.provider`: which deflate implementation writes and
+/// reads gzip (see `kpress-deflate`). Its value is a name, not an integer.
+pub const GZIP_PROVIDER: &str = "compression.gzip.provider";
+/// Options whose values are names rather than integers.
+pub const TEXT_OPTION_KEYS: [&str; 1] = [GZIP_PROVIDER];
+/// The values `compression.gzip.provider` accepts.
+pub const GZIP_PROVIDER_VALUES: &str = "auto, qat, isal, libdeflate, zlib";
 
 /// Settings for every codec at once; a compressor reads the ones of its own codec.
 ///
@@ -50,6 +59,7 @@ pub struct CompressionOptions {
     lz4_block: u8,
     zstd_level: i32,
     zstd_window: u8,
+    gzip_provider: ProviderChoice,
 }
 
 impl Default for CompressionOptions {
@@ -62,14 +72,16 @@ impl Default for CompressionOptions {
             lz4_block: LZ4_BLOCK_DEFAULT,
             zstd_level: ZSTD_LEVEL_DEFAULT,
             zstd_window: ZSTD_WINDOW_DEFAULT,
+            gzip_provider: ProviderChoice::Default,
         }
     }
 }
 
-/// An option that cannot be set: unknown key, not a number, or out of Kafka's range.
+/// An option that cannot be set: unknown key, not a number, out of Kafka's range, not
+/// one of the names allowed, or a provider this host does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OptionError {
-    #[error("unknown compression option {key:?}: known options are {}", OPTION_KEYS.join(", "))]
+    #[error("unknown compression option {key:?}: known options are {}, {}", OPTION_KEYS.join(", "), TEXT_OPTION_KEYS.join(", "))]
     UnknownKey { key: String },
     #[error("{key} = {value:?} is not an integer: allowed {allowed}")]
     NotAnInteger {
@@ -83,6 +95,20 @@ pub enum OptionError {
         value: i64,
         allowed: Allowed,
     },
+    #[error("{key} = {value:?} is not allowed: allowed {allowed}")]
+    NotAllowed {
+        key: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
+    /// A provider named explicitly that this host cannot run: an error when the
+    /// option is set (configuration, start), never a silent substitute.
+    #[error("{key} = {value:?} cannot be used on this host: {reason}")]
+    Unavailable {
+        key: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 impl OptionError {
@@ -90,7 +116,10 @@ impl OptionError {
     pub fn key(&self) -> &str {
         match self {
             OptionError::UnknownKey { key } => key,
-            OptionError::NotAnInteger { key, .. } | OptionError::OutOfRange { key, .. } => key,
+            OptionError::NotAnInteger { key, .. }
+            | OptionError::OutOfRange { key, .. }
+            | OptionError::NotAllowed { key, .. }
+            | OptionError::Unavailable { key, .. } => key,
         }
     }
 }
@@ -157,8 +186,12 @@ pub fn allowed_values(key: &str) -> Option<Allowed> {
 }
 
 impl CompressionOptions {
-    /// Sets one option from its textual value, checking Kafka's range for it.
+    /// Sets one option from its textual value, checking Kafka's range for it (or, for
+    /// `compression.gzip.provider`, the name and that this host has the provider).
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), OptionError> {
+        if key == GZIP_PROVIDER {
+            return self.set_gzip_provider(value);
+        }
         let (key, allowed) = canonical(key)?;
         let parsed: i64 = value
             .trim()
@@ -173,6 +206,13 @@ impl CompressionOptions {
 
     /// Sets one option from an integer value, checking Kafka's range for it.
     pub fn set_int(&mut self, key: &str, value: i64) -> Result<(), OptionError> {
+        if key == GZIP_PROVIDER {
+            return Err(OptionError::NotAllowed {
+                key: GZIP_PROVIDER,
+                value: value.to_string(),
+                allowed: GZIP_PROVIDER_VALUES,
+            });
+        }
         let (key, allowed) = canonical(key)?;
         if !allowed.contains(value) {
             return Err(OptionError::OutOfRange {
@@ -195,7 +235,40 @@ impl CompressionOptions {
         Ok(())
     }
 
-    /// The value of one option, as `set` would accept it back.
+    /// `compression.gzip.provider`: a provider name or `auto`. The provider must be
+    /// available on this host (`kpress_deflate::Registry::global`), so a missing
+    /// one is reported here, when the configuration is read.
+    pub fn set_gzip_provider(&mut self, value: &str) -> Result<(), OptionError> {
+        let choice: ProviderChoice = value.parse().map_err(|_| OptionError::NotAllowed {
+            key: GZIP_PROVIDER,
+            value: value.to_owned(),
+            allowed: GZIP_PROVIDER_VALUES,
+        })?;
+        Registry::global()
+            .resolve(choice)
+            .map_err(|e| OptionError::Unavailable {
+                key: GZIP_PROVIDER,
+                value: value.to_owned(),
+                reason: e.to_string(),
+            })?;
+        self.gzip_provider = choice;
+        Ok(())
+    }
+
+    /// `compression.gzip.provider`; [`ProviderChoice::Default`] (zlib) when not set.
+    pub fn gzip_provider(&self) -> ProviderChoice {
+        self.gzip_provider
+    }
+
+    /// The value of any option as text, as `set` would accept it back.
+    pub fn get_text(&self, key: &str) -> Option<String> {
+        match key {
+            GZIP_PROVIDER => Some(self.gzip_provider.name().to_owned()),
+            _ => self.get(key).map(|v| v.to_string()),
+        }
+    }
+
+    /// The value of one integer option, as `set` would accept it back.
     pub fn get(&self, key: &str) -> Option<i64> {
         Some(match key {
             GZIP_LEVEL => self.gzip_level.into(),
@@ -223,7 +296,9 @@ impl CompressionOptions {
         }
     }
 
-    /// `compression.gzip.buffer`: bytes handed to the deflater per step.
+    /// `compression.gzip.buffer` (KIP-780): accepted and kept; gzip output does not
+    /// depend on it, since every provider deflates a batch in one call with room for
+    /// all of it (zlib-rs's stream would otherwise depend on the room per call).
     pub fn gzip_buffer(&self) -> usize {
         self.gzip_buffer
     }
@@ -332,6 +407,40 @@ mod tests {
             o.set_int(LZ4_BLOCK, code).unwrap();
             assert_eq!(o.lz4_block_bytes(), bytes);
         }
+    }
+
+    #[test]
+    fn gzip_provider_defaults_to_zlib_and_takes_the_five_names() {
+        let mut o = CompressionOptions::default();
+        assert_eq!(o.gzip_provider(), ProviderChoice::Default);
+        assert_eq!(o.get_text(GZIP_PROVIDER).as_deref(), Some("zlib"));
+        // isal, libdeflate and zlib are always there; qat and auto depend on the host
+        // (qat is available here through .cache/qatzip, in its software backup).
+        for name in ["isal", "libdeflate", "zlib", "auto", "LibDeflate"] {
+            o.set(GZIP_PROVIDER, name).unwrap();
+            assert_eq!(o.gzip_provider().name(), name.to_ascii_lowercase());
+        }
+        assert_eq!(o.get_text(GZIP_LEVEL).as_deref(), Some("-1"));
+    }
+
+    #[test]
+    fn a_bad_gzip_provider_names_key_value_and_allowed_set() {
+        let err = CompressionOptions::default()
+            .set(GZIP_PROVIDER, "brotli")
+            .unwrap_err();
+        assert_eq!(err.key(), GZIP_PROVIDER);
+        assert_eq!(
+            err.to_string(),
+            "compression.gzip.provider = \"brotli\" is not allowed: allowed auto, qat, isal, libdeflate, zlib"
+        );
+        let err = CompressionOptions::default()
+            .set_int(GZIP_PROVIDER, 3)
+            .unwrap_err();
+        assert!(matches!(err, OptionError::NotAllowed { .. }), "{err}");
+        let err = CompressionOptions::default()
+            .set("compression.gzip.providr", "zlib")
+            .unwrap_err();
+        assert!(err.to_string().contains(GZIP_PROVIDER), "{err}");
     }
 
     #[test]
