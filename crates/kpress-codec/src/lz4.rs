@@ -5,12 +5,16 @@
 //! Copies per byte: compressing at level 9, lz4_flex needs an initialized output
 //! slice, so each block's room in `out` is zero-filled first (one memset); liblz4 HC
 //! writes into `out`'s spare capacity directly. A block that does not shrink is copied
-//! in stored form (one copy). Decompressing, lz4_flex writes into a zero-filled room in
-//! `out` (one memset); stored blocks are copied once.
+//! in stored form (one copy). Decompressing, liblz4 writes each block straight into
+//! `out`'s spare capacity (one copy, no memset); stored blocks are copied once. A block
+//! is first decoded into 64 KiB of room (or whatever larger room `out` already has
+//! spare); one that needs more is sized exactly from its sequence headers (a walk that
+//! copies nothing) and decoded again into exactly that room, so its first 64 KiB are
+//! decoded twice.
 
 use std::ffi::{c_char, c_int, c_void};
 
-use lz4_flex::block::{compress_into_with_table, decompress_into, CompressTable};
+use lz4_flex::block::{compress_into_with_table, CompressTable};
 
 use crate::options::LZ4_LEVEL_DEFAULT;
 use crate::spare::{append_with, reserve_within};
@@ -261,6 +265,150 @@ fn read_u32_le(input: &[u8], at: usize, what: &str) -> Result<u32, CodecError> {
     }
 }
 
+/// The room a block is first decoded into, unless `out` already has more spare: most
+/// Kafka batches fit, and liblz4 leaves the unused part untouched, so it costs less
+/// than walking the block to size it exactly.
+const FIRST_ROOM: usize = 64 << 10;
+
+enum BlockError {
+    /// The block decodes to more than the caller's limit leaves room for.
+    PastLimit,
+    Corrupt(CodecError),
+}
+
+impl From<CodecError> for BlockError {
+    fn from(e: CodecError) -> BlockError {
+        BlockError::Corrupt(e)
+    }
+}
+
+/// Appends the compressed LZ4 block `block` decoded to `out`, writing and reserving
+/// at most `room` bytes. On error `out` may hold part of the block.
+fn decompress_block(
+    block: &[u8],
+    block_max: usize,
+    room: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BlockError> {
+    let first_room = block_max
+        .min(room)
+        .min(FIRST_ROOM.max(out.capacity() - out.len()));
+    reserve_within(out, first_room, room);
+    if decode_into_spare(block, first_room, out).is_some() {
+        return Ok(());
+    }
+    // Corrupt, past the limit, or larger than the first room (rather than reserving
+    // the frame's maximum block size, up to 4 MiB, for every block): the block's
+    // sequences say which.
+    let decoded = block_decoded_len(block, block_max)?;
+    if decoded > room {
+        return Err(BlockError::PastLimit);
+    }
+    if decoded <= first_room {
+        return Err(BlockError::Corrupt(corrupt("invalid block")));
+    }
+    reserve_within(out, decoded, room);
+    match decode_into_spare(block, decoded, out) {
+        Some(written) if written == decoded => Ok(()),
+        Some(written) => Err(BlockError::Corrupt(corrupt(format!(
+            "block decoded to {written} bytes, its sequences say {decoded}"
+        )))),
+        None => Err(BlockError::Corrupt(corrupt("invalid block"))),
+    }
+}
+
+/// liblz4 decodes `block` straight into at most `capacity` bytes of `out`'s spare
+/// capacity, which must already be reserved; returns the bytes appended, or `None`
+/// (nothing appended) if the block is malformed or needs more room.
+fn decode_into_spare(block: &[u8], capacity: usize, out: &mut Vec<u8>) -> Option<usize> {
+    // Blocks and rooms are at most 4 MiB, far inside c_int.
+    let src_size = c_int::try_from(block.len()).ok()?;
+    let dst_capacity = c_int::try_from(capacity).ok()?;
+    // SAFETY: LZ4_decompress_safe reads at most `src_size` bytes of `block`, writes at
+    // most `dst_capacity` bytes of `spare` (the first `capacity` bytes of spare
+    // capacity) on any input, and returns how many it wrote, or a negative number.
+    unsafe {
+        append_with(out, capacity, |spare| {
+            let n = lz4_sys::LZ4_decompress_safe(
+                block.as_ptr().cast(),
+                spare.as_mut_ptr().cast(),
+                src_size,
+                dst_capacity,
+            );
+            let written = usize::try_from(n).ok();
+            (written.unwrap_or(0), written)
+        })
+    }
+}
+
+/// The number of bytes the compressed LZ4 block `block` decodes to, read from its
+/// sequence headers alone (literal bytes are skipped, nothing is copied). A block
+/// whose headers overrun it, end without a final literals-only sequence, point a
+/// match before the block's start, or decode past `block_max` is corrupt.
+fn block_decoded_len(block: &[u8], block_max: usize) -> Result<usize, CodecError> {
+    let mut pos = 0;
+    let mut decoded: usize = 0;
+    loop {
+        let token = *block
+            .get(pos)
+            .ok_or_else(|| corrupt("block ends without a final literals-only sequence"))?;
+        pos += 1;
+        let literals = sequence_len(block, &mut pos, token >> 4)?;
+        pos = pos
+            .checked_add(literals)
+            .filter(|&end| end <= block.len())
+            .ok_or_else(|| corrupt(format!("{literals} literal bytes overrun the block")))?;
+        decoded = decoded.saturating_add(literals);
+        if pos == block.len() {
+            break;
+        }
+        let offset = match block.get(pos..pos + 2) {
+            Some(&[low, high]) => usize::from(u16::from_le_bytes([low, high])),
+            _ => return Err(corrupt("truncated match offset")),
+        };
+        pos += 2;
+        if offset == 0 || offset > decoded {
+            return Err(corrupt(format!(
+                "match offset {offset} outside the {decoded} bytes decoded"
+            )));
+        }
+        let matched = sequence_len(block, &mut pos, token & 0x0F)?.saturating_add(4);
+        decoded = decoded.saturating_add(matched);
+        if decoded > block_max {
+            return Err(decodes_past(block_max));
+        }
+    }
+    if decoded > block_max {
+        return Err(decodes_past(block_max));
+    }
+    Ok(decoded)
+}
+
+fn decodes_past(block_max: usize) -> CodecError {
+    corrupt(format!(
+        "block decodes past the frame's {block_max}-byte block size"
+    ))
+}
+
+/// A literal or match length: the token's nibble, extended by bytes while they are
+/// 255 (the nibble and each byte are added) when the nibble is 15.
+fn sequence_len(block: &[u8], pos: &mut usize, nibble: u8) -> Result<usize, CodecError> {
+    let mut len = usize::from(nibble);
+    if nibble == 0x0F {
+        loop {
+            let byte = *block
+                .get(*pos)
+                .ok_or_else(|| corrupt("truncated sequence length"))?;
+            *pos += 1;
+            len = len.saturating_add(usize::from(byte));
+            if byte != 0xFF {
+                break;
+            }
+        }
+    }
+    Ok(len)
+}
+
 /// Reads the first LZ4 frame of `input` into `out`, appending at most `limit` bytes.
 /// Bytes after the frame's end mark are ignored, as Kafka's Java client does.
 pub(crate) fn decompress(
@@ -315,24 +463,12 @@ pub(crate) fn decompress(
             out.extend_from_slice(block);
         } else {
             let at = out.len();
-            let capacity = frame.block_max.min(room);
-            reserve_within(out, capacity, room);
-            out.resize(at + capacity, 0);
-            match decompress_into(block, &mut out[at..]) {
-                Ok(written) => out.truncate(at + written),
-                Err(e) => {
-                    out.truncate(at);
-                    // Only a block that would fill its full size may be cut short by the limit.
-                    return Err(
-                        if capacity < frame.block_max
-                            && matches!(e, lz4_flex::block::DecompressError::OutputTooSmall { .. })
-                        {
-                            limit_exceeded
-                        } else {
-                            corrupt(format!("invalid block: {e}"))
-                        },
-                    );
-                }
+            if let Err(e) = decompress_block(block, frame.block_max, room, out) {
+                out.truncate(at);
+                return Err(match e {
+                    BlockError::PastLimit => limit_exceeded,
+                    BlockError::Corrupt(e) => e,
+                });
             }
         }
     }
@@ -357,6 +493,239 @@ pub(crate) fn decompress(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lz4_flex::block::decompress_into;
+    use proptest::prelude::*;
+
+    /// The compressed (not stored) blocks of one of our frames.
+    fn compressed_blocks(frame: &[u8]) -> Vec<&[u8]> {
+        let mut blocks = Vec::new();
+        let mut pos = 7;
+        loop {
+            let size = read_u32_le(frame, pos, "block size").unwrap();
+            pos += 4;
+            if size == 0 {
+                return blocks;
+            }
+            let len = (size & !STORED_BLOCK) as usize;
+            if size & STORED_BLOCK == 0 {
+                blocks.push(&frame[pos..pos + len]);
+            }
+            pos += len;
+        }
+    }
+
+    /// What lz4_flex decodes `block` to, given all the room a block may need.
+    fn decoded_by_lz4_flex(block: &[u8], block_max: usize) -> Option<usize> {
+        decompress_into(block, &mut vec![0; block_max]).ok()
+    }
+
+    /// Walks every compressed block of `input` framed at every block size code, by
+    /// the fast and an HC compressor; returns how many blocks were checked.
+    fn assert_walk_agrees(input: &[u8]) -> usize {
+        let mut checked = 0;
+        for block_code in 4..=7u8 {
+            let block_max = 1 << (8 + 2 * usize::from(block_code));
+            for level in [LZ4_LEVEL_DEFAULT, 12] {
+                let mut frame = Vec::new();
+                Lz4Compressor::new(level, block_code)
+                    .compress(input, &mut frame)
+                    .unwrap();
+                for block in compressed_blocks(&frame) {
+                    let expected = decoded_by_lz4_flex(block, block_max).unwrap();
+                    assert_eq!(block_decoded_len(block, block_max), Ok(expected));
+                    checked += 1;
+                }
+                let mut out = Vec::new();
+                assert_eq!(decompress(&frame, input.len(), &mut out), Ok(input.len()));
+                assert!(out == input && out.capacity() <= input.len().max(FIRST_ROOM));
+                if let Some(limit) = input.len().checked_sub(1) {
+                    let mut out = Vec::new();
+                    assert_eq!(
+                        decompress(&frame, limit, &mut out),
+                        Err(CodecError::LimitExceeded {
+                            codec: Codec::Lz4,
+                            limit
+                        })
+                    );
+                    assert!(out.capacity() <= limit);
+                }
+            }
+        }
+        checked
+    }
+
+    #[test]
+    fn walk_agrees_with_the_decoder_on_the_datasets_at_every_block_size() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets");
+        let mut checked = 0;
+        for name in ["apache_access.log", "nginxplus_status.ndjson"] {
+            match std::fs::read(dir.join(name)) {
+                Ok(data) => {
+                    checked += assert_walk_agrees(&data);
+                    // A small batch, as the proxy mostly sees.
+                    checked += assert_walk_agrees(&data[..data.len().min(16 << 10)]);
+                }
+                Err(e) => eprintln!("skipping dataset {name}: {e}"),
+            }
+        }
+        eprintln!("walked {checked} dataset blocks");
+    }
+
+    /// Hand-built sequences: one token, its length bytes, literals, offset.
+    fn sequence(literals: &[u8], matched: Option<(u16, usize)>) -> Vec<u8> {
+        fn extend_len(out: &mut Vec<u8>, mut rest: usize) {
+            while rest >= 255 {
+                out.push(255);
+                rest -= 255;
+            }
+            out.push(rest as u8);
+        }
+        let match_nibble = matched.map_or(0, |(_, len)| (len - 4).min(15));
+        let mut out = vec![((literals.len().min(15) as u8) << 4) | match_nibble as u8];
+        if literals.len() >= 15 {
+            extend_len(&mut out, literals.len() - 15);
+        }
+        out.extend_from_slice(literals);
+        if let Some((offset, len)) = matched {
+            out.extend(offset.to_le_bytes());
+            if len - 4 >= 15 {
+                extend_len(&mut out, len - 19);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn walk_reads_hand_built_sequences() {
+        let block = [
+            sequence(b"abcd", Some((4, 4 + 15 + 255 + 1000))),
+            sequence(&[b'x'; 300], Some((1, 4))),
+            sequence(b"end", None),
+        ]
+        .concat();
+        let expected = 4 + 4 + 15 + 255 + 1000 + 300 + 4 + 3;
+        assert_eq!(block_decoded_len(&block, 1 << 16), Ok(expected));
+        assert_eq!(decoded_by_lz4_flex(&block, 1 << 16), Some(expected));
+        // The smallest block: a lone token with no literals.
+        assert_eq!(block_decoded_len(&[0], 1 << 16), Ok(0));
+    }
+
+    #[test]
+    fn walk_refuses_hostile_blocks() {
+        let good = [sequence(b"abcd", Some((4, 40))), sequence(b"end", None)].concat();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            // A literal length whose extension runs off the block.
+            (vec![0xF0, 0xFF, 0xFF], "truncated sequence length"),
+            // Literal length larger than the block holds.
+            (vec![0xF0, 0xFF, 0x10, b'a'], "overrun"),
+            // Match length extension truncated.
+            (vec![0x1F, b'a', 1, 0, 0xFF], "truncated sequence length"),
+            // Offset cut in half.
+            (vec![0x10, b'a', 1], "truncated match offset"),
+            (vec![0x00, 0, 0], "offset"),
+            (vec![0x20, b'a', b'b', 3, 0, 0x00], "offset 3 outside"),
+            // The block ends with a match: no final literals-only sequence.
+            (good[..good.len() - 4].to_vec(), "final literals-only"),
+            // Matches that decode past the block size: 16448 extension bytes.
+            (
+                [vec![0x1F, b'a', 1, 0], vec![0xFF; 16448], vec![0x00, 0x00]].concat(),
+                "decodes past",
+            ),
+        ];
+        for (block, reason) in cases {
+            let err = block_decoded_len(&block, 1 << 16).unwrap_err();
+            assert!(err.to_string().contains(reason), "{reason}: {err}");
+            // Not stricter than the decoder: lz4_flex refuses each of them too.
+            assert_eq!(decoded_by_lz4_flex(&block, 1 << 16), None, "{reason}");
+        }
+        // The same block is fine at a larger block size.
+        let long = [vec![0x1F, b'a', 1, 0], vec![0xFF; 16448], vec![0x00, 0x00]].concat();
+        assert_eq!(
+            block_decoded_len(&long, 1 << 22),
+            Ok(1 + 15 + 4 + 255 * 16448)
+        );
+    }
+
+    #[test]
+    fn a_block_decoding_past_the_limit_takes_no_more_than_its_first_room() {
+        let input = vec![7u8; 1 << 20];
+        let mut frame = Vec::new();
+        Lz4Compressor::new(LZ4_LEVEL_DEFAULT, 7)
+            .compress(&input, &mut frame)
+            .unwrap();
+        let mut out = Vec::new();
+        assert_eq!(
+            decompress(&frame, (1 << 20) - 1, &mut out),
+            Err(CodecError::LimitExceeded {
+                codec: Codec::Lz4,
+                limit: (1 << 20) - 1
+            })
+        );
+        assert_eq!(out.capacity(), FIRST_ROOM);
+        assert_eq!(decompress(&frame, 1 << 20, &mut out), Ok(1 << 20));
+        assert_eq!(out, input);
+        // Sized exactly, not to the frame's 4 MiB block size.
+        assert_eq!(out.capacity(), 1 << 20);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn walk_agrees_with_the_decoder_on_random_data(
+            // Runs of a few repeated symbols: compressible, with literal and match
+            // lengths both short and past 15.
+            runs in prop::collection::vec((any::<u8>(), 1usize..600, 0u8..4), 0..400),
+            noise in prop::collection::vec(any::<u8>(), 0..3000),
+        ) {
+            let mut input: Vec<u8> = runs
+                .iter()
+                .flat_map(|&(byte, len, spread)| {
+                    (0..len).map(move |i| byte.wrapping_add((i % (usize::from(spread) + 1)) as u8))
+                })
+                .collect();
+            input.extend(&noise);
+            assert_walk_agrees(&input);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        #[test]
+        fn hostile_blocks_are_errors_never_panics(
+            block in prop::collection::vec(
+                prop_oneof![any::<u8>(), Just(0xFFu8), Just(0xF0u8), Just(0x0Fu8)],
+                1..600,
+            ),
+            block_code in 4u8..=7,
+            limit in 0usize..(1 << 23),
+        ) {
+            let block_max = 1 << (8 + 2 * usize::from(block_code));
+            let walked = block_decoded_len(&block, block_max);
+            // Whatever lz4_flex accepts, the walk sizes exactly.
+            if let Some(decoded) = decoded_by_lz4_flex(&block, block_max) {
+                prop_assert_eq!(walked.clone(), Ok(decoded));
+            }
+            let mut frame = frame_header(0x60, block_code << 4, None);
+            frame.extend((block.len() as u32).to_le_bytes());
+            frame.extend(&block);
+            frame.extend(END_MARK);
+            let mut out = Vec::new();
+            match decompress(&frame, limit, &mut out) {
+                Ok(n) => {
+                    prop_assert_eq!(Ok(n), walked);
+                    prop_assert_eq!(out.len(), n);
+                }
+                Err(CodecError::LimitExceeded { .. }) => {
+                    prop_assert!(walked.unwrap() > limit);
+                    prop_assert!(out.is_empty());
+                }
+                Err(_) => prop_assert!(out.is_empty()),
+            }
+            prop_assert!(out.capacity() <= limit);
+        }
+    }
 
     fn frame_header(flg: u8, bd: u8, content_size: Option<u64>) -> Vec<u8> {
         let mut frame = MAGIC.to_vec();
