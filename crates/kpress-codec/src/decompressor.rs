@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use kpress_deflate::{GzipProvider, ProviderChoice};
+use kpress_deflate::{GzipProvider, ProviderChoice, ProviderKind};
 
 use crate::zstd::ZstdDecompressor;
 use crate::{gzip, lz4, snappy, Codec, CodecError, CompressionOptions};
@@ -31,10 +31,21 @@ impl Decompressor {
     /// A decompressor that reads gzip through `options`' `compression.gzip.provider`
     /// (the default reads it with zlib, like [`new`](Self::new)).
     pub fn with_options(options: &CompressionOptions) -> Decompressor {
+        Decompressor::with_gzip_provider(options.gzip_provider())
+    }
+
+    /// A decompressor that reads gzip through `choice` (one checked when its option
+    /// was set; see [`CompressionOptions::set_gzip_provider`]).
+    pub fn with_gzip_provider(choice: ProviderChoice) -> Decompressor {
         Decompressor {
-            gzip: gzip::provider(options.gzip_provider()),
+            gzip: gzip::provider(choice),
             ..Decompressor::default()
         }
+    }
+
+    /// The provider that reads gzip here (after `auto` and any stand-in resolved).
+    pub fn gzip_provider(&self) -> ProviderKind {
+        self.gzip.kind()
     }
 
     /// Appends the decompressed form of `input` to `out` and returns how many bytes it

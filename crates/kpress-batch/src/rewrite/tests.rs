@@ -552,3 +552,42 @@ fn recompressor_can_move_between_threads() {
     fn assert_send<T: Send>() {}
     assert_send::<Recompressor>();
 }
+
+#[test]
+fn gzip_input_is_read_through_the_policy_provider() {
+    let recs = records(60);
+    let expected = encode_records(&recs);
+    let gzip = builder(Codec::Gzip).build(&recs).unwrap();
+    let snappy = builder(Codec::Snappy).build(&recs).unwrap();
+    let mut r = Recompressor::new();
+    for provider in ["libdeflate", "isal", "zlib", "libdeflate"] {
+        let mut options = CompressionOptions::default();
+        options
+            .set(kpress_codec::options::GZIP_PROVIDER, provider)
+            .unwrap();
+        let policy = RewritePolicy::to_codec(Codec::Zstd, options);
+        let mut out = Vec::new();
+        let outcome = r.rewrite_batch(&gzip, &policy, &mut out);
+        assert!(matches!(outcome, Outcome::Rewritten { .. }), "{outcome:?}");
+        assert_rewrite(&gzip, &out, Codec::Zstd, &expected);
+        // Non-gzip input does not need a provider of its own.
+        let mut out = Vec::new();
+        r.rewrite_batch(&snappy, &policy, &mut out);
+        assert_rewrite(&snappy, &out, Codec::Zstd, &expected);
+    }
+    let kinds: Vec<(&str, &str)> = r
+        .decompressors
+        .iter()
+        .map(|(choice, d)| (choice.name(), d.gzip_provider().name()))
+        .collect();
+    // One decompressor per provider choice, reused; snappy went through the default.
+    assert_eq!(
+        kinds,
+        [
+            ("libdeflate", "libdeflate"),
+            ("zlib", "zlib"),
+            ("isal", "isal"),
+            ("zlib", "zlib")
+        ]
+    );
+}
