@@ -689,6 +689,58 @@ mod tests {
         }
     }
 
+    /// One compressed block of log-like text that decodes to 300 KiB, past the first
+    /// room, so decoding it takes the walk and the exact room.
+    fn large_block() -> &'static [u8] {
+        static BLOCK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        BLOCK.get_or_init(|| {
+            let text: Vec<u8> = (0..20_000u32)
+                .flat_map(|i| {
+                    format!("10.0.{}.{} GET /p/{} {}\n", i % 7, i % 251, i % 97, i * 13)
+                        .into_bytes()
+                })
+                .take(300 << 10)
+                .collect();
+            let mut frame = Vec::new();
+            Lz4Compressor::new(LZ4_LEVEL_DEFAULT, 7)
+                .compress(&text, &mut frame)
+                .unwrap();
+            let blocks = compressed_blocks(&frame);
+            assert_eq!(blocks.len(), 1);
+            blocks[0].to_vec()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn damaged_large_blocks_are_errors_never_panics(
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+            cut in any::<prop::sample::Index>(),
+            limit in 0usize..(1 << 20),
+        ) {
+            let mut block = large_block().to_vec();
+            for (at, byte) in edits {
+                let at = at.index(block.len());
+                block[at] = byte;
+            }
+            block.truncate(1 + cut.index(block.len()));
+            let walked = block_decoded_len(&block, 4 << 20);
+            let mut frame = frame_header(0x60, 0x70, None);
+            frame.extend((block.len() as u32).to_le_bytes());
+            frame.extend(&block);
+            frame.extend(END_MARK);
+            let mut out = Vec::new();
+            match decompress(&frame, limit, &mut out) {
+                Ok(n) => prop_assert_eq!((Ok(n), out.len()), (walked, n)),
+                Err(CodecError::LimitExceeded { .. }) => prop_assert!(walked.unwrap() > limit),
+                Err(_) => {}
+            }
+            prop_assert!(out.capacity() <= limit);
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
