@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::ops::Range;
 
 use kpress_batch::RecompressMode;
-use kpress_codec::options::{allowed_values, OPTION_KEYS};
-use kpress_codec::Codec;
+use kpress_codec::gzip_providers::{ProviderKind, Registry};
+use kpress_codec::options::{allowed_values, GZIP_PROVIDER_VALUES, OPTION_KEYS, TEXT_OPTION_KEYS};
+use kpress_codec::{Codec, OptionError};
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
@@ -617,6 +618,9 @@ impl Walk<'_> {
                         }
                     })
                 }
+                option if TEXT_OPTION_KEYS.contains(&option) => {
+                    self.text_option(&mut policy, option, value)
+                }
                 unknown => {
                     let where_ = if rule.is_some() {
                         "[[topics]]"
@@ -629,6 +633,7 @@ impl Walk<'_> {
                     }
                     known.extend(["compression.type", "recompress", "allow_growth"]);
                     known.extend(OPTION_KEYS);
+                    known.extend(TEXT_OPTION_KEYS);
                     if unknown == "match" {
                         known.clear();
                         known.extend(["only in [[topics]]"]);
@@ -659,6 +664,51 @@ impl Walk<'_> {
             }
         }
         ok.then_some(PolicyRead { policy, pattern })
+    }
+
+    /// A `compression.*` option whose value is a name (`compression.gzip.provider`).
+    /// A provider this host lacks is refused here, at start, not replaced later.
+    fn text_option(
+        &mut self,
+        policy: &mut TopicPolicy,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<()> {
+        let span = value.span();
+        let DeValue::String(text) = value.get_ref() else {
+            self.sink.bad_value(
+                key,
+                &span,
+                format!("must be a string, not {}", value.get_ref().type_str()),
+                Some(GZIP_PROVIDER_VALUES.to_owned()),
+            );
+            return None;
+        };
+        match policy.options.set(key, text.as_ref()) {
+            Ok(()) => Some(()),
+            Err(OptionError::NotAllowed { allowed, .. }) => {
+                self.sink.bad_value(
+                    key,
+                    &span,
+                    "unknown gzip provider",
+                    Some(allowed.to_owned()),
+                );
+                None
+            }
+            Err(OptionError::Unavailable { reason, .. }) => {
+                self.sink.bad_value(
+                    key,
+                    &span,
+                    format!("provider named explicitly but not available on this host: {reason}"),
+                    Some(available_providers()),
+                );
+                None
+            }
+            Err(other) => {
+                self.sink.bad_value(key, &span, other.to_string(), None);
+                None
+            }
+        }
     }
 
     fn string<'a>(&mut self, key: &str, value: &'a Spanned<DeValue<'_>>) -> Option<&'a str> {
@@ -767,6 +817,19 @@ fn flatten<'a, 'i>(table: &'a DeTable<'i>, prefix: &str, out: &mut Vec<FlatKey<'
             _ => out.push(FlatKey { name, key, value }),
         }
     }
+}
+
+/// The provider names this host can run, `auto` first (it always resolves).
+fn available_providers() -> String {
+    let registry = Registry::global();
+    let mut names = vec!["auto"];
+    names.extend(
+        ProviderKind::ALL
+            .into_iter()
+            .filter(|kind| registry.get(*kind).is_ok())
+            .map(ProviderKind::name),
+    );
+    names.join(", ")
 }
 
 /// Kafka's names: the producer says `none`, topic configs say `uncompressed`; both mean

@@ -1,9 +1,10 @@
 //! kpress's TOML policy file: where to listen, which brokers to front, memory limits,
 //! the metrics endpoint, and per-topic compression rules under Kafka's property names.
 //!
-//! [`parse`] checks a text without touching the environment and reports every problem
-//! as `FILE:LINE:COL: key = value: what is wrong (allowed: …)`; [`load`] reads a file
-//! and parses it. [`PolicySet`] answers the proxy's per-topic question.
+//! [`parse`] checks a text and reports every problem as
+//! `FILE:LINE:COL: key = value: what is wrong (allowed: …)`; [`load`] reads a file
+//! and parses it. The one look at the host: `compression.gzip.provider` must name a
+//! provider this host has (`qat` needs QATzip; `qat` and `auto` probe it). [`PolicySet`] answers the proxy's per-topic question.
 //!
 //! ```toml
 //! [listener]
@@ -24,11 +25,17 @@
 //! compression.zstd.level = 3
 //! recompress = "codec-differs"    # or "always"
 //! allow_growth = false            # use a rewrite even if larger than the original
+//! [[topics]]
+//! match = "archive.*"
+//! compression.type = "gzip"
+//! compression.gzip.provider = "libdeflate"   # auto, qat, isal, libdeflate, zlib (default)
 //! ```
 //!
 //! `compression.type` takes Kafka's names: `producer`, `gzip`, `snappy`, `lz4`, `zstd`,
 //! and `none` (the producer's name) or `uncompressed` (the topic config's name) for no
-//! codec. Every `compression.*` option of `kpress_codec` is accepted, with its range.
+//! codec. Every `compression.*` option of `kpress_codec` is accepted, with its range;
+//! `compression.gzip.provider` (KIP-1121) is a string and also selects the provider that
+//! reads gzip input of the topic, whatever its target codec.
 
 mod document;
 mod policy_set;

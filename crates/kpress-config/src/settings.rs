@@ -4,6 +4,8 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use kpress_batch::RecompressMode;
+use kpress_codec::gzip_providers::{ProviderChoice, Registry};
+use kpress_codec::options::GZIP_PROVIDER;
 use kpress_codec::{Codec, CompressionOptions};
 
 use crate::topic_match::TopicPattern;
@@ -126,13 +128,28 @@ impl fmt::Display for TopicPolicy {
         };
         f.write_str(codec.name())?;
         let prefix = format!("compression.{}.", codec.name());
-        let own: Vec<String> = kpress_codec::options::OPTION_KEYS
+        let mut own: Vec<String> = kpress_codec::options::OPTION_KEYS
             .iter()
             .filter(|key| key.starts_with(&prefix))
             .filter_map(|key| Some(format!("{key}={}", self.options.get(key)?)))
             .collect();
+        let provider = self.options.gzip_provider();
+        let provider_text = match provider {
+            // Only a configured `auto` was resolved (and QATzip probed) already.
+            ProviderChoice::Auto => {
+                format!("{GZIP_PROVIDER}=auto ({})", Registry::global().auto_kind())
+            }
+            other => format!("{GZIP_PROVIDER}={other}"),
+        };
+        if codec == Codec::Gzip {
+            own.push(provider_text.clone());
+        }
         if !own.is_empty() {
             write!(f, " ({})", own.join(", "))?;
+        }
+        // The provider also reads gzip input, whatever the target codec.
+        if codec != Codec::Gzip && provider != ProviderChoice::Default {
+            write!(f, ", gzip input read by {provider_text}")?;
         }
         write!(f, ", recompress {}", self.recompress.name())?;
         if self.allow_growth {
