@@ -29,6 +29,9 @@ pub enum ProviderError {
         provider: ProviderKind,
         reason: String,
     },
+    /// QATzip was not probed: no configuration asked for `qat` or `auto`.
+    #[error("QATzip not probed: no policy names qat or auto")]
+    NotProbed,
     /// Not one of the provider names.
     #[error("unknown gzip provider {0:?}: allowed are auto, qat, isal, libdeflate, zlib")]
     UnknownName(String),

@@ -171,7 +171,19 @@ impl Registry {
     }
 
     /// Every provider's status, for the start-up log and the proxy's status output.
+    /// Probes QATzip if nothing has yet.
     pub fn statuses(&self) -> Vec<ProviderStatus> {
+        self.statuses_of(self.qat())
+    }
+
+    /// As [`statuses`](Self::statuses), but without probing QATzip: until something
+    /// needed QAT (`qat` or `auto` configured), QAT reads unavailable, "not probed".
+    pub fn statuses_without_probing(&self) -> Vec<ProviderStatus> {
+        let not_probed = Err(ProviderError::NotProbed);
+        self.statuses_of(self.qat.get().unwrap_or(&not_probed))
+    }
+
+    fn statuses_of(&self, qat: &Result<Arc<QatProvider>, ProviderError>) -> Vec<ProviderStatus> {
         let software = |provider, detail: &str| ProviderStatus {
             provider,
             available: true,
@@ -179,7 +191,7 @@ impl Registry {
             detail: detail.to_owned(),
         };
         vec![
-            match self.qat() {
+            match qat {
                 Ok(qat) => qat.status(),
                 Err(e) => ProviderStatus {
                     provider: ProviderKind::Qat,

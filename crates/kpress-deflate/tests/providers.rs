@@ -628,3 +628,28 @@ fn provider_names_parse_and_unknown_names_list_the_allowed_set() {
         ProviderKind::Zlib
     );
 }
+
+#[test]
+fn statuses_without_probing_leave_qatzip_alone_until_something_asks() {
+    let registry = Registry::detect();
+    let before = registry.statuses_without_probing();
+    assert_eq!(before.len(), 4);
+    assert_eq!(before[0].provider, ProviderKind::Qat);
+    assert!(!before[0].available && !before[0].hardware);
+    assert_eq!(before[0].detail, ProviderError::NotProbed.to_string());
+    assert!(before[1..].iter().all(|s| s.available && !s.hardware));
+    // Asking for the statuses probes QATzip (software backup here: QZ_NO_HW) ...
+    let probed = registry.statuses();
+    assert!(
+        probed[0].available && !probed[0].hardware,
+        "{:?}",
+        probed[0]
+    );
+    assert!(
+        probed[0].detail.contains("QZ_NO_HW"),
+        "{}",
+        probed[0].detail
+    );
+    // ... and from then on the non-probing view reports the probe's result.
+    assert_eq!(registry.statuses_without_probing(), probed);
+}
