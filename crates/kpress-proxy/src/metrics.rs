@@ -2,6 +2,7 @@
 //! Every name and label is defined here so dashboards have one place to look.
 
 use kpress_batch::PassReason;
+use kpress_codec::gzip_providers::{self, ProviderKind, ProviderStatus};
 use kpress_codec::Codec;
 
 /// Batches recompressed, labelled `topic`, `from`, `to`.
@@ -24,6 +25,40 @@ pub const FRAMES_REFUSED: &str = "kpress_frames_refused_total";
 pub const UNKNOWN_TOPIC_IDS: &str = "kpress_unknown_topic_ids_total";
 /// Produce rewrite outputs dropped because the in-flight budget had no room for them.
 pub const REWRITES_DROPPED_FOR_BUDGET: &str = "kpress_rewrites_dropped_for_budget_total";
+
+/// 1 when the gzip provider (KIP-1121) can be selected on this host, else 0
+/// (QAT also reads 0 when no policy named `qat` or `auto`, so QATzip was not probed);
+/// labelled `provider`.
+pub const GZIP_PROVIDER_AVAILABLE: &str = "kpress_gzip_provider_available";
+/// 1 when the gzip provider runs on an accelerator (a QAT device), 0 on the CPU
+/// (QATzip's software backup after `QZ_NO_HW` included); labelled `provider`.
+pub const GZIP_PROVIDER_HARDWARE: &str = "kpress_gzip_provider_hardware";
+/// Payloads a gzip provider failed on that zlib then handled, labelled `provider`
+/// and `operation` (`compress`, `decompress`).
+pub const GZIP_PROVIDER_FALLBACKS: &str = "kpress_gzip_provider_fallbacks_total";
+
+/// Sets the provider gauges from statuses taken at start.
+pub fn gzip_provider_statuses(statuses: &[ProviderStatus]) {
+    for s in statuses {
+        let provider = s.provider.name();
+        metrics::gauge!(GZIP_PROVIDER_AVAILABLE, "provider" => provider)
+            .set(f64::from(u8::from(s.available)));
+        metrics::gauge!(GZIP_PROVIDER_HARDWARE, "provider" => provider)
+            .set(f64::from(u8::from(s.hardware)));
+    }
+}
+
+/// Copies kpress-deflate's process-wide fallback counts into the counters; called
+/// periodically, since the codec layer counts without a metrics dependency.
+pub fn gzip_provider_fallbacks() {
+    for kind in ProviderKind::ALL {
+        let provider = kind.name();
+        metrics::counter!(GZIP_PROVIDER_FALLBACKS, "provider" => provider, "operation" => "compress")
+            .absolute(gzip_providers::compress_fallbacks(kind));
+        metrics::counter!(GZIP_PROVIDER_FALLBACKS, "provider" => provider, "operation" => "decompress")
+            .absolute(gzip_providers::decompress_fallbacks(kind));
+    }
+}
 
 pub(crate) fn batch_rewritten(
     topic: &str,

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use kpress_config::{Config, ConfigError};
 
+use crate::gzip_providers;
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Policy files to check.
@@ -15,13 +17,22 @@ pub(crate) struct Args {
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     let mut all_ok = true;
+    let mut any_ok = false;
     for path in &args.files {
         match load_reporting(path) {
             Some(config) => {
                 println!("{}: ok", path.display());
                 print!("{}", summary(&config));
+                any_ok = true;
             }
             None => all_ok = false,
+        }
+    }
+    // Process-wide, so once: what the files' gzip providers would run on here.
+    if any_ok {
+        println!("gzip providers on this host:");
+        for status in gzip_providers::statuses() {
+            println!("  {}", gzip_providers::describe(&status));
         }
     }
     Ok(if all_ok {

@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod check_config;
+mod gzip_providers;
 mod recompress;
 mod run;
 

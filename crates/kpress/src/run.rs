@@ -11,7 +11,10 @@ use kpress_batch::PolicyLookup;
 use kpress_config::{Config, PolicySet};
 use kpress_proxy::ProxySettings;
 
-use crate::check_config;
+use crate::{check_config, gzip_providers};
+
+/// How often the gzip provider fallback counters are copied into the metrics.
+const FALLBACK_REFRESH: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -34,6 +37,8 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::FAILURE);
     };
+    let provider_statuses = gzip_providers::statuses();
+    gzip_providers::log(&provider_statuses);
     let settings = proxy_settings(&config, Duration::from_secs(args.shutdown_grace));
     let policies: Arc<dyn PolicyLookup> = Arc::new(PolicySet::new(&config));
 
@@ -50,6 +55,14 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
                 .install()
                 .with_context(|| format!("starting the metrics endpoint on {}", metrics.bind))?;
             tracing::info!("metrics on http://{}/metrics", metrics.bind);
+            kpress_proxy::metrics::gzip_provider_statuses(&provider_statuses);
+            tokio::spawn(async {
+                let mut every = tokio::time::interval(FALLBACK_REFRESH);
+                loop {
+                    every.tick().await;
+                    kpress_proxy::metrics::gzip_provider_fallbacks();
+                }
+            });
         }
         tracing::info!(
             "policy {}:\n{}",

@@ -175,3 +175,109 @@ fn log_filter_must_be_valid() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--log"));
 }
+
+fn provider_config(dir: &tempfile::TempDir, provider: Option<&str>, broker: &str) -> String {
+    let line = provider.map_or(String::new(), |p| {
+        format!("compression.gzip.provider = \"{p}\"\n")
+    });
+    write(
+        dir,
+        "p.toml",
+        &format!(
+            "[listener]\nbind = \"127.0.0.1:0\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"{broker}\"]\n[[topics]]\nmatch = \"g\"\ncompression.type = \"gzip\"\n{line}"
+        ),
+    )
+}
+
+#[test]
+fn check_config_reports_gzip_providers_and_probes_qatzip_only_when_a_policy_needs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = provider_config(&dir, None, "127.0.0.1:9092");
+    let out = kpress(&["check-config", &plain]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("compression.gzip.provider=zlib), recompress"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("gzip providers on this host:\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  qat: unavailable: QATzip not probed: no policy names qat or auto\n"),
+        "{stdout}"
+    );
+    for line in [
+        "  isal: available, software: ",
+        "  libdeflate: available, software: ",
+        "  zlib: available, software: ",
+    ] {
+        assert!(stdout.contains(line), "{stdout}");
+    }
+
+    for provider in ["qat", "auto"] {
+        let with_qat = provider_config(&dir, Some(provider), "127.0.0.1:9092");
+        let out = kpress(&["check-config", &with_qat]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let qat_line = stdout
+            .lines()
+            .find(|l| l.starts_with("  qat: "))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        // This machine has QATzip (.cache/qatzip) but no QAT device.
+        assert!(
+            qat_line.starts_with("  qat: available, software: ") && qat_line.contains("QZ_NO_HW"),
+            "{qat_line}"
+        );
+    }
+}
+
+#[test]
+fn run_refuses_a_provider_the_host_lacks_and_logs_qat_without_hardware() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let config = provider_config(&dir, Some("qat"), &closed);
+
+    // No QATzip: refused at start, located, nothing substituted.
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kpress"))
+        .args(["run", "--config", &config])
+        .env_remove("KPRESS_LOG")
+        .env("QATZIP_LIB_DIR", empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{config}:9:29: compression.gzip.provider = \"qat\": provider named explicitly but not available on this host: "
+        )) && stderr.contains("(allowed: auto, isal, libdeflate, zlib)")
+            && stderr.contains("not starting"),
+        "{stderr}"
+    );
+
+    // QATzip without a device: starts (then fails on the absent broker), having
+    // logged QZ_NO_HW as a warning before anything else.
+    let out = kpress(&["run", "--config", &config]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let qat_line = stderr
+        .lines()
+        .find(|l| l.contains("gzip provider qat: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        qat_line.contains("WARN")
+            && qat_line.contains("available, software")
+            && qat_line.contains("QZ_NO_HW"),
+        "{qat_line}"
+    );
+    assert!(
+        stderr.contains("gzip provider libdeflate: available, software"),
+        "{stderr}"
+    );
+}
