@@ -70,6 +70,20 @@ impl Recompressor {
         out: &mut Vec<u8>,
         stats: &mut RewriteStats,
     ) {
+        self.rewrite_each(records, policy, out, |outcome, size| {
+            stats.add(outcome, size)
+        });
+    }
+
+    /// Like [`rewrite_records`](Self::rewrite_records), reporting each batch's outcome
+    /// and input size to `on_batch` instead of adding them up.
+    pub fn rewrite_each(
+        &mut self,
+        records: &[u8],
+        policy: &RewritePolicy,
+        out: &mut Vec<u8>,
+        mut on_batch: impl FnMut(&Outcome, usize),
+    ) {
         let mut rest = records;
         while !rest.is_empty() {
             let (size, outcome) = match RecordBatch::parse(rest) {
@@ -81,12 +95,13 @@ impl Recompressor {
                     out.extend_from_slice(&rest[..size]);
                     (size, Outcome::PassedThrough(PassReason::NotMagicV2))
                 }
+                // An unparseable tail goes on as is; the broker answers for it.
                 Err(_) => {
                     out.extend_from_slice(rest);
                     (rest.len(), Outcome::PassedThrough(PassReason::Malformed))
                 }
             };
-            stats.add(&outcome, size);
+            on_batch(&outcome, size);
             rest = &rest[size..];
         }
     }

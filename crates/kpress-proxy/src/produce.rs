@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use kpress_batch::{BatchError, Outcome, PassReason, PolicyLookup, Recompressor, RecordBatch};
+use kpress_batch::{Outcome, PolicyLookup, Recompressor};
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics;
@@ -105,29 +105,8 @@ impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
         let policy = self.policies.policy_for(topic);
         let mut outcomes = Vec::new();
-        let mut rest = records;
-        while !rest.is_empty() {
-            let (size, outcome) = match RecordBatch::parse(rest) {
-                Ok(batch) => {
-                    let bytes = batch.bytes();
-                    (
-                        bytes.len(),
-                        self.recompressor.rewrite_batch(bytes, policy, out),
-                    )
-                }
-                Err(BatchError::NotMagicV2 { size, .. }) => {
-                    out.extend_from_slice(&rest[..size]);
-                    (size, Outcome::PassedThrough(PassReason::NotMagicV2))
-                }
-                // An unparseable tail goes to the broker as is; it answers the client.
-                Err(_) => {
-                    out.extend_from_slice(rest);
-                    (rest.len(), Outcome::PassedThrough(PassReason::Malformed))
-                }
-            };
-            outcomes.push(outcome);
-            rest = &rest[size..];
-        }
+        self.recompressor
+            .rewrite_each(records, policy, out, |outcome, _| outcomes.push(*outcome));
         let rewritten = outcomes
             .iter()
             .any(|o| matches!(o, Outcome::Rewritten { .. }));
