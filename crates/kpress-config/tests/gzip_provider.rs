@@ -5,23 +5,11 @@
 use kpress_batch::{PolicyLookup, Target};
 use kpress_codec::gzip_providers::{ProviderChoice, ProviderKind};
 use kpress_codec::options::GZIP_PROVIDER;
-use kpress_config::{parse, ConfigError, PolicySet, Problem};
+use kpress_config::{parse, PolicySet};
 
-const HEAD: &str = r#"[listener]
-bind = "127.0.0.1:19092"
-advertised_host = "127.0.0.1"
-node_port_base = 19100
-[upstream]
-bootstrap_servers = ["127.0.0.1:9092"]
-"#;
+mod common;
 
-fn problems(text: &str) -> Vec<String> {
-    match parse(text, "t.toml") {
-        Ok(_) => panic!("expected problems in:\n{text}"),
-        Err(ConfigError::Invalid(p)) => p.iter().map(Problem::to_string).collect(),
-        Err(other) => panic!("unexpected {other}"),
-    }
-}
+use common::{problem_texts, HEAD};
 
 fn provider_of(set: &PolicySet, topic: &str) -> ProviderChoice {
     match &set.policy_for(topic).target {
@@ -129,7 +117,7 @@ match = "b"
 compression.gzip.providr = "isal"
 "#
     );
-    let p = problems(&text);
+    let p = problem_texts(&text);
     assert_eq!(p.len(), 3, "{p:#?}");
     assert_eq!(
         p[0],

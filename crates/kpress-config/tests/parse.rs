@@ -3,32 +3,11 @@
 use kpress_batch::{PolicyLookup, RecompressMode, Target};
 use kpress_codec::options::{allowed_values, OPTION_KEYS};
 use kpress_codec::Codec;
-use kpress_config::{parse, Compression, ConfigError, PolicySet, Problem};
+use kpress_config::{parse, Compression, ConfigError, PolicySet};
 
-const HEAD: &str = r#"[listener]
-bind = "127.0.0.1:19092"
-advertised_host = "127.0.0.1"
-node_port_base = 19100
-[upstream]
-bootstrap_servers = ["127.0.0.1:9092"]
-"#;
+mod common;
 
-fn problems(text: &str) -> Vec<Problem> {
-    match parse(text, "t.toml") {
-        Ok(_) => panic!("expected problems in:\n{text}"),
-        Err(ConfigError::Invalid(p)) => {
-            assert!(!p.is_empty());
-            p
-        }
-        Err(other) => panic!("unexpected {other}"),
-    }
-}
-
-fn one_problem(text: &str) -> String {
-    let p = problems(text);
-    assert_eq!(p.len(), 1, "{p:#?}");
-    p[0].to_string()
-}
+use common::{one_problem, problem_texts, problems, HEAD};
 
 #[test]
 fn minimal_file_gets_kafka_defaults() {
@@ -236,10 +215,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
         p.contains("match: unknown key in [defaults] (allowed: only in [[topics]])"),
         "{p}"
     );
-    let p: Vec<String> = problems(&HEAD.replace("node_port_base", "node_port_bas"))
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
+    let p = problem_texts(&HEAD.replace("node_port_base", "node_port_bas"));
     assert_eq!(
         p,
         [
@@ -267,7 +243,7 @@ compression.type = "lz4"
 match = "bad name"
 compression.lz4.level = "3"
 "#;
-    let p: Vec<String> = problems(text).iter().map(|p| p.to_string()).collect();
+    let p = problem_texts(text);
     let expected = [
         "t.toml:2:8: listener.bind = \"127.0.0.1\": not an IP:port socket address (allowed: IPv4:port or [IPv6]:port, e.g. 127.0.0.1:19092)",
         "t.toml:3:18: listener.node_port_base = 70000: out of range (allowed: 1..65535)",
@@ -317,7 +293,7 @@ fn wrong_types_name_the_type_found() {
 
 #[test]
 fn missing_sections_and_keys() {
-    let p: Vec<String> = problems("").iter().map(|p| p.to_string()).collect();
+    let p = problem_texts("");
     assert_eq!(
         p,
         [
@@ -326,7 +302,7 @@ fn missing_sections_and_keys() {
         ]
     );
     let text = "[listener]\nbind = \"0.0.0.0:19092\"\n[upstream]\n[metrics]\n";
-    let p: Vec<String> = problems(text).iter().map(|p| p.to_string()).collect();
+    let p = problem_texts(text);
     assert_eq!(
         p,
         [
