@@ -12,7 +12,6 @@ use crate::batch::{
 use crate::records::holds_exactly;
 use crate::{BatchError, Outcome, PassReason, RecompressMode, RecordBatch, RewritePolicy};
 use crate::{RewriteStats, Target};
-use kpress_codec::gzip_providers::ProviderChoice;
 use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
 
 /// Scratch capacity kept between batches: a few of Kafka's default 1 MiB batches.
@@ -21,9 +20,8 @@ const SCRATCH_KEEP_BYTES: usize = 8 << 20;
 /// Rewrites batches, keeping codec state and buffers between calls. One per thread.
 #[derive(Debug, Default)]
 pub struct Recompressor {
-    /// One per gzip provider choice seen: gzip input is read through the topic
-    /// policy's `compression.gzip.provider` (other codecs use the default one).
-    decompressors: Vec<(ProviderChoice, Decompressor)>,
+    /// Reads gzip input through the topic policy's `compression.gzip.provider`.
+    decompressor: Decompressor,
     /// One per (codec, options) seen; policies are few, so a linear scan is enough.
     compressors: Vec<Compressor>,
     scratch: Vec<u8>,
@@ -150,13 +148,10 @@ impl Recompressor {
             batch.records()
         } else {
             self.scratch.clear();
-            // Only gzip has providers; every other codec reads through one decompressor.
-            let choice = if from == Codec::Gzip {
-                options.gzip_provider()
-            } else {
-                ProviderChoice::Default
-            };
-            decompressor_for(&mut self.decompressors, choice)
+            if from == Codec::Gzip {
+                self.decompressor.set_gzip_provider(options.gzip_provider());
+            }
+            self.decompressor
                 .decompress(
                     from,
                     batch.records(),
@@ -208,20 +203,6 @@ impl Recompressor {
             bytes_out,
         })
     }
-}
-
-fn decompressor_for(
-    decompressors: &mut Vec<(ProviderChoice, Decompressor)>,
-    choice: ProviderChoice,
-) -> &mut Decompressor {
-    let index = match decompressors.iter().position(|(c, _)| *c == choice) {
-        Some(i) => i,
-        None => {
-            decompressors.push((choice, Decompressor::with_gzip_provider(choice)));
-            decompressors.len() - 1
-        }
-    };
-    &mut decompressors[index].1
 }
 
 fn compressor_for<'c>(
