@@ -1,7 +1,8 @@
 //! `kpress run --config FILE`: the proxy, with the policy file's rules, its metrics
 //! endpoint, and a graceful stop on Ctrl-C or SIGTERM.
 
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use kpress_batch::PolicyLookup;
 use kpress_config::{Config, PolicySet};
-use kpress_proxy::ProxySettings;
+use kpress_proxy::{ProxyError, ProxySettings};
 
 use crate::{check_config, gzip_providers};
 
@@ -53,7 +54,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             metrics_exporter_prometheus::PrometheusBuilder::new()
                 .with_http_listener(metrics.bind)
                 .install()
-                .with_context(|| format!("starting the metrics endpoint on {}", metrics.bind))?;
+                .with_context(|| {
+                    format!(
+                        "starting the metrics endpoint on {} ([metrics] bind in {})",
+                        metrics.bind,
+                        args.config.display()
+                    )
+                })?;
             tracing::info!("metrics on http://{}/metrics", metrics.bind);
             kpress_proxy::metrics::gzip_provider_statuses(&provider_statuses);
             tokio::spawn(async {
@@ -71,7 +78,10 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
         kpress_proxy::run(settings, policies, shutdown_signal())
             .await
-            .context("proxy stopped")
+            .map_err(|err| {
+                let next = what_to_do(&err, &config, &args.config);
+                anyhow::anyhow!("{err}\n  {next}").context("proxy stopped")
+            })
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
@@ -86,6 +96,45 @@ fn proxy_settings(config: &Config, shutdown_grace: Duration) -> ProxySettings {
         max_frame_bytes: config.limits.max_frame_bytes,
         max_inflight_bytes: config.limits.max_inflight_bytes,
         shutdown_grace,
+    }
+}
+
+/// What an operator does about a proxy that could not start, naming the policy
+/// file's key that decides it.
+fn what_to_do(err: &ProxyError, config: &Config, path: &Path) -> String {
+    let file = path.display();
+    match err {
+        ProxyError::Bind {
+            listener,
+            addr,
+            source,
+        } if source.kind() == io::ErrorKind::AddrInUse
+            && listener != "bootstrap"
+            && *addr == config.listener.bind =>
+        {
+            // kpress's own bootstrap listener holds bind: a node's port landed on it.
+            format!(
+                "broker node ports are node_port_base + node id, and one is [listener] bind: \
+                 move node_port_base in {file} clear of {}",
+                addr.port()
+            )
+        }
+        ProxyError::Bind { addr, source, .. } if source.kind() == io::ErrorKind::AddrInUse => {
+            format!(
+                "another process (another kpress?) listens on {addr}: stop it, or change \
+                 [listener] bind or node_port_base in {file}"
+            )
+        }
+        ProxyError::Bind { addr, .. } => {
+            format!(
+                "check [listener] bind and node_port_base in {file}: {addr} cannot be used here"
+            )
+        }
+        ProxyError::Bootstrap { .. } => format!(
+            "start the broker, or point [upstream] bootstrap_servers in {file} at one that runs"
+        ),
+        ProxyError::NodePortOverflow { .. } => format!("lower [listener] node_port_base in {file}"),
+        ProxyError::InvalidSettings(_) => format!("check {file} with `kpress check-config`"),
     }
 }
 
@@ -115,5 +164,69 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
         () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        kpress_config::parse(
+            "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19090\n\
+             [upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n",
+            "k.toml",
+        )
+        .unwrap()
+    }
+
+    fn in_use(listener: &str, addr: &str) -> ProxyError {
+        ProxyError::Bind {
+            listener: listener.into(),
+            addr: addr.parse().unwrap(),
+            source: io::ErrorKind::AddrInUse.into(),
+        }
+    }
+
+    #[test]
+    fn a_node_port_on_bind_is_blamed_on_node_port_base() {
+        let next = what_to_do(
+            &in_use("broker node 2", "127.0.0.1:19092"),
+            &config(),
+            Path::new("k.toml"),
+        );
+        assert!(
+            next.contains("move node_port_base in k.toml clear of 19092"),
+            "{next}"
+        );
+    }
+
+    #[test]
+    fn a_port_another_process_holds_is_named_with_the_keys_to_change() {
+        let path = Path::new("k.toml");
+        for (listener, addr) in [
+            ("bootstrap", "127.0.0.1:19092"),
+            ("broker node 1", "127.0.0.1:19091"),
+        ] {
+            let next = what_to_do(&in_use(listener, addr), &config(), path);
+            assert!(
+                next.contains(&format!(
+                    "another process (another kpress?) listens on {addr}"
+                )) && next.contains("[listener] bind or node_port_base in k.toml"),
+                "{next}"
+            );
+        }
+    }
+
+    #[test]
+    fn unreachable_brokers_point_at_upstream_bootstrap_servers() {
+        let err = ProxyError::Bootstrap {
+            attempts: "127.0.0.1:1: refused".into(),
+        };
+        let next = what_to_do(&err, &config(), Path::new("k.toml"));
+        assert!(
+            next.contains("[upstream] bootstrap_servers in k.toml"),
+            "{next}"
+        );
     }
 }

@@ -170,6 +170,63 @@ fn run_fails_cleanly_when_no_broker_answers() {
 }
 
 #[test]
+fn run_says_which_key_names_the_broker_that_does_not_answer() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        "k.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"{closed}\"]\n"
+        ),
+    );
+    let out = kpress(&["run", "--config", &config]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "start the broker, or point [upstream] bootstrap_servers in {config} at one that runs"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_names_the_metrics_key_when_its_port_is_taken() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap();
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        "k.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"127.0.0.1:1\"]\n[metrics]\nbind = \"{taken_addr}\"\n"
+        ),
+    );
+    let out = kpress(&["run", "--config", &config]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "starting the metrics endpoint on {taken_addr} ([metrics] bind in {config})"
+        )),
+        "{stderr}"
+    );
+    drop(taken);
+}
+
+#[test]
 fn log_filter_must_be_valid() {
     let out = kpress(&["--log", "kpress=notalevel", "check-config", "x.toml"]);
     assert_eq!(out.status.code(), Some(2));
