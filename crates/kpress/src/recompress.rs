@@ -3,10 +3,11 @@
 
 use anyhow::{anyhow, Context};
 use kpress_batch::{
-    Recompressor, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
+    PassReason, Recompressor, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
 };
 use kpress_codec::CompressionOptions;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -61,6 +62,9 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     let policy = policy(&args)?;
     let input =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    // Created before the work, so an unwritable output fails before minutes of compression.
+    let mut output_file = std::fs::File::create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
 
     let started = Instant::now();
     let mut output = Vec::with_capacity(input.len());
@@ -68,10 +72,40 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     Recompressor::new().rewrite_records(&input, &policy, &mut output, &mut stats);
     let elapsed = started.elapsed();
 
-    std::fs::write(&args.output, &output)
+    output_file
+        .write_all(&output)
         .with_context(|| format!("writing {}", args.output.display()))?;
     print!("{}", summary(&args, &policy, &stats, elapsed));
+    if let Some(warning) = not_a_segment_warning(&args, &stats) {
+        eprintln!("kpress: warning: {warning}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says so when the input did not read as record batches: a wrong file is then copied
+/// unchanged, which the summary's counts alone leave the operator to work out.
+fn not_a_segment_warning(args: &Args, stats: &RewriteStats) -> Option<String> {
+    let malformed = stats.passed_for(PassReason::Malformed);
+    if stats.batches() == 0 {
+        return Some(format!(
+            "{} holds no record batches: nothing was rewritten",
+            args.input.display()
+        ));
+    }
+    if malformed == 0 {
+        return None;
+    }
+    let rewritten = if stats.batches_rewritten == 0 {
+        "nothing was rewritten"
+    } else {
+        "those bytes were copied unchanged"
+    };
+    Some(format!(
+        "{malformed} of {} batches in {} are not valid record batches, {rewritten}: \
+         is it a Kafka log segment (a partition's 00000000000000000000.log)?",
+        stats.batches(),
+        args.input.display(),
+    ))
 }
 
 fn summary(args: &Args, policy: &RewritePolicy, stats: &RewriteStats, elapsed: Duration) -> String {
