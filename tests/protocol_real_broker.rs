@@ -387,7 +387,7 @@ fn check_produce(conn: &mut TcpStream, topic_id: [u8; 16], versions: &Versions) 
         .unwrap();
         assert!(rewrite.unknown_topic_ids.is_empty());
         assert_eq!(rewrite.stats.batches_rewritten, 1, "Produce v{version}");
-        let response = exchange(conn, &rewrite.frame_payload.expect("rewritten"));
+        let response = exchange(conn, rewrite.payload().expect("rewritten"));
         let body = response_body::<ProduceResponse>(&response, version);
         if version >= 10 {
             assert_eq!(

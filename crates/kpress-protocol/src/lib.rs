@@ -8,8 +8,9 @@
 //! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
 //! - [`rewrite_produce`]: each partition's records of a Produce request
 //!   (v3-v13) are recompressed by kpress-batch's `Recompressor` with the
-//!   topic's policy; returns the new request payload (header + body, no size
-//!   prefix) or `None` to forward the original, and the batch stats. v13
+//!   topic's policy; returns the new request frame (size prefix, header,
+//!   body), ready to write, or `None` to forward the original, and the batch
+//!   stats. v13
 //!   topic ids without a known name are listed and left untouched. Hostile
 //!   counts and lengths are errors, never allocations.
 //!   [`rewrite_produce_with`] takes any [`RecordsRewriter`] instead.

@@ -15,6 +15,7 @@ use bytes::{BufMut, BytesMut};
 use kpress_batch::{PolicyLookup, Recompressor, RewriteStats};
 
 use crate::error::{ProtocolError, WireError};
+use crate::frame::SIZE_PREFIX_LEN;
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
 
 const API: &str = "Produce";
@@ -45,13 +46,20 @@ pub trait RecordsRewriter {
 /// Outcome of [`rewrite_produce`].
 #[derive(Debug, Default)]
 pub struct ProduceRewrite {
-    /// The whole new request payload (header + body, no size prefix), or
-    /// `None` when no batch changed: forward the original bytes.
-    pub frame_payload: Option<BytesMut>,
+    /// The whole new request frame (size prefix, header, body), ready to
+    /// write, or `None` when no batch changed: forward the original bytes.
+    pub frame: Option<BytesMut>,
     /// v13 topic ids kpress has no name for; their records went untouched.
     pub unknown_topic_ids: Vec<[u8; 16]>,
     /// What happened to every batch of the topics kpress could name.
     pub stats: RewriteStats,
+}
+
+impl ProduceRewrite {
+    /// The new request payload (header + body, no size prefix), if any.
+    pub fn payload(&self) -> Option<&[u8]> {
+        frame_payload(&self.frame)
+    }
 }
 
 /// Recompresses each partition's records with its topic's policy.
@@ -95,7 +103,7 @@ pub fn rewrite_produce(
     };
     let splice = rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
     Ok(ProduceRewrite {
-        frame_payload: splice.frame_payload,
+        frame: splice.frame,
         unknown_topic_ids: splice.unknown_topic_ids,
         stats: rewriter.stats,
     })
@@ -104,11 +112,22 @@ pub fn rewrite_produce(
 /// Outcome of [`rewrite_produce_with`].
 #[derive(Debug, Default)]
 pub struct ProduceSplice {
-    /// The whole new request payload (header + body, no size prefix), or
-    /// `None` when nothing changed: forward the original bytes.
-    pub frame_payload: Option<BytesMut>,
+    /// The whole new request frame (size prefix, header, body), ready to
+    /// write, or `None` when nothing changed: forward the original bytes.
+    pub frame: Option<BytesMut>,
     /// v13 topic ids kpress has no name for; their records went untouched.
     pub unknown_topic_ids: Vec<[u8; 16]>,
+}
+
+impl ProduceSplice {
+    /// The new request payload (header + body, no size prefix), if any.
+    pub fn payload(&self) -> Option<&[u8]> {
+        frame_payload(&self.frame)
+    }
+}
+
+fn frame_payload(frame: &Option<BytesMut>) -> Option<&[u8]> {
+    frame.as_deref().map(|frame| &frame[SIZE_PREFIX_LEN..])
 }
 
 fn malformed(version: i16) -> impl Fn(WireError) -> ProtocolError {
@@ -212,12 +231,15 @@ pub fn rewrite_produce_with(
 
     if splices.is_empty() {
         return Ok(ProduceSplice {
-            frame_payload: None,
+            frame: None,
             unknown_topic_ids,
         });
     }
     let flexible = api_version >= FIRST_FLEXIBLE;
-    let mut out = BytesMut::with_capacity(payload.len() + scratch.len());
+    // The frame is built once, size prefix first (filled in at the end), so the
+    // proxy writes it as it is.
+    let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + payload.len() + scratch.len());
+    out.put_i32(0);
     out.extend_from_slice(&payload[..header_len]);
     let mut copied = 0;
     for splice in &splices {
@@ -238,8 +260,15 @@ pub fn rewrite_produce_with(
         copied = splice.field.end;
     }
     out.extend_from_slice(&body[copied..]);
+    let payload_len = out.len() - SIZE_PREFIX_LEN;
+    let size = i32::try_from(payload_len).map_err(|_| ProtocolError::Encode {
+        api: API,
+        version: api_version,
+        reason: format!("rewritten request of {payload_len} bytes"),
+    })?;
+    out[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
     Ok(ProduceSplice {
-        frame_payload: Some(out),
+        frame: Some(out),
         unknown_topic_ids,
     })
 }

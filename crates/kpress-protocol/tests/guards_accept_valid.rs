@@ -235,8 +235,8 @@ proptest! {
             .iter()
             .flat_map(|t| &t.partition_data)
             .any(|p| p.records.as_ref().is_some_and(|r| !r.is_empty()));
-        prop_assert_eq!(result.frame_payload.is_some(), any_records);
-        if let Some(payload) = result.frame_payload {
+        prop_assert_eq!(result.frame.is_some(), any_records);
+        if let Some(payload) = result.payload() {
             let rewritten = ProduceRequest::decode(&mut Bytes::from(payload.to_vec()), version).unwrap();
             let mut expected = request.clone();
             for partition in expected.topic_data.iter_mut().flat_map(|t| &mut t.partition_data) {

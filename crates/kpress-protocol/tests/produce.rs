@@ -155,7 +155,13 @@ fn splices_each_partition_at_every_version() {
         let result =
             rewrite_produce_with(&payload, header_len, version, &topic_name, &mut Marker).unwrap();
         assert!(result.unknown_topic_ids.is_empty());
-        let new_payload = result.frame_payload.expect("orders changed");
+        let new_payload = result.payload().expect("orders changed");
+        let frame = result.frame.as_deref().expect("orders changed");
+        assert_eq!(
+            frame[..4],
+            (new_payload.len() as i32).to_be_bytes(),
+            "size prefix counts the payload"
+        );
         assert_eq!(
             new_payload[..header_len],
             payload[..header_len],
@@ -163,7 +169,7 @@ fn splices_each_partition_at_every_version() {
         );
 
         let before = decode_body(&payload, header_len, version);
-        let after = decode_body(&new_payload, header_len, version);
+        let after = decode_body(new_payload, header_len, version);
         let mut expected = before.clone();
         for topic in [0, 2] {
             for partition in &mut expected.topic_data[topic].partition_data {
@@ -186,7 +192,7 @@ fn nothing_to_rewrite_forwards_the_original() {
         let (payload, header_len) = produce_payload(version, 1, topics);
         let result =
             rewrite_produce_with(&payload, header_len, version, &topic_name, &mut Marker).unwrap();
-        assert!(result.frame_payload.is_none());
+        assert!(result.payload().is_none());
     }
 }
 
@@ -207,7 +213,7 @@ fn v13_unknown_topic_ids_are_listed_and_left_alone() {
     let (payload, header_len) = produce_payload(13, -1, topics);
     let result = rewrite_produce_with(&payload, header_len, 13, &topic_name, &mut Marker).unwrap();
     assert_eq!(result.unknown_topic_ids, vec![unknown]);
-    let after = decode_body(&result.frame_payload.unwrap(), header_len, 13);
+    let after = decode_body(result.payload().unwrap(), header_len, 13);
     assert_eq!(
         after.topic_data[0].partition_data[0].records.as_deref(),
         Some(&records[..])
@@ -245,7 +251,7 @@ fn recompresses_with_the_topic_policy() {
         )
         .unwrap();
         assert_eq!(result.stats.batches_rewritten, 1, "v{version}");
-        let after = decode_body(&result.frame_payload.unwrap(), header_len, version);
+        let after = decode_body(result.payload().unwrap(), header_len, version);
         let records = after.topic_data[0].partition_data[0]
             .records
             .clone()
@@ -277,7 +283,7 @@ fn producer_policy_forwards_the_original_and_counts_the_batches() {
         &mut Recompressor::new(),
     )
     .unwrap();
-    assert!(result.frame_payload.is_none());
+    assert!(result.payload().is_none());
     assert_eq!(result.stats.passed_for(PassReason::PolicyProducer), 1);
 }
 
@@ -298,7 +304,7 @@ fn corrupt_batches_are_forwarded_untouched() {
         &mut Recompressor::new(),
     )
     .unwrap();
-    assert!(result.frame_payload.is_none());
+    assert!(result.payload().is_none());
     assert_eq!(result.stats.passed_for(PassReason::CrcMismatch), 1);
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, watch};
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
-use crate::frame_io::{framed, read_frame, write_frame, Frame};
+use crate::frame_io::{read_frame, write_frame, Frame};
 use crate::metrics;
 use crate::produce::{rewrite_produce, ProduceRewrite};
 use crate::shared::{Shared, UpstreamTarget};
@@ -216,7 +216,7 @@ fn finish_rewrite(
     header: RequestHeader,
     shared: &Shared,
 ) -> Result<Forward, ConnectionError> {
-    let rewrite = match result {
+    let mut rewrite = match result {
         Ok(rewrite) => rewrite,
         Err(err) => {
             match err.fault() {
@@ -237,11 +237,10 @@ fn finish_rewrite(
     if !rewrite.unknown_topic_ids.is_empty() {
         metrics::unknown_topic_ids(rewrite.unknown_topic_ids.len());
     }
-    let Some(payload) = &rewrite.payload else {
+    let Some(bytes) = rewrite.frame.take() else {
         rewrite.record_metrics();
         return Ok(Forward::Original(frame));
     };
-    let bytes = framed(payload).map_err(|e| ConnectionError::RewriteTask(e.to_string()))?;
     // The output is counted too; if the budget has no room for it right now, the
     // original goes (waiting here while holding the input could deadlock the pool).
     let Some(permit) = shared

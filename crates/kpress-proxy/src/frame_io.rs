@@ -78,24 +78,6 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     }))
 }
 
-/// Prepends the size prefix to a frame body. Bodies come from frames that passed
-/// `max_frame_bytes`, or from rewrites bounded by it; an impossible size is an error.
-pub(crate) fn framed(body: &[u8]) -> std::io::Result<BytesMut> {
-    let size = i32::try_from(body.len()).map_err(|_| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "frame body of {} bytes does not fit Kafka's int32 size",
-                body.len()
-            ),
-        )
-    })?;
-    let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + body.len());
-    out.put_i32(size);
-    out.put_slice(body);
-    Ok(out)
-}
-
 /// Writes bytes that already carry their size prefix.
 pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
@@ -163,10 +145,5 @@ mod tests {
             Err(ReadFrameError::OverBudget(_))
         ));
         assert_eq!(pool.available(), 500);
-    }
-
-    #[test]
-    fn framed_prefixes_size() {
-        assert_eq!(&framed(&[1, 2, 3]).unwrap()[..], &[0, 0, 0, 3, 1, 2, 3]);
     }
 }

@@ -19,9 +19,9 @@ thread_local! {
 /// What one Produce rewrite did.
 #[derive(Debug, Default)]
 pub(crate) struct ProduceRewrite {
-    /// The new request payload (header + body, no size prefix), or `None`: forward the
+    /// The new request frame (size prefix, header, body), or `None`: forward the
     /// original.
-    pub(crate) payload: Option<BytesMut>,
+    pub(crate) frame: Option<BytesMut>,
     /// v13 topic ids kpress had no name for; their records went untouched.
     pub(crate) unknown_topic_ids: Vec<[u8; 16]>,
     /// Each batch's outcome, grouped by topic in request order.
@@ -77,7 +77,7 @@ pub(crate) fn rewrite_produce(
         let splice =
             rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
         Ok(ProduceRewrite {
-            payload: splice.frame_payload,
+            frame: splice.frame,
             unknown_topic_ids: splice.unknown_topic_ids,
             outcomes: rewriter.outcomes,
         })
