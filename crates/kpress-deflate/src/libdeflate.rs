@@ -21,7 +21,7 @@ use libdeflate_sys::{
     libdeflate_result_LIBDEFLATE_SUCCESS,
 };
 
-use crate::provider::{fill_spare, first_guess};
+use crate::provider::{fill_spare, first_guess, ThreadState};
 use crate::{DeflateError, GzipProvider, ProviderKind};
 
 /// libdeflate raw deflate with one compressor per level and thread.
@@ -46,18 +46,9 @@ impl Drop for Decompressor {
     }
 }
 
-struct ThreadState {
-    compressors: [Option<Compressor>; 10],
-    decompressor: Option<Decompressor>,
-}
-
 thread_local! {
-    static STATE: RefCell<ThreadState> = const {
-        RefCell::new(ThreadState {
-            compressors: [None, None, None, None, None, None, None, None, None, None],
-            decompressor: None,
-        })
-    };
+    static STATE: RefCell<ThreadState<Compressor, Decompressor>> =
+        const { RefCell::new(ThreadState::new()) };
 }
 
 fn out_of_memory() -> DeflateError {
@@ -75,13 +66,14 @@ impl GzipProvider for LibdeflateProvider {
     fn deflate_raw(&self, input: &[u8], level: u32, out: &mut Vec<u8>) -> Result<(), DeflateError> {
         let level = level.clamp(1, 9);
         STATE.with_borrow_mut(|state| {
-            let slot = &mut state.compressors[level as usize];
-            if slot.is_none() {
-                // SAFETY: plain allocation; a NULL result is handled.
-                let p = unsafe { libdeflate_alloc_compressor(level as i32) };
-                *slot = Some(Compressor(NonNull::new(p).ok_or_else(out_of_memory)?));
-            }
-            let c = slot.as_ref().expect("set above").0.as_ptr();
+            let c = state
+                .compressor(level, || {
+                    // SAFETY: plain allocation; a NULL result is handled.
+                    let p = unsafe { libdeflate_alloc_compressor(level as i32) };
+                    NonNull::new(p).map(Compressor).ok_or_else(out_of_memory)
+                })?
+                .0
+                .as_ptr();
             // SAFETY: `c` is a live compressor owned by this thread.
             let bound = unsafe { libdeflate_deflate_compress_bound(c, input.len()) };
             fill_spare(out, bound, |spare| {
@@ -117,12 +109,14 @@ impl GzipProvider for LibdeflateProvider {
         out: &mut Vec<u8>,
     ) -> Result<usize, DeflateError> {
         STATE.with_borrow_mut(|state| {
-            if state.decompressor.is_none() {
-                // SAFETY: plain allocation; a NULL result is handled.
-                let p = unsafe { libdeflate_alloc_decompressor() };
-                state.decompressor = Some(Decompressor(NonNull::new(p).ok_or_else(out_of_memory)?));
-            }
-            let d = state.decompressor.as_ref().expect("set above").0.as_ptr();
+            let d = state
+                .decompressor(|| {
+                    // SAFETY: plain allocation; a NULL result is handled.
+                    let p = unsafe { libdeflate_alloc_decompressor() };
+                    NonNull::new(p).map(Decompressor).ok_or_else(out_of_memory)
+                })?
+                .0
+                .as_ptr();
             // Whole-buffer: room for everything, at most `budget` bytes. A stream that
             // does not fit in `budget` bytes is over the limit.
             let mut room = first_guess(input.len(), budget, size_hint).min(budget);

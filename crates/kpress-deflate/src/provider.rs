@@ -211,3 +211,46 @@ pub(crate) fn first_guess(input_len: usize, budget: usize, size_hint: Option<usi
     };
     guess.clamp(1, budget.max(1))
 }
+
+/// A provider's library state on one thread: a compressor per zlib level (index
+/// 1..=9), made on first use, and one decompressor.
+pub(crate) struct ThreadState<C, D> {
+    compressors: [Option<C>; 10],
+    decompressor: Option<D>,
+}
+
+impl<C, D> ThreadState<C, D> {
+    pub(crate) const fn new() -> Self {
+        ThreadState {
+            compressors: [const { None }; 10],
+            decompressor: None,
+        }
+    }
+
+    /// The compressor for `level` (already clamped to 1..=9), made by `make` if new.
+    pub(crate) fn compressor<E>(
+        &mut self,
+        level: u32,
+        make: impl FnOnce() -> Result<C, E>,
+    ) -> Result<&mut C, E> {
+        get_or_try_insert(&mut self.compressors[level as usize], make)
+    }
+
+    /// The decompressor, made by `make` if new.
+    pub(crate) fn decompressor<E>(
+        &mut self,
+        make: impl FnOnce() -> Result<D, E>,
+    ) -> Result<&mut D, E> {
+        get_or_try_insert(&mut self.decompressor, make)
+    }
+}
+
+fn get_or_try_insert<T, E>(
+    slot: &mut Option<T>,
+    make: impl FnOnce() -> Result<T, E>,
+) -> Result<&mut T, E> {
+    if let Some(value) = slot {
+        return Ok(value);
+    }
+    Ok(slot.insert(make()?))
+}

@@ -2,28 +2,20 @@
 //! Levels are zlib's own. Its members are byte-identical to flate2's `GzEncoder`.
 
 use std::cell::RefCell;
+use std::convert::Infallible;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
-use crate::provider::{fill_spare, first_guess};
+use crate::provider::{fill_spare, first_guess, ThreadState};
 use crate::{DeflateError, GzipProvider, ProviderKind};
 
 /// flate2 (zlib-rs) raw deflate with one compressor per level and thread.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ZlibProvider;
 
-struct ThreadState {
-    compressors: [Option<Compress>; 10],
-    decompressor: Option<Decompress>,
-}
-
 thread_local! {
-    static STATE: RefCell<ThreadState> = const {
-        RefCell::new(ThreadState {
-            compressors: [None, None, None, None, None, None, None, None, None, None],
-            decompressor: None,
-        })
-    };
+    static STATE: RefCell<ThreadState<Compress, Decompress>> =
+        const { RefCell::new(ThreadState::new()) };
 }
 
 /// zlib's `compressBound` for raw deflate, the most one `Finish` call can need.
@@ -39,8 +31,9 @@ impl GzipProvider for ZlibProvider {
     fn deflate_raw(&self, input: &[u8], level: u32, out: &mut Vec<u8>) -> Result<(), DeflateError> {
         let level = level.clamp(1, 9);
         STATE.with_borrow_mut(|state| {
-            let compressor = state.compressors[level as usize]
-                .get_or_insert_with(|| Compress::new(Compression::new(level), false));
+            let Ok(compressor) = state.compressor(level, || {
+                Ok::<_, Infallible>(Compress::new(Compression::new(level), false))
+            });
             compressor.reset();
             out.reserve(compress_bound(input.len()));
             loop {
@@ -67,9 +60,7 @@ impl GzipProvider for ZlibProvider {
         out: &mut Vec<u8>,
     ) -> Result<usize, DeflateError> {
         STATE.with_borrow_mut(|state| {
-            let d = state
-                .decompressor
-                .get_or_insert_with(|| Decompress::new(false));
+            let Ok(d) = state.decompressor(|| Ok::<_, Infallible>(Decompress::new(false)));
             d.reset(false);
             let corrupt = |reason: String| DeflateError::Corrupt {
                 provider: ProviderKind::Zlib,
