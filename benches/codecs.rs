@@ -6,7 +6,7 @@
 //! `benches/report.py` joins with criterion's estimates into the README's table.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kpress_benches::{load_dataset, options_with, ratio_log, record_sections};
+use kpress_benches::{load_dataset, options_with, ratio_log, record_sections, short_runs};
 use kpress_codec::options::*;
 use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
 use std::hint::black_box;
@@ -116,11 +116,7 @@ fn codecs(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    // 2 shared cores: short runs, many cases; compare ratios within one run.
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
+    config = short_runs(Duration::from_secs(1));
     targets = codecs
 }
 criterion_main!(benches);

@@ -8,7 +8,7 @@
 //! /dev/vfio" on stderr per call; run with `2>/dev/null` to keep the output readable).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kpress_benches::{load_dataset, ratio_log, record_sections};
+use kpress_benches::{load_dataset, ratio_log, record_sections, short_runs};
 use kpress_deflate::{isal_level, GzipProvider, ProviderKind, Registry};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -133,11 +133,7 @@ fn gzip_providers(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    // Short runs: the machine has 2 shared cores; differences under ~15% are noise.
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2));
+    config = short_runs(Duration::from_secs(2));
     targets = gzip_providers
 }
 criterion_main!(benches);

@@ -3,9 +3,11 @@
 //! Records are the dataset's lines, framed as Kafka v2 records (no key, no headers)
 //! by kpress-batch's test builder, grouped into batches of a target size.
 
+use criterion::Criterion;
 use kpress_batch::builder::{encode_records, BatchBuilder, Record};
 use kpress_codec::{Codec, CompressionOptions};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The two shared datasets.
 pub const DATASETS: [&str; 2] = ["apache_access.log", "nginxplus_status.ndjson"];
@@ -91,4 +93,14 @@ pub fn ratio_log(group: &str, case: &str, raw_bytes: usize, compressed_bytes: us
             let _ = writeln!(f, "{group}\t{case}\t{raw_bytes}\t{compressed_bytes}");
         }
     }
+}
+
+/// criterion for this machine's 2 shared cores: short runs of 10 samples, so the many
+/// cases finish in minutes; compare ratios within one run (differences under ~15%
+/// are noise).
+pub fn short_runs(measurement: Duration) -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(measurement)
 }

@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
-use kpress_benches::{batches, load_dataset, options_with, ratio_log, record_sections};
+use kpress_benches::{batches, load_dataset, options_with, ratio_log, record_sections, short_runs};
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
 use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
 use std::hint::black_box;
@@ -106,10 +106,7 @@ fn rewrite(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2));
+    config = short_runs(Duration::from_secs(2));
     targets = rewrite
 }
 criterion_main!(benches);
