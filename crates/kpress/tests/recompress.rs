@@ -19,16 +19,17 @@ fn records(n: usize, salt: usize) -> Vec<Record> {
         .collect()
 }
 
-fn kpress(args: &[&str]) -> Output {
+/// Runs `kpress recompress --input INPUT --output OUTPUT ARGS...`.
+fn recompress(input: &Path, output: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kpress"))
         .arg("recompress")
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(output)
         .args(args)
         .output()
         .expect("running kpress")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {
@@ -83,16 +84,16 @@ fn rewrites_a_segment_into_zstd_and_reports_it() {
     let (seg, expected) = segment();
     std::fs::write(&input, &seg).unwrap();
 
-    let run = kpress(&[
-        "--input",
-        path(&input),
-        "--output",
-        path(&output),
-        "--compression",
-        "zstd",
-        "--property",
-        "compression.zstd.level=19",
-    ]);
+    let run = recompress(
+        &input,
+        &output,
+        &[
+            "--compression",
+            "zstd",
+            "--property",
+            "compression.zstd.level=19",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(
         run.status.success(),
@@ -132,17 +133,17 @@ fn rewrites_a_segment_into_zstd_and_reports_it() {
     }
 
     // `always` re-encodes the zstd batch too.
-    let run = kpress(&[
-        "--input",
-        path(&input),
-        "--output",
-        path(&output),
-        "--compression",
-        "zstd",
-        "--recompress",
-        "always",
-        "--allow-growth",
-    ]);
+    let run = recompress(
+        &input,
+        &output,
+        &[
+            "--compression",
+            "zstd",
+            "--recompress",
+            "always",
+            "--allow-growth",
+        ],
+    );
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success());
     assert!(stdout.contains("batches rewritten: 4"), "{stdout}");
@@ -156,14 +157,7 @@ fn producer_passes_everything_through() {
     let (mut seg, _) = segment();
     seg.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]); // truncated tail
     std::fs::write(&input, &seg).unwrap();
-    let run = kpress(&[
-        "--input",
-        path(&input),
-        "--output",
-        path(&output),
-        "--compression",
-        "producer",
-    ]);
+    let run = recompress(&input, &output, &["--compression", "producer"]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success(), "{stdout}");
     assert!(stdout.contains("batches rewritten: 0"), "{stdout}");
@@ -178,7 +172,6 @@ fn bad_options_are_named_with_their_allowed_range() {
     let input = dir.path().join("in.log");
     let output = dir.path().join("out.log");
     std::fs::write(&input, segment().0).unwrap();
-    let base = ["--input", path(&input), "--output", path(&output)];
     let cases: [(&[&str], &[&str]); 5] = [
         (
             &[
@@ -214,7 +207,7 @@ fn bad_options_are_named_with_their_allowed_range() {
         ),
     ];
     for (args, needles) in cases {
-        let run = kpress(&[&base[..], args].concat());
+        let run = recompress(&input, &output, args);
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(!run.status.success(), "{args:?}");
         for needle in needles {
