@@ -1,7 +1,9 @@
 //! `kpress run --config FILE`: the proxy, with the policy file's rules, its metrics
 //! endpoint, and a graceful stop on Ctrl-C or SIGTERM.
 
+use std::fmt;
 use std::io;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -108,22 +110,27 @@ fn what_to_do(err: &ProxyError, config: &Config, path: &Path) -> String {
             listener,
             addr,
             source,
-        } if source.kind() == io::ErrorKind::AddrInUse
-            && listener != "bootstrap"
-            && *addr == config.listener.bind =>
-        {
-            // kpress's own bootstrap listener holds bind: a node's port landed on it.
-            format!(
-                "broker node ports are node_port_base + node id, and one is [listener] bind: \
-                 move node_port_base in {file} clear of {}",
-                addr.port()
-            )
+        } if source.kind() == io::ErrorKind::AddrInUse && listener != "bootstrap" => {
+            // kpress itself may hold the port: its bootstrap or metrics listener.
+            let own = [
+                Some(("[listener] bind", config.listener.bind)),
+                config.metrics.as_ref().map(|m| ("[metrics] bind", m.bind)),
+            ];
+            match own
+                .into_iter()
+                .flatten()
+                .find(|(_, a)| a.port() == addr.port())
+            {
+                Some((key, _)) => format!(
+                    "broker node ports are node_port_base + node id, and {listener}'s is \
+                     {key}'s port: move node_port_base in {file} clear of {}",
+                    addr.port()
+                ),
+                None => another_process(addr, &file),
+            }
         }
         ProxyError::Bind { addr, source, .. } if source.kind() == io::ErrorKind::AddrInUse => {
-            format!(
-                "another process (another kpress?) listens on {addr}: stop it, or change \
-                 [listener] bind or node_port_base in {file}"
-            )
+            another_process(addr, &file)
         }
         ProxyError::Bind { addr, .. } => {
             format!(
@@ -136,6 +143,13 @@ fn what_to_do(err: &ProxyError, config: &Config, path: &Path) -> String {
         ProxyError::NodePortOverflow { .. } => format!("lower [listener] node_port_base in {file}"),
         ProxyError::InvalidSettings(_) => format!("check {file} with `kpress check-config`"),
     }
+}
+
+fn another_process(addr: &SocketAddr, file: &impl fmt::Display) -> String {
+    format!(
+        "another process (another kpress?) listens on {addr}: stop it, or change \
+         [listener] bind or node_port_base in {file}"
+    )
 }
 
 /// Completes on the first Ctrl-C (SIGINT) or SIGTERM.
@@ -197,6 +211,23 @@ mod tests {
         );
         assert!(
             next.contains("move node_port_base in k.toml clear of 19092"),
+            "{next}"
+        );
+    }
+
+    #[test]
+    fn a_node_port_on_the_metrics_port_is_blamed_on_node_port_base() {
+        let mut config = config();
+        config.metrics = Some(kpress_config::MetricsSettings {
+            bind: "127.0.0.1:19095".parse().unwrap(),
+        });
+        let next = what_to_do(
+            &in_use("broker node 5", "127.0.0.1:19095"),
+            &config,
+            Path::new("k.toml"),
+        );
+        assert!(
+            next.contains("broker node 5's is [metrics] bind's port: move node_port_base"),
             "{next}"
         );
     }
