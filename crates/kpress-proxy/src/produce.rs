@@ -90,28 +90,30 @@ struct PolicyRewriter<'a> {
     outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
 }
 
-impl PolicyRewriter<'_> {
-    fn outcomes_for(&mut self, topic: &str) -> &mut Vec<Outcome> {
-        let same_topic = matches!(self.outcomes.last(), Some((last, _)) if &**last == topic);
-        if !same_topic {
-            self.outcomes.push((Arc::from(topic), Vec::new()));
-        }
-        let last = self.outcomes.len() - 1;
-        &mut self.outcomes[last].1
+/// The outcome list of `topic`: the last one if the previous partition was of the same
+/// topic (requests group partitions by topic), else a new one.
+fn topic_outcomes<'a>(
+    outcomes: &'a mut Vec<(Arc<str>, Vec<Outcome>)>,
+    topic: &str,
+) -> &'a mut Vec<Outcome> {
+    let same_topic = matches!(outcomes.last(), Some((last, _)) if &**last == topic);
+    if !same_topic {
+        outcomes.push((Arc::from(topic), Vec::new()));
     }
+    let last = outcomes.len() - 1;
+    &mut outcomes[last].1
 }
 
 impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
         let policy = self.policies.policy_for(topic);
-        let mut outcomes = Vec::new();
+        let outcomes = topic_outcomes(&mut self.outcomes, topic);
+        let first = outcomes.len();
         self.recompressor
             .rewrite_each(records, policy, out, |outcome, _| outcomes.push(*outcome));
-        let rewritten = outcomes
+        outcomes[first..]
             .iter()
-            .any(|o| matches!(o, Outcome::Rewritten { .. }));
-        self.outcomes_for(topic).extend(outcomes);
-        rewritten
+            .any(|o| matches!(o, Outcome::Rewritten { .. }))
     }
 }
 
