@@ -39,7 +39,8 @@ wait_for_port() { # port, pid that must stay alive, what, seconds
 
 [ -f "$CONFIG" ] || die "no policy file $CONFIG"
 for port in $BROKER_PORT $CONTROLLER_PORT "${KPRESS_BOOTSTRAP##*:}"; do
-  port_open "$port" && die "127.0.0.1:$port is already in use (another broker or kpress running?)"
+  port_open "$port" &&
+    die "127.0.0.1:$port is already in use (another broker or kpress running?): stop it ('ss -ltnp sport = :$port' names the process), then run $0 again"
 done
 command -v java >/dev/null || die "java not found (Java 17 is needed for Kafka)"
 

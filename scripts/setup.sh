@@ -14,6 +14,8 @@ mkdir -p "$CACHE"
 . scripts/versions.sh
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+need() { command -v "$1" >/dev/null || die "$1 not found: $2"; }
 
 apt_updated=0
 apt_install() {
@@ -22,11 +24,13 @@ apt_install() {
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ $apt_updated -eq 0 ]; then
     log "apt-get update"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null ||
+      die "apt-get update failed (its errors are above): run as root with access to the Debian mirrors, or install ${missing[*]} yourself and run $0 again"
     apt_updated=1
   fi
   log "apt-get install ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    die "apt-get install ${missing[*]} failed (its errors are above): install them yourself, then run $0 again"
 }
 
 # Kafka jars for one version: broker, tools and a log4j binding, from Maven Central.
@@ -34,6 +38,7 @@ kafka_jars() {
   local ver=$1 dir=$CACHE/kafka/$1
   [ -f "$dir/.complete" ] && return 0
   log "fetching Apache Kafka $ver jars from Maven Central"
+  need mvn "install Maven (apt-get install maven) to fetch Kafka's jars"
   mkdir -p "$dir/libs"
   local binding
   case $ver in
@@ -52,7 +57,8 @@ kafka_jars() {
 </project>
 POM
   mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
-    dependency:copy-dependencies -DoutputDirectory="$dir/libs" >&2
+    dependency:copy-dependencies -DoutputDirectory="$dir/libs" >&2 ||
+    die "Maven could not fetch Kafka $ver's jars into $dir/libs (its errors are above): check access to Maven Central (a proxy goes in ~/.m2/settings.xml), then run $0 again"
   touch "$dir/.complete"
 }
 
@@ -63,8 +69,10 @@ java_clients() {
   stamp=$(cat tests/java/*.java | sha256sum | cut -c1-16)
   [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && return 0
   log "compiling Java test clients against kafka-clients $ver"
+  need javac "install a JDK 17 or later (apt-get install openjdk-17-jdk-headless)"
   rm -rf "$out" && mkdir -p "$out"
-  javac -nowarn -d "$out" -cp "$CACHE/kafka/$ver/libs/*" tests/java/*.java
+  javac -nowarn -d "$out" -cp "$CACHE/kafka/$ver/libs/*" tests/java/*.java ||
+    die "tests/java does not compile against kafka-clients $ver (errors above)"
   echo "$stamp" >"$out/.stamp"
 }
 
@@ -72,11 +80,13 @@ python_clients() {
   local venv=$CACHE/venv
   if [ ! -x "$venv/bin/python" ]; then
     log "creating Python venv for confluent-kafka"
-    python3 -m venv "$venv"
+    python3 -m venv "$venv" ||
+      die "python3 -m venv failed (errors above): install python3-venv, delete $venv, then run $0 again"
   fi
   "$venv/bin/python" -c "import confluent_kafka" 2>/dev/null && return 0
   log "pip install confluent-kafka==$CONFLUENT_KAFKA_VERSION"
-  "$venv/bin/pip" install -q "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2
+  "$venv/bin/pip" install -q "confluent-kafka==$CONFLUENT_KAFKA_VERSION" >&2 ||
+    die "pip could not install confluent-kafka==$CONFLUENT_KAFKA_VERSION into $venv (errors above): check access to PyPI (PIP_INDEX_URL for a mirror), then run $0 again"
 }
 
 # The real QATzip library from Debian trixie, unpacked into .cache/qatzip/root without
@@ -87,15 +97,21 @@ qatzip() {
   log "fetching QATzip (Debian trixie packages) into $dir"
   mkdir -p "$dir/lists/partial" "$dir/debs" "$dir/root"
   local uri keyring
-  uri=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
-  keyring=$(awk '/^Signed-By:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  local sources=/etc/apt/sources.list.d/debian.sources
+  uri=$(awk '/^URIs:/{print $2; exit}' "$sources" 2>/dev/null) || true
+  keyring=$(awk '/^Signed-By:/{print $2; exit}' "$sources" 2>/dev/null) || true
+  [ -n "$uri" ] && [ -n "$keyring" ] ||
+    die "no Debian mirror (URIs:, Signed-By:) in $sources to fetch QATzip from: on another system, install libqatzip3 and libqatzip-dev yourself"
   echo "deb [signed-by=$keyring] $uri trixie main" >"$dir/sources.list"
   local opts=(-o APT::Sandbox::User=root -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
     -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache::archives=$dir/debs")
-  apt-get "${opts[@]}" update -qq >/dev/null
-  (cd "$dir/debs" && apt-get "${opts[@]}" download libqatzip3 libqatzip-dev libqat4 libusdm0 >/dev/null)
+  apt-get "${opts[@]}" update -qq >/dev/null ||
+    die "apt-get update of Debian trixie's lists for QATzip failed (errors above): check access to $uri, then run $0 again"
+  (cd "$dir/debs" && apt-get "${opts[@]}" download libqatzip3 libqatzip-dev libqat4 libusdm0 >/dev/null) ||
+    die "apt-get download of QATzip's packages failed (errors above): check access to $uri, then run $0 again"
   for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
-  test -f "$dir/root/usr/include/qatzip.h"
+  [ -f "$dir/root/usr/include/qatzip.h" ] ||
+    die "QATzip's packages unpacked without usr/include/qatzip.h: delete $dir and run $0 again"
   touch "$dir/.complete"
 }
 
