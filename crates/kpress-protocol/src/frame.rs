@@ -28,7 +28,7 @@ pub enum FrameError {
     #[error("frame size prefix is negative ({size})")]
     NegativeSize { size: i32 },
     /// The size prefix announces more than the configured maximum.
-    #[error("frame of {size} bytes exceeds the {max}-byte limit")]
+    #[error("frame of {size} bytes exceeds the {max}-byte limit (kpress's [limits] max_frame_bytes: raise it if frames this large are expected)")]
     TooLarge { size: usize, max: usize },
     /// A header ends before one of its fields.
     #[error("{what} truncated: {available} bytes, {needed} needed")]

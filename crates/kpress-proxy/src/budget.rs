@@ -29,7 +29,7 @@ impl Direction {
 
 /// A frame larger than its whole pool: it could never be admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{bytes}-byte {} frame exceeds the {capacity}-byte in-flight budget for {}s", direction.as_str(), direction.as_str())]
+#[error("{bytes}-byte {} frame exceeds the {capacity}-byte in-flight budget for {}s (half of [limits] max_inflight_bytes: keep it at least twice max_frame_bytes)", direction.as_str(), direction.as_str())]
 pub(crate) struct OverBudget {
     pub(crate) direction: Direction,
     pub(crate) bytes: usize,

@@ -431,8 +431,7 @@ fn rewrite_addresses(
         return Ok(None);
     };
     let size = header_len + new_body.len();
-    let size = i32::try_from(size)
-        .map_err(|_| ConnectionError::RewriteTask(format!("rewritten response of {size} bytes")))?;
+    let size = i32::try_from(size).map_err(|_| ConnectionError::ResponseTooLarge(size))?;
     let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + size as usize);
     out.put_i32(size);
     out.put_slice(&body[..header_len]);

@@ -97,8 +97,10 @@ pub(crate) enum ConnectionError {
     Response(#[source] ProtocolError),
     #[error("{0}")]
     Listener(#[source] ProxyError),
-    #[error("produce rewrite task failed: {0}")]
+    #[error("Produce rewrite task failed (a kpress bug: please report it with this log): {0}")]
     RewriteTask(String),
+    #[error("rewritten response of {0} bytes does not fit Kafka's int32 frame size")]
+    ResponseTooLarge(usize),
     #[error("kpress has no address for broker node {0}")]
     UnknownNode(i32),
 }
@@ -125,7 +127,9 @@ impl ConnectionError {
                 kpress_protocol::Fault::Broker => Fault::Broker,
                 kpress_protocol::Fault::Proxy => Fault::Proxy,
             },
-            OverBudget(_) | Listener(_) | RewriteTask(_) | UnknownNode(_) => Fault::Proxy,
+            OverBudget(_) | Listener(_) | RewriteTask(_) | ResponseTooLarge(_) | UnknownNode(_) => {
+                Fault::Proxy
+            }
         }
     }
 
