@@ -2,10 +2,9 @@
 
 use bytes::BytesMut;
 use kafka_protocol::messages::DescribeClusterResponse;
-use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode, guarded_decode, ResponseObserver};
+use crate::response::{check_version, encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
 
 const API: &str = "DescribeCluster";
@@ -29,9 +28,12 @@ pub(crate) fn rewrite_describe_cluster_response(
         return Ok(None);
     }
     for broker in &mut response.brokers {
-        let (host, port) = observer.broker(broker.broker_id.0, broker.host.as_str(), broker.port);
-        broker.host = StrBytes::from_string(host);
-        broker.port = port;
+        replace_address(
+            observer,
+            broker.broker_id.0,
+            &mut broker.host,
+            &mut broker.port,
+        );
     }
     encode(API, api_version, &response).map(Some)
 }

@@ -3,10 +3,9 @@
 
 use bytes::BytesMut;
 use kafka_protocol::messages::FindCoordinatorResponse;
-use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode, guarded_decode, ResponseObserver};
+use crate::response::{check_version, encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
 
 const API: &str = "FindCoordinator";
@@ -33,22 +32,23 @@ pub(crate) fn rewrite_find_coordinator_response(
     // A failed lookup carries node -1 and no address: nothing to map.
     if api_version < FIRST_LIST {
         if response.node_id.0 >= 0 {
-            let (host, port) =
-                observer.broker(response.node_id.0, response.host.as_str(), response.port);
-            response.host = StrBytes::from_string(host);
-            response.port = port;
+            replace_address(
+                observer,
+                response.node_id.0,
+                &mut response.host,
+                &mut response.port,
+            );
             changed = true;
         }
     } else {
         for coordinator in &mut response.coordinators {
             if coordinator.node_id.0 >= 0 {
-                let (host, port) = observer.broker(
+                replace_address(
+                    observer,
                     coordinator.node_id.0,
-                    coordinator.host.as_str(),
-                    coordinator.port,
+                    &mut coordinator.host,
+                    &mut coordinator.port,
                 );
-                coordinator.host = StrBytes::from_string(host);
-                coordinator.port = port;
                 changed = true;
             }
         }

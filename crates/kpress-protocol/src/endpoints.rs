@@ -16,7 +16,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::error::{ProtocolError, WireError};
-use crate::response::{api_key, check_version, encode_failed, malformed, ResponseObserver};
+use crate::response::{
+    api_key, check_version, encode_failed, malformed, replace_address, ResponseObserver,
+};
 use crate::wire::{put_uvarint, Reader, TaggedField};
 
 const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;
@@ -199,9 +201,7 @@ fn rewrite_endpoints<E: NodeEndpoint>(
     put_uvarint(&mut out, count as u32 + 1);
     for endpoint in &mut endpoints {
         let (node_id, host, port) = endpoint.address();
-        let (new_host, new_port) = observer.broker(node_id, host.as_str(), *port);
-        *host = StrBytes::from_string(new_host);
-        *port = new_port;
+        replace_address(observer, node_id, host, port);
         endpoint
             .encode(&mut out, version)
             .map_err(encode_failed(api, version))?;

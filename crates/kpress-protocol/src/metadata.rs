@@ -10,7 +10,9 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use uuid::Uuid;
 
 use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode, encode_failed, guarded_decode, ResponseObserver};
+use crate::response::{
+    check_version, encode, encode_failed, guarded_decode, replace_address, ResponseObserver,
+};
 use crate::wire::Reader;
 
 const API: &str = "Metadata";
@@ -39,9 +41,12 @@ pub(crate) fn rewrite_metadata_response(
         return Ok(None);
     }
     for broker in &mut response.brokers {
-        let (host, port) = observer.broker(broker.node_id.0, broker.host.as_str(), broker.port);
-        broker.host = StrBytes::from_string(host);
-        broker.port = port;
+        replace_address(
+            observer,
+            broker.node_id.0,
+            &mut broker.host,
+            &mut broker.port,
+        );
     }
     encode(API, api_version, &response).map(Some)
 }

@@ -4,7 +4,7 @@
 //! Each response kind lives in its own module; this one only dispatches.
 
 use bytes::BytesMut;
-use kafka_protocol::protocol::{Decodable, Encodable};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::error::{ProtocolError, WireError};
 use crate::{api_versions, cluster, coordinator, endpoints, metadata};
@@ -72,6 +72,18 @@ pub fn rewrite_response(
         }
         _ => endpoints::rewrite_node_endpoints(api_key, api_version, body, observer),
     }
+}
+
+/// Replaces the address of broker `node_id` by the one `observer` hands out.
+pub(crate) fn replace_address(
+    observer: &mut dyn ResponseObserver,
+    node_id: i32,
+    host: &mut StrBytes,
+    port: &mut i32,
+) {
+    let (new_host, new_port) = observer.broker(node_id, host.as_str(), *port);
+    *host = StrBytes::from_string(new_host);
+    *port = new_port;
 }
 
 /// The supported version range of a response kind, checked before decoding.
