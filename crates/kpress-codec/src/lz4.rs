@@ -161,6 +161,9 @@ impl Lz4Compressor {
                 // on blocks that would not shrink.
                 let capacity = block.len().saturating_sub(1);
                 let level = *level;
+                // Geometric: `out` may collect many batches, and an exact reservation per batch
+                // would move everything before it each time.
+                out.reserve(capacity);
                 // SAFETY: liblz4 writes at most `capacity` bytes to `dst` and returns
                 // how many it wrote (0 on failure); `state` was initialized by
                 // LZ4_initStreamHC and is used by one call at a time.

@@ -105,6 +105,9 @@ impl ZstdCompressor {
         cctx.set_pledged_src_size(Some(input.len() as u64))
             .map_err(compress_error)?;
         let bound = zstd_safe::compress_bound(input.len());
+        // Geometric: `out` may collect many batches, and an exact reservation per batch
+        // would move everything before it each time.
+        out.reserve(bound);
         // SAFETY: zstd reports through `OutBuffer::pos` exactly the bytes it wrote.
         unsafe {
             append_with(out, bound, |spare| {

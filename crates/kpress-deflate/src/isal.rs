@@ -104,6 +104,9 @@ impl GzipProvider for IsalProvider {
             }
             // Stored blocks at worst, plus ISA-L's header allowance.
             let mut room = compress_bound(input.len()) + sys::ISAL_DEF_MAX_HDR_SIZE as usize;
+            // Geometric: `out` may collect many batches, and an exact reservation per batch
+            // would move everything before it each time.
+            out.reserve(room);
             loop {
                 let result = fill_spare(out, room, |spare: &mut [MaybeUninit<u8>]| {
                     let avail_out = u32::try_from(spare.len()).unwrap_or(u32::MAX);

@@ -76,6 +76,9 @@ impl GzipProvider for LibdeflateProvider {
                 .as_ptr();
             // SAFETY: `c` is a live compressor owned by this thread.
             let bound = unsafe { libdeflate_deflate_compress_bound(c, input.len()) };
+            // Geometric: `out` may collect many batches, and an exact reservation per batch
+            // would move everything before it each time.
+            out.reserve(bound);
             fill_spare(out, bound, |spare| {
                 // SAFETY: `input` and `spare` are valid for their lengths; libdeflate
                 // writes at most `spare.len()` bytes and returns how many, 0 if it

@@ -336,6 +336,9 @@ impl GzipProvider for QatProvider {
             // SAFETY: a live session of this thread.
             let qat_bound = unsafe { f.qzMaxCompressedLength(src_len, sess) } as usize;
             let room = qat_bound.max(compress_bound(input.len()) + 1024);
+            // Geometric: `out` may collect many batches, and an exact reservation per batch
+            // would move everything before it each time.
+            out.reserve(room);
             let result = fill_spare(out, room, |spare: &mut [MaybeUninit<u8>]| {
                 let mut consumed = src_len;
                 let mut written = c_uint::try_from(spare.len()).unwrap_or(c_uint::MAX);
