@@ -67,6 +67,7 @@ pub(crate) fn parse_document(text: &str, source_name: &str) -> Result<Config, Ve
                     value: None,
                     message: format!("TOML syntax: {}", e.message()),
                     allowed: None,
+                    did_you_mean: None,
                 }
             })
             .collect());
@@ -210,12 +211,12 @@ impl Walk<'_> {
             if known.contains(&name) {
                 found.insert(name.to_owned(), (key, value));
             } else {
-                self.sink.report(
+                self.sink.unknown_key(
                     &key.span(),
-                    Some(&format!("{section}.{name}")),
-                    None,
-                    format!("unknown key in [{section}]"),
-                    Some(known.join(", ")),
+                    &format!("{section}.{name}"),
+                    name,
+                    &format!("[{section}]"),
+                    known,
                 );
             }
         }
@@ -638,13 +639,8 @@ impl Walk<'_> {
                         known.clear();
                         known.extend(["only in [[topics]]"]);
                     }
-                    self.sink.report(
-                        &key.span(),
-                        Some(unknown),
-                        None,
-                        format!("unknown key in {where_}"),
-                        Some(known.join(", ")),
-                    );
+                    self.sink
+                        .unknown_key(&key.span(), unknown, unknown, where_, &known);
                     None
                 }
             };

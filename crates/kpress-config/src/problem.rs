@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::Range;
 
 /// One thing wrong with a policy file, printed as
-/// `FILE:LINE:COL: key = value: what is wrong (allowed: …)`.
+/// `FILE:LINE:COL: key = value: what is wrong (allowed: …); did you mean …?`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// The file name (or other source name) the problem is in.
@@ -21,6 +21,8 @@ pub struct Problem {
     pub message: String,
     /// The allowed values, if they can be listed.
     pub allowed: Option<String>,
+    /// The allowed name closest to a misspelt one (`compression.zstd.windw` → `…window`).
+    pub did_you_mean: Option<String>,
 }
 
 impl fmt::Display for Problem {
@@ -35,6 +37,9 @@ impl fmt::Display for Problem {
         f.write_str(&self.message)?;
         if let Some(allowed) = &self.allowed {
             write!(f, " (allowed: {allowed})")?;
+        }
+        if let Some(name) = &self.did_you_mean {
+            write!(f, "; did you mean {name}?")?;
         }
         Ok(())
     }
@@ -128,8 +133,38 @@ impl<'t> ProblemSink<'t> {
             value: value_span.map(|v| self.source_text(v)),
             message: message.into(),
             allowed,
+            did_you_mean: None,
         };
         self.problems.push((span.start, problem));
+    }
+
+    /// An unknown key, shown as `shown` (section-qualified), written as `written`;
+    /// the allowed ones are `known`, and the nearest of them when `written` looks like
+    /// a typo of it.
+    pub(crate) fn unknown_key(
+        &mut self,
+        span: &Range<usize>,
+        shown: &str,
+        written: &str,
+        place: &str,
+        known: &[&str],
+    ) {
+        let did_you_mean = known
+            .iter()
+            .map(|k| (edit_distance(written, k), *k))
+            .filter(|(edits, _)| *edits <= TYPO_MAX_EDITS)
+            .min_by_key(|(edits, _)| *edits)
+            .map(|(_, k)| k.to_owned());
+        self.report(
+            span,
+            Some(shown),
+            None,
+            format!("unknown key in {place}"),
+            Some(known.join(", ")),
+        );
+        if let Some((_, problem)) = self.problems.last_mut() {
+            problem.did_you_mean = did_you_mean;
+        }
     }
 
     /// A problem about a value: located at the value, naming key and value.
@@ -157,6 +192,29 @@ impl<'t> ProblemSink<'t> {
         self.problems.sort_by_key(|(offset, _)| *offset);
         self.problems.into_iter().map(|(_, p)| p).collect()
     }
+}
+
+/// Most edits between a key and a known one for it to count as a typo of it.
+const TYPO_MAX_EDITS: usize = 2;
+
+/// Insertions, deletions, substitutions and adjacent swaps turning `a` into `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // Three rows of the table: two back for swaps, one back, and the one being filled.
+    let mut before: Vec<usize> = Vec::new();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut row = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            row[j] = (prev[j] + 1).min(row[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                row[j] = row[j].min(before[j - 2] + 1);
+            }
+        }
+        before = std::mem::replace(&mut prev, row);
+    }
+    prev[b.len()]
 }
 
 /// 1-based line and character column of a byte offset (clamped to the text).
@@ -197,10 +255,21 @@ mod tests {
             value: Some("23".into()),
             message: "out of range".into(),
             allowed: Some("-131072..22".into()),
+            did_you_mean: None,
         };
         assert_eq!(
             p.to_string(),
             "kpress.toml:3:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"
         );
+    }
+
+    #[test]
+    fn edit_distance_counts_swaps_as_one_edit() {
+        assert_eq!(edit_distance("window", "window"), 0);
+        assert_eq!(edit_distance("windw", "window"), 1);
+        assert_eq!(edit_distance("levle", "level"), 1);
+        assert_eq!(edit_distance("compresion.type", "compression.type"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("max_batch", "max_batch_bytes"), 6);
     }
 }

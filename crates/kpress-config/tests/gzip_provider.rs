@@ -130,7 +130,9 @@ compression.gzip.providr = "isal"
     assert!(
         p[2].starts_with(
             "t.toml:14:18: compression.gzip.providr: unknown key in [[topics]] (allowed: match, "
-        ) && p[2].ends_with("compression.zstd.window, compression.gzip.provider)"),
+        ) && p[2].ends_with(
+            "compression.zstd.window, compression.gzip.provider); did you mean compression.gzip.provider?"
+        ),
         "{}",
         p[2]
     );

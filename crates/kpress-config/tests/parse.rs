@@ -220,7 +220,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
         p,
         [
             "t.toml:1:1: listener.node_port_base: missing key in [listener]",
-            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, advertised_host, node_port_base)"
+            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, advertised_host, node_port_base); did you mean node_port_base?"
         ]
     );
 }
@@ -528,4 +528,24 @@ fn the_shipped_example_files_parse() {
         }
     }
     assert!(seen >= 3, "config/kpress.toml and the examples");
+}
+
+#[test]
+fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
+    let p = problem_texts(&format!(
+        "{HEAD}[defaults]\ncompresion.type = \"zstd\"\ncompression.zstd.levle = 3\nmax_batch = 1\n"
+    ));
+    assert!(
+        p[0].starts_with("t.toml:8:12: compresion.type: unknown key in [defaults] (allowed: ")
+            && p[0].ends_with("; did you mean compression.type?"),
+        "{}",
+        p[0]
+    );
+    assert!(
+        p[1].ends_with("; did you mean compression.zstd.level?"),
+        "{}",
+        p[1]
+    );
+    // Nothing near enough: only the list of known keys.
+    assert!(p[2].ends_with("compression.gzip.provider)"), "{}", p[2]);
 }
