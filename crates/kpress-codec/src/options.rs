@@ -421,6 +421,8 @@ mod tests {
             assert_eq!(o.gzip_provider().name(), name.to_ascii_lowercase());
         }
         assert_eq!(o.get_text(GZIP_LEVEL).as_deref(), Some("-1"));
+        // The error text's list is the one parsing accepts.
+        assert_eq!(GZIP_PROVIDER_VALUES, ProviderChoice::NAMES.join(", "));
     }
 
     #[test]

@@ -33,6 +33,6 @@ pub enum ProviderError {
     #[error("QATzip not probed: no policy names qat or auto")]
     NotProbed,
     /// Not one of the provider names.
-    #[error("unknown gzip provider {0:?}: allowed are auto, qat, isal, libdeflate, zlib")]
+    #[error("unknown gzip provider {0:?}: allowed are {allowed}", allowed = crate::ProviderChoice::NAMES.join(", "))]
     UnknownName(String),
 }

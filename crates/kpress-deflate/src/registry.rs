@@ -24,7 +24,7 @@ pub enum ProviderChoice {
 }
 
 impl ProviderChoice {
-    /// The accepted names, for error messages.
+    /// The accepted names (`auto`, then [`ProviderKind::ALL`]'s), for error messages.
     pub const NAMES: [&'static str; 5] = ["auto", "qat", "isal", "libdeflate", "zlib"];
 
     pub fn name(self) -> &'static str {
@@ -270,5 +270,26 @@ pub fn decompress_with_fallback(
             Ok(n)
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_what_parsing_accepts() {
+        let parsed: Vec<&str> = ProviderChoice::NAMES
+            .iter()
+            .map(|name| name.parse::<ProviderChoice>().unwrap().name())
+            .collect();
+        assert_eq!(parsed, ProviderChoice::NAMES);
+        let kinds: Vec<&str> = ProviderKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(ProviderChoice::NAMES[1..], kinds[..]);
+        let err = "gzip9".parse::<ProviderChoice>().unwrap_err().to_string();
+        assert!(
+            err.ends_with("allowed are auto, qat, isal, libdeflate, zlib"),
+            "{err}"
+        );
     }
 }
