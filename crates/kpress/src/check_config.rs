@@ -20,12 +20,12 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     let mut any_ok = false;
     for path in &args.files {
         match load_reporting(path) {
-            Some(config) => {
+            Ok(config) => {
                 println!("{}: ok", path.display());
                 print!("{}", summary(&config));
                 any_ok = true;
             }
-            None => all_ok = false,
+            Err(_) => all_ok = false,
         }
     }
     // Process-wide, so once: what the files' gzip providers would run on here.
@@ -43,15 +43,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// Loads a policy file, printing every problem to stderr when it is not usable.
-pub(crate) fn load_reporting(path: &Path) -> Option<Config> {
-    match kpress_config::load(path) {
-        Ok(config) => Some(config),
-        Err(err @ ConfigError::Read { .. }) => {
-            eprintln!("kpress: {err}");
-            None
-        }
+pub(crate) fn load_reporting(path: &Path) -> Result<Config, ConfigError> {
+    let loaded = kpress_config::load(path);
+    match &loaded {
+        Ok(_) => {}
+        Err(err @ ConfigError::Read { .. }) => eprintln!("kpress: {err}"),
         Err(ConfigError::Invalid(problems)) => {
-            for problem in &problems {
+            for problem in problems {
                 eprintln!("{problem}");
             }
             let n = problems.len();
@@ -60,9 +58,9 @@ pub(crate) fn load_reporting(path: &Path) -> Option<Config> {
                 path.display(),
                 if n == 1 { "" } else { "s" }
             );
-            None
         }
     }
+    loaded
 }
 
 /// What the file makes kpress do, in a few lines.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_batch::PolicyLookup;
-use kpress_config::{Config, PolicySet};
+use kpress_config::{Config, ConfigError, PolicySet};
 use kpress_proxy::{ProxyError, ProxySettings};
 
 use crate::{check_config, gzip_providers};
@@ -33,12 +33,21 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let Some(config) = check_config::load_reporting(&args.config) else {
-        eprintln!(
-            "kpress: not starting: fix {} (check it with `kpress check-config`)",
-            args.config.display()
-        );
-        return Ok(ExitCode::FAILURE);
+    let config = match check_config::load_reporting(&args.config) {
+        Ok(config) => config,
+        Err(err) => {
+            let file = args.config.display();
+            match err {
+                ConfigError::Read { .. } => eprintln!(
+                    "kpress: not starting: --config needs a policy file kpress can read \
+                     (config/kpress.toml is an example)"
+                ),
+                ConfigError::Invalid(_) => eprintln!(
+                    "kpress: not starting: fix {file} (check it with `kpress check-config {file}`)"
+                ),
+            }
+            return Ok(ExitCode::FAILURE);
+        }
     };
     let provider_statuses = gzip_providers::statuses();
     gzip_providers::log(&provider_statuses);

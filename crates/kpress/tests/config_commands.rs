@@ -227,6 +227,20 @@ fn run_names_the_metrics_key_when_its_port_is_taken() {
 }
 
 #[test]
+fn run_without_a_readable_policy_file_says_what_it_needs() {
+    let out = kpress(&["run", "--config", "/nonexistent/kpress.toml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("kpress: cannot read /nonexistent/kpress.toml: ")
+            && stderr.contains(
+                "kpress: not starting: --config needs a policy file kpress can read (config/kpress.toml is an example)"
+            ),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn log_filter_must_be_valid() {
     let out = kpress(&["--log", "kpress=notalevel", "check-config", "x.toml"]);
     assert_eq!(out.status.code(), Some(2));
