@@ -43,12 +43,30 @@ impl Recompressor {
         policy: &RewritePolicy,
         out: &mut Vec<u8>,
     ) -> Outcome {
+        let reason = match RecordBatch::parse(batch) {
+            Ok(parsed) if parsed.bytes().len() == batch.len() => {
+                return self.rewrite_parsed(parsed, policy, out)
+            }
+            Err(BatchError::NotMagicV2 { .. }) => PassReason::NotMagicV2,
+            Ok(_) | Err(_) => PassReason::Malformed,
+        };
+        out.extend_from_slice(batch);
+        Outcome::PassedThrough(reason)
+    }
+
+    /// [`rewrite_batch`](Self::rewrite_batch) for a batch already framed.
+    fn rewrite_parsed(
+        &mut self,
+        batch: RecordBatch<'_>,
+        policy: &RewritePolicy,
+        out: &mut Vec<u8>,
+    ) -> Outcome {
         let start = out.len();
         let outcome = match self.try_rewrite(batch, policy, out) {
             Ok(outcome) => outcome,
             Err(reason) => {
                 out.truncate(start);
-                out.extend_from_slice(batch);
+                out.extend_from_slice(batch.bytes());
                 Outcome::PassedThrough(reason)
             }
         };
@@ -85,10 +103,7 @@ impl Recompressor {
         let mut rest = records;
         while !rest.is_empty() {
             let (size, outcome) = match RecordBatch::parse(rest) {
-                Ok(batch) => {
-                    let bytes = batch.bytes();
-                    (bytes.len(), self.rewrite_batch(bytes, policy, out))
-                }
+                Ok(batch) => (batch.bytes().len(), self.rewrite_parsed(batch, policy, out)),
                 Err(BatchError::NotMagicV2 { size, .. }) => {
                     out.extend_from_slice(&rest[..size]);
                     (size, Outcome::PassedThrough(PassReason::NotMagicV2))
@@ -107,17 +122,11 @@ impl Recompressor {
     /// Writes the rewrite into `out` or says why not; the caller undoes partial output.
     fn try_rewrite(
         &mut self,
-        input: &[u8],
+        batch: RecordBatch<'_>,
         policy: &RewritePolicy,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, PassReason> {
-        let batch = RecordBatch::parse(input).map_err(|err| match err {
-            BatchError::NotMagicV2 { .. } => PassReason::NotMagicV2,
-            _ => PassReason::Malformed,
-        })?;
-        if batch.bytes().len() != input.len() {
-            return Err(PassReason::Malformed);
-        }
+        let input = batch.bytes();
         if batch.is_control() {
             return Err(PassReason::ControlBatch);
         }
