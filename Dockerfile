@@ -5,9 +5,8 @@
 # The shipped /etc/kpress/kpress.toml listens on 127.0.0.1 and expects a broker on
 # 127.0.0.1:9092, both inside the container: mount a policy of your own with
 # bind = "0.0.0.0:19092" (and [metrics] bind = "0.0.0.0:9464"), advertised_host = the
-# name clients reach the host by, and
-# brokers the container can reach, then publish the bootstrap and node ports
-# (node_port_base + each broker's node id), e.g.
+# name clients reach the host by, and brokers the container can reach; then publish
+# the bootstrap and node ports (node_port_base + each broker's node id), e.g.
 #   docker run -v $PWD/my.toml:/etc/kpress/kpress.toml:ro \
 #     -p 19092:19092 -p 19101-19103:19101-19103 -p 9464:9464 kpress
 # (`docker run … kpress check-config /etc/kpress/kpress.toml` checks it first.)
