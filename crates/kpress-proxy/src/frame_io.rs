@@ -58,19 +58,19 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     }
     let body_len = frame_body_len(prefix, max_frame_bytes)?;
     let permit = pool.acquire(SIZE_PREFIX_LEN + body_len).await?;
-    let mut bytes = BytesMut::with_capacity(SIZE_PREFIX_LEN + body_len);
+    let frame_len = SIZE_PREFIX_LEN + body_len;
+    let mut bytes = BytesMut::with_capacity(frame_len);
     bytes.put_slice(&prefix);
-    bytes.resize(SIZE_PREFIX_LEN + body_len, 0);
-    let mut read = 0;
-    while read < body_len {
-        let n = reader.read(&mut bytes[SIZE_PREFIX_LEN + read..]).await?;
-        if n == 0 {
+    // Read into the spare capacity (no zero-filling first); `take` stops at the frame's
+    // end so the next frame stays in the stream.
+    let mut body = AsyncReadExt::take(&mut *reader, body_len as u64);
+    while bytes.len() < frame_len {
+        if body.read_buf(&mut bytes).await? == 0 {
             return Err(ReadFrameError::EndedMidFrame {
-                read: SIZE_PREFIX_LEN + read,
-                expected: SIZE_PREFIX_LEN + body_len,
+                read: bytes.len(),
+                expected: frame_len,
             });
         }
-        read += n;
     }
     Ok(Some(Frame {
         bytes,
