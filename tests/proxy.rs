@@ -13,7 +13,7 @@ use kpress_tests::cluster::KafkaCluster;
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, write_records, Dataset};
 use kpress_tests::dump::{dump_log_segments, DumpedSegment};
-use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::KpressProxy;
 use kpress_tests::metadata::fetch_metadata;
 use kpress_tests::raw_batch::{
@@ -331,22 +331,20 @@ fn every_client_and_codec_pair_through_kpress_stores_the_policy_codec() {
         ));
     }
 
-    let consumed = java
-        .consume(
+    failures.extend(
+        java.read_back_problems(
             &bootstrap,
             &names,
-            expected.len() * names.len(),
+            &expected,
             &ConsumeOptions {
                 timeout: Duration::from_secs(300),
                 ..ConsumeOptions::default()
             },
+            "Java consumer through kpress",
         )
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log())),
+    );
     for topic in &names {
-        let values = values_of(&consumed, topic);
-        if let Some(diff) = diff_records(&expected, &values) {
-            failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
-        }
         failures.extend(kcat::read_back_problem(
             &bootstrap,
             topic,
@@ -515,20 +513,16 @@ fn acks_and_idempotent_producers_through_kpress() {
             failures.push(format!("{topic}: only {} batches", dump.batches.len()));
         }
     }
-    let consumed = java
-        .consume(
+    failures.extend(
+        java.read_back_problems(
             &bootstrap,
             &names,
-            expected.len() * names.len(),
+            &expected,
             &ConsumeOptions::default(),
+            "Java consumer through kpress",
         )
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
-    for topic in &names {
-        let values = values_of(&consumed, topic);
-        if let Some(diff) = diff_records(&expected, &values) {
-            failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
-        }
-    }
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log())),
+    );
     fail_if_any(failures, || proxy.log());
 }
 
@@ -672,20 +666,16 @@ fn acks_0_and_oversized_rewrites_through_kpress() {
     .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
 
     let mut failures = Vec::new();
-    let consumed = java
-        .consume(
+    failures.extend(
+        java.read_back_problems(
             &bootstrap,
             &topics,
-            expected.len() * 2,
+            &expected,
             &ConsumeOptions::default(),
+            "Java consumer through kpress",
         )
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
-    for topic in topics {
-        let values = values_of(&consumed, topic);
-        if let Some(diff) = diff_records(&expected, &values) {
-            failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
-        }
-    }
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log())),
+    );
     let dumps = cluster.dump_partition_0(&topics).expect("DumpLogSegments");
     failures.extend(check_stored(
         topics[0],
@@ -1290,20 +1280,16 @@ fn kafka_3_9_broker_behind_kpress() {
             &expected,
         ));
     }
-    let consumed = java
-        .consume(
+    failures.extend(
+        java.read_back_problems(
             &proxy.bootstrap(),
             &topics,
-            expected.len() * 2,
+            &expected,
             &ConsumeOptions::default(),
+            "Java 3.9 consumer through kpress",
         )
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
-    for topic in topics {
-        let values = values_of(&consumed, topic);
-        if let Some(diff) = diff_records(&expected, &values) {
-            failures.push(format!("{topic}: Java 3.9 consumer through kpress: {diff}"));
-        }
-    }
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log())),
+    );
     fail_if_any(failures, || {
         format!("{}\n{}", proxy.log(), cluster.describe_logs())
     });

@@ -3,7 +3,7 @@
 
 use crate::client_cli;
 use crate::compression::Compression;
-use crate::data::unhex;
+use crate::data::{diff_records, unhex};
 use crate::java;
 use crate::paths;
 use crate::process::run_ok;
@@ -275,5 +275,26 @@ impl JavaClient {
     ) -> anyhow::Result<Vec<ConsumedRecord>> {
         let cmd = self.command("consume");
         client_cli::consume(cmd, "Java", bootstrap, topics, count, options)
+    }
+
+    /// Consumes `expected.len()` records from each of `topics` through `bootstrap`;
+    /// a "`topic`: `reader`: difference" line for each topic whose values are not
+    /// exactly `expected`.
+    pub fn read_back_problems<E: AsRef<[u8]>>(
+        &self,
+        bootstrap: &str,
+        topics: &[&str],
+        expected: &[E],
+        options: &ConsumeOptions,
+        reader: &str,
+    ) -> anyhow::Result<Vec<String>> {
+        let consumed = self.consume(bootstrap, topics, expected.len() * topics.len(), options)?;
+        Ok(topics
+            .iter()
+            .filter_map(|topic| {
+                diff_records(expected, &values_of(&consumed, topic))
+                    .map(|diff| format!("{topic}: {reader}: {diff}"))
+            })
+            .collect())
     }
 }
