@@ -19,7 +19,6 @@ CONFIG=${1:-config/kpress.toml}
 PROFILE=${KPRESS_PROFILE:-release}
 BROKER_PORT=9092
 CONTROLLER_PORT=9093
-KPRESS_BOOTSTRAP=127.0.0.1:19092
 BROKER_DIR=$ROOT/.cache/local-broker
 LIBS=$ROOT/.cache/kafka/$KAFKA_VERSION/libs
 
@@ -38,9 +37,11 @@ wait_for_port() { # port, pid that must stay alive, what, seconds
 }
 
 [ -f "$CONFIG" ] || die "no policy file $CONFIG"
-for port in $BROKER_PORT $CONTROLLER_PORT "${KPRESS_BOOTSTRAP##*:}"; do
-  port_open "$port" &&
-    die "127.0.0.1:$port is already in use (another broker or kpress running?): stop it ('ss -ltnp sport = :$port' names the process), then run $0 again"
+port_taken() { # port
+  die "127.0.0.1:$1 is already in use (another broker or kpress running?): stop it ('ss -ltnp sport = :$1' names the process), then run $0 again"
+}
+for port in $BROKER_PORT $CONTROLLER_PORT; do
+  port_open "$port" && port_taken "$port"
 done
 command -v java >/dev/null || die "java not found (Java 17 is needed for Kafka)"
 
@@ -55,7 +56,13 @@ else
   cargo build --quiet -p kpress --bin kpress
   KPRESS=$ROOT/target/debug/kpress
 fi
-"$KPRESS" check-config "$CONFIG" >/dev/null || die "fix $CONFIG first (kpress check-config $CONFIG)"
+summary=$("$KPRESS" check-config "$CONFIG") || die "fix $CONFIG first (kpress check-config $CONFIG)"
+# Where the policy listens: the summary's "  listen IP:PORT (advertised as HOST, …" line.
+KPRESS_PORT=$(sed -n 's/^  listen [^ ]*:\([0-9]*\) (advertised as .*/\1/p' <<<"$summary")
+KPRESS_HOST=$(sed -n 's/^  listen [^ ]* (advertised as \([^,]*\),.*/\1/p' <<<"$summary")
+[ -n "$KPRESS_PORT" ] && [ -n "$KPRESS_HOST" ] || die "cannot find where $CONFIG listens in: $summary"
+KPRESS_BOOTSTRAP=$KPRESS_HOST:$KPRESS_PORT
+port_open "$KPRESS_PORT" && port_taken "$KPRESS_PORT"
 
 KAFKA_PID=
 KPRESS_PID=
@@ -121,7 +128,7 @@ wait_for_port $BROKER_PORT "$KAFKA_PID" Kafka 120 ||
 log "starting kpress on $KPRESS_BOOTSTRAP with $CONFIG"
 "$KPRESS" run --config "$CONFIG" &
 KPRESS_PID=$!
-wait_for_port "${KPRESS_BOOTSTRAP##*:}" "$KPRESS_PID" kpress 60 ||
+wait_for_port "$KPRESS_PORT" "$KPRESS_PID" kpress 60 ||
   die "kpress exited at startup (its messages are above)"
 
 cat >&2 <<EOF
