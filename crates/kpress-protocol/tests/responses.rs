@@ -77,6 +77,18 @@ fn rewrite(api: i16, version: i16, body: &[u8], proxy: &mut Proxy) -> Option<Vec
         .map(|b| b.to_vec())
 }
 
+/// `original` encoded at `version`, rewritten (it must need a rewrite) and decoded.
+fn rewrite_decoded<T: Encodable + Decodable>(
+    api: i16,
+    version: i16,
+    original: &T,
+    proxy: &mut Proxy,
+) -> T {
+    let body = rewrite(api, version, &encode(original, version), proxy)
+        .unwrap_or_else(|| panic!("api {api} v{version}: nothing to rewrite"));
+    decode(&body, version)
+}
+
 const TOPIC_ID: [u8; 16] = [3; 16];
 
 fn metadata(version: i16) -> MetadataResponse {
@@ -119,14 +131,7 @@ fn metadata_addresses_are_rewritten_at_every_version() {
     for version in 0..=13 {
         let original = metadata(version);
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::METADATA,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .expect("brokers to rewrite");
-        let rewritten: MetadataResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::METADATA, version, &original, &mut proxy);
         let mut expected = original.clone();
         for broker in &mut expected.brokers {
             broker.host = s("kpress.local");
@@ -166,14 +171,7 @@ fn find_coordinator_single_form_v0_to_v3() {
             original.error_message = Some(s("none"));
         }
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::FIND_COORDINATOR,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .unwrap();
-        let rewritten: FindCoordinatorResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::FIND_COORDINATOR, version, &original, &mut proxy);
         let expected = original.with_host(s("kpress.local")).with_port(19_002);
         assert_eq!(rewritten, expected, "v{version}");
     }
@@ -224,14 +222,7 @@ fn find_coordinator_list_form_v4_to_v6() {
                 .with_port(9093),
         ]);
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::FIND_COORDINATOR,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .unwrap();
-        let rewritten: FindCoordinatorResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::FIND_COORDINATOR, version, &original, &mut proxy);
         let mut expected = original.clone();
         expected.coordinators[0].host = s("kpress.local");
         expected.coordinators[0].port = 19_001;
@@ -263,14 +254,7 @@ fn describe_cluster_v0_to_v2() {
             original.endpoint_type = 1;
         }
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::DESCRIBE_CLUSTER,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .unwrap();
-        let rewritten: DescribeClusterResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::DESCRIBE_CLUSTER, version, &original, &mut proxy);
         let mut expected = original.clone();
         for broker in &mut expected.brokers {
             broker.host = s("kpress.local");
@@ -337,14 +321,7 @@ fn produce_node_endpoints_v10_to_v13() {
 
         let original = produce_response(version, true);
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::PRODUCE,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .unwrap();
-        let rewritten: ProduceResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::PRODUCE, version, &original, &mut proxy);
         let mut expected = original.clone();
         expected.node_endpoints[0].host = s("kpress.local");
         expected.node_endpoints[0].port = 19_003;
@@ -425,14 +402,7 @@ fn fetch_node_endpoints_v16_to_v18_keep_records_intact() {
 
         let original = fetch_response(version, true, &records);
         let mut proxy = Proxy::default();
-        let body = rewrite(
-            api_key::FETCH,
-            version,
-            &encode(&original, version),
-            &mut proxy,
-        )
-        .unwrap();
-        let rewritten: FetchResponse = decode(&body, version);
+        let rewritten = rewrite_decoded(api_key::FETCH, version, &original, &mut proxy);
         let mut expected = original.clone();
         expected.node_endpoints[0].host = s("kpress.local");
         expected.node_endpoints[0].port = 19_002;
