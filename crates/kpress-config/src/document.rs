@@ -21,7 +21,9 @@ use crate::settings::{
 };
 use crate::topic_match::TopicPattern;
 
-const SECTIONS: &str = "listener, upstream, limits, metrics, defaults, topics";
+const SECTIONS: [&str; 6] = [
+    "listener", "upstream", "limits", "metrics", "defaults", "topics",
+];
 const COMPRESSION_TYPES: &str = "producer, none (or uncompressed), gzip, snappy, lz4, zstd";
 const RECOMPRESS_MODES: &str = "codec-differs, always";
 
@@ -110,12 +112,12 @@ impl Walk<'_> {
                 "metrics" => metrics = self.table(key, value).and_then(|t| self.metrics(t, value)),
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
-                other => self.sink.report(
+                other => self.sink.unknown_name(
                     &key.span(),
-                    Some(other),
-                    None,
-                    "unknown section",
-                    Some(SECTIONS.to_owned()),
+                    other,
+                    other,
+                    "unknown section".to_owned(),
+                    &SECTIONS,
                 ),
             }
         }
@@ -211,11 +213,11 @@ impl Walk<'_> {
             if known.contains(&name) {
                 found.insert(name.to_owned(), (key, value));
             } else {
-                self.sink.unknown_key(
+                self.sink.unknown_name(
                     &key.span(),
                     &format!("{section}.{name}"),
                     name,
-                    &format!("[{section}]"),
+                    format!("unknown key in [{section}]"),
                     known,
                 );
             }
@@ -639,8 +641,13 @@ impl Walk<'_> {
                         known.clear();
                         known.extend(["only in [[topics]]"]);
                     }
-                    self.sink
-                        .unknown_key(&key.span(), unknown, unknown, where_, &known);
+                    self.sink.unknown_name(
+                        &key.span(),
+                        unknown,
+                        unknown,
+                        format!("unknown key in {where_}"),
+                        &known,
+                    );
                     None
                 }
             };

@@ -138,15 +138,15 @@ impl<'t> ProblemSink<'t> {
         self.problems.push((span.start, problem));
     }
 
-    /// An unknown key, shown as `shown` (section-qualified), written as `written`;
-    /// the allowed ones are `known`, and the nearest of them when `written` looks like
-    /// a typo of it.
-    pub(crate) fn unknown_key(
+    /// An unknown key or section, shown as `shown` (section-qualified), written as
+    /// `written`; the allowed ones are `known`, and the nearest of them when `written`
+    /// looks like a typo of it.
+    pub(crate) fn unknown_name(
         &mut self,
         span: &Range<usize>,
         shown: &str,
         written: &str,
-        place: &str,
+        message: String,
         known: &[&str],
     ) {
         let did_you_mean = known
@@ -155,13 +155,7 @@ impl<'t> ProblemSink<'t> {
             .filter(|(edits, _)| *edits <= TYPO_MAX_EDITS)
             .min_by_key(|(edits, _)| *edits)
             .map(|(_, k)| k.to_owned());
-        self.report(
-            span,
-            Some(shown),
-            None,
-            format!("unknown key in {place}"),
-            Some(known.join(", ")),
-        );
+        self.report(span, Some(shown), None, message, Some(known.join(", ")));
         if let Some((_, problem)) = self.problems.last_mut() {
             problem.did_you_mean = did_you_mean;
         }
