@@ -149,14 +149,20 @@ impl Walk<'_> {
         let limits = limits?;
         if let Some(m) = &metrics {
             if conflicts(m.bind, listener.bind) {
-                let span = root
+                let bind_value = root
                     .get("metrics")
-                    .map_or(FILE_START, |v| v.span().start..v.span().start);
-                self.sink.report(
+                    .and_then(|section| match section.get_ref() {
+                        DeValue::Table(table) => table.get("bind"),
+                        _ => None,
+                    });
+                let span = bind_value.map_or(FILE_START, |v| v.span());
+                self.sink.bad_value(
+                    "metrics.bind",
                     &span,
-                    Some("metrics.bind"),
-                    None,
-                    format!("is the same address as listener.bind ({})", listener.bind),
+                    format!(
+                        "takes the port of listener.bind ({}): give the metrics endpoint a port of its own",
+                        listener.bind
+                    ),
                     None,
                 );
             }

@@ -400,7 +400,7 @@ fn node_port_base_bounds() {
 fn metrics_cannot_share_the_listener_port() {
     let p = one_problem(&format!("{HEAD}[metrics]\nbind = \"0.0.0.0:19092\"\n"));
     assert!(
-        p.starts_with("t.toml:7:1: metrics.bind: is the same address as listener.bind"),
+        p == "t.toml:8:8: metrics.bind = \"0.0.0.0:19092\": takes the port of listener.bind (127.0.0.1:19092): give the metrics endpoint a port of its own",
         "{p}"
     );
     parse(
