@@ -22,6 +22,14 @@ fn repo_config(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A loopback address nobody listens on: bound to find a free port, then closed.
+fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 fn write(dir: &tempfile::TempDir, name: &str, contents: &str) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, contents).unwrap();
@@ -144,16 +152,9 @@ fn run_refuses_an_invalid_file_at_once_with_the_same_messages() {
 }
 
 #[test]
-fn run_fails_cleanly_when_no_broker_answers() {
-    // A port nobody listens on: bind one, note it, close it.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+fn run_fails_cleanly_when_no_broker_answers_and_says_which_key_names_it() {
+    let closed = free_addr();
+    let listen = free_addr();
     let dir = tempfile::tempdir().unwrap();
     let config = write(
         &dir,
@@ -167,29 +168,6 @@ fn run_fails_cleanly_when_no_broker_answers() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("kpress: error: proxy stopped"), "{stderr}");
     assert!(stderr.contains(&closed.to_string()), "{stderr}");
-}
-
-#[test]
-fn run_says_which_key_names_the_broker_that_does_not_answer() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let config = write(
-        &dir,
-        "k.toml",
-        &format!(
-            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"{closed}\"]\n"
-        ),
-    );
-    let out = kpress(&["run", "--config", &config]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
     assert!(
         stderr.contains(&format!(
             "start the broker, or point [upstream] bootstrap_servers in {config} at one that runs"
@@ -202,10 +180,7 @@ fn run_says_which_key_names_the_broker_that_does_not_answer() {
 fn run_names_the_metrics_key_when_its_port_is_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap();
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let listen = free_addr();
     let dir = tempfile::tempdir().unwrap();
     let config = write(
         &dir,
@@ -307,11 +282,7 @@ fn check_config_reports_gzip_providers_and_probes_qatzip_only_when_a_policy_need
 #[test]
 fn run_refuses_a_provider_the_host_lacks_and_logs_qat_without_hardware() {
     let dir = tempfile::tempdir().unwrap();
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let closed = free_addr().to_string();
     let config = provider_config(&dir, Some("qat"), &closed);
 
     // No QATzip: refused at start, located, nothing substituted.
