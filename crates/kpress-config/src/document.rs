@@ -636,17 +636,17 @@ impl Walk<'_> {
                     } else {
                         "[defaults]"
                     };
-                    let mut known: Vec<&str> = Vec::new();
-                    if rule.is_some() {
-                        known.push("match");
-                    }
-                    known.extend(["compression.type", "recompress", "allow_growth"]);
-                    known.extend(OPTION_KEYS);
-                    known.extend(TEXT_OPTION_KEYS);
-                    if unknown == "match" {
-                        known.clear();
-                        known.extend(["only in [[topics]]"]);
-                    }
+                    let known: Vec<&str> = if unknown == "match" {
+                        vec!["only in [[topics]]"]
+                    } else {
+                        let rule_only = rule.map(|_| "match");
+                        rule_only
+                            .into_iter()
+                            .chain(["compression.type", "recompress", "allow_growth"])
+                            .chain(OPTION_KEYS)
+                            .chain(TEXT_OPTION_KEYS)
+                            .collect()
+                    };
                     self.sink.unknown_name(
                         &key.span(),
                         unknown,
