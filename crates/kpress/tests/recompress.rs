@@ -1,10 +1,11 @@
 //! `kpress recompress` on files of batches built here: the binary as an operator runs it.
 
+mod common;
+
+use common::recompress;
 use kpress_batch::builder::{encode_records, BatchBuilder, Record};
 use kpress_batch::{batches, RecordBatch};
 use kpress_codec::{Codec, Decompressor};
-use std::path::Path;
-use std::process::{Command, Output};
 
 fn records(n: usize, salt: usize) -> Vec<Record> {
     (0..n)
@@ -17,19 +18,6 @@ fn records(n: usize, salt: usize) -> Vec<Record> {
             ))
         })
         .collect()
-}
-
-/// Runs `kpress recompress --input INPUT --output OUTPUT ARGS...`.
-fn recompress(input: &Path, output: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .arg("recompress")
-        .arg("--input")
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .args(args)
-        .output()
-        .expect("running kpress")
 }
 
 fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {

@@ -1,19 +1,14 @@
 //! `kpress recompress` on files that are not segments and on outputs it cannot write:
 //! it says what is wrong with which file.
 
+mod common;
+
+use common::recompress;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn recompress_to_zstd(input: &Path, output: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .arg("recompress")
-        .arg("--input")
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .args(["--compression", "zstd"])
-        .output()
-        .expect("running kpress")
+    recompress(input, output, &["--compression", "zstd"])
 }
 
 #[test]
