@@ -1,7 +1,8 @@
 //! Builds real v2 record batches for tests and benchmarks (feature `test-util`):
 //! records in Kafka's record format, the 61-byte header, the CRC.
 
-use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor};
+use crate::RecordBatch;
+use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
 
 /// One record: key and value (`None` = null) and headers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -147,4 +148,18 @@ pub fn seal(batch: &mut [u8]) {
     batch[8..12].copy_from_slice(&length.to_be_bytes());
     let crc = crc32c::crc32c(&batch[crate::CRC_START..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The uncompressed records section of `batch`, for comparing what a rewrite kept.
+/// Panics on a payload that does not decompress: test inputs are valid.
+pub fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {
+    let codec = batch.codec().expect("a known codec");
+    if codec == Codec::None {
+        return batch.records().to_vec();
+    }
+    let mut out = Vec::new();
+    Decompressor::new()
+        .decompress(codec, batch.records(), 1 << 30, &mut out)
+        .expect("test batch decompresses");
+    out
 }

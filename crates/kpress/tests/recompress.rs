@@ -3,9 +3,9 @@
 mod common;
 
 use common::recompress;
-use kpress_batch::builder::{encode_records, BatchBuilder, Record};
-use kpress_batch::{batches, RecordBatch};
-use kpress_codec::{Codec, Decompressor};
+use kpress_batch::batches;
+use kpress_batch::builder::{encode_records, plain_records, BatchBuilder, Record};
+use kpress_codec::Codec;
 
 fn records(n: usize, salt: usize) -> Vec<Record> {
     (0..n)
@@ -18,18 +18,6 @@ fn records(n: usize, salt: usize) -> Vec<Record> {
             ))
         })
         .collect()
-}
-
-fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {
-    let codec = batch.codec().unwrap();
-    if codec == Codec::None {
-        return batch.records().to_vec();
-    }
-    let mut out = Vec::new();
-    Decompressor::new()
-        .decompress(codec, batch.records(), 1 << 30, &mut out)
-        .unwrap();
-    out
 }
 
 /// A segment of gzip, lz4, none and zstd batches plus a control batch, and the

@@ -1,6 +1,6 @@
 use super::*;
 use crate::batches;
-use crate::builder::{encode_records, seal, BatchBuilder, Record};
+use crate::builder::{encode_records, plain_records, seal, BatchBuilder, Record};
 use proptest::prelude::*;
 
 fn records(n: usize) -> Vec<Record> {
@@ -51,18 +51,6 @@ fn pass(batch: &[u8], policy: &RewritePolicy) -> PassReason {
 }
 
 /// The uncompressed records section of a (valid) batch.
-fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {
-    let codec = batch.codec().unwrap();
-    if codec == Codec::None {
-        return batch.records().to_vec();
-    }
-    let mut out = Vec::new();
-    Decompressor::new()
-        .decompress(codec, batch.records(), 1 << 30, &mut out)
-        .unwrap();
-    out
-}
-
 /// Checks a rewrite of `input` into `output`: header byte-identical except length,
 /// CRC and codec bits; CRC valid; records equal to `expected`.
 fn assert_rewrite(input: &[u8], output: &[u8], codec: Codec, expected: &[u8]) {
