@@ -1,5 +1,5 @@
 //! Per codec, level and KIP-780 option: compress and decompress MB/s and ratio at
-//! 16 KiB and 1 MiB batches of the shared datasets.
+//! 16 KiB and 1 MiB batches of the datasets.
 //!
 //! criterion reports time and throughput; the compression ratio of every case is
 //! printed once at start and written to `target/criterion/kpress-ratios.tsv`, which

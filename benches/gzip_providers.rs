@@ -1,5 +1,5 @@
 //! gzip providers side by side (issue #4): each provider at its levels compressing
-//! 16 KiB and 1 MiB record sections of the shared datasets, and each decompressing
+//! 16 KiB and 1 MiB record sections of the datasets, and each decompressing
 //! what flate2 level 6 (Kafka's default gzip) wrote, all in the same run.
 //!
 //! criterion reports MB/s; the ratio of every case is printed as a table on stdout

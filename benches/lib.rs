@@ -1,4 +1,4 @@
-//! Inputs for the benches: the shared datasets cut into Kafka record batches.
+//! Inputs for the benches: the repository's datasets cut into Kafka record batches.
 //!
 //! Records are the dataset's lines, framed as Kafka v2 records (no key, no headers)
 //! by kpress-batch's test builder, grouped into batches of a target size.
@@ -9,14 +9,14 @@ use kpress_codec::{Codec, CompressionOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The two shared datasets.
+/// The two datasets in `datasets/`.
 pub const DATASETS: [&str; 2] = ["apache_access.log", "nginxplus_status.ndjson"];
 
-/// Reads a dataset from `shared/datasets` beside the repository (or `KPRESS_DATASETS`).
+/// Reads a dataset from the repository's `datasets/` (or `KPRESS_DATASETS`).
 pub fn load_dataset(name: &str) -> Vec<u8> {
     let dir = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/datasets"));
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../datasets"));
     let path = dir.join(name);
     std::fs::read(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e} (set KPRESS_DATASETS)", path.display()))

@@ -90,7 +90,7 @@ python_clients() {
 }
 
 # The real QATzip library from Debian trixie, unpacked into .cache/qatzip/root without
-# touching the system (see shared/docs/real-kafka.md).
+# touching the system: the same library a QAT host installs, run in its software backup.
 qatzip() {
   local dir=$CACHE/qatzip
   [ -f "$dir/.complete" ] && return 0

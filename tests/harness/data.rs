@@ -1,4 +1,4 @@
-//! Test records: the shared datasets split into records, the checksum every client of
+//! Test records: the repository's datasets split into records, the checksum every client of
 //! the harness prints, and comparisons that say where two record lists differ.
 
 use crate::paths;
@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// A dataset of `/work/shared/datasets` (see its README), one record per line.
+/// A dataset of the repository's `datasets/` (see its README), one record per line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dataset {
     /// 10,000 Apache combined-format access log lines (~236 B each).

@@ -1,5 +1,5 @@
 //! Where things are: the workspace root, the `.cache` that `scripts/setup.sh` fills,
-//! the Kafka jars and compiled Java test clients per version, the shared datasets, and
+//! the Kafka jars and compiled Java test clients per version, the datasets, and
 //! a scratch directory under `target/` for files shared by a test run.
 
 use std::path::{Path, PathBuf};
@@ -82,26 +82,18 @@ pub fn tests_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
-/// The shared datasets: `$KPRESS_DATASETS`, else `shared/datasets` beside the
-/// repository (where the benches look too), else `datasets/` in the workspace.
+/// The datasets: `$KPRESS_DATASETS`, else the repository's `datasets/`.
 pub fn datasets_dir() -> PathBuf {
-    let beside = workspace_root()
-        .parent()
-        .map(|p| p.join("shared").join("datasets"));
-    let candidates = std::env::var_os("KPRESS_DATASETS")
+    let dir = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
-        .into_iter()
-        .chain(beside)
-        .chain([workspace_root().join("datasets")]);
-    for dir in candidates {
-        if dir.join("apache_access.log").exists() {
-            return dir;
-        }
-    }
-    panic!(
-        "datasets not found (looked in $KPRESS_DATASETS and ../shared/datasets): set \
-         KPRESS_DATASETS to the directory holding apache_access.log and nginxplus_status.ndjson"
-    )
+        .unwrap_or_else(|| workspace_root().join("datasets"));
+    assert!(
+        dir.join("apache_access.log").exists(),
+        "datasets not found in {}: KPRESS_DATASETS must name a directory holding \
+         apache_access.log and nginxplus_status.ndjson",
+        dir.display()
+    );
+    dir
 }
 
 /// The cargo target directory this test binary was built into (`target/`).

@@ -2,7 +2,7 @@
 //! per-topic codec, without I/O.
 //!
 //! A rewrite changes only the records payload, attribute bits 0-2, `length` and `crc`
-//! (see `shared/docs/kafka-wire-notes.md`). Anything that cannot or should not be
+//! (the README's "What kpress does to a batch"). Anything that cannot or should not be
 //! rewritten — corrupt, control, empty, legacy, or a rewrite that does not pay — is
 //! passed through byte for byte, with a [`PassReason`] saying why.
 

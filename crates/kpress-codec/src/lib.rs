@@ -1,7 +1,7 @@
 //! Kafka-exact compression codecs for record batch payloads, without I/O.
 //!
 //! Each codec writes the framing that both Apache Kafka's Java client and librdkafka
-//! read (see `shared/docs/kafka-wire-notes.md`), and reads what either writes:
+//! read (the README's "Codec framing" section), and reads what either writes:
 //!
 //! | codec  | writes                                    | reads                         |
 //! |--------|-------------------------------------------|-------------------------------|

@@ -3,7 +3,7 @@
 //! thread (isal-rs's helpers allocate and zero about 300 KB per call).
 //!
 //! Levels: ISA-L has 0..=3, all faster and all larger than zlib's (its best, 3, is
-//! still 7-43% larger than zlib 6 on the shared datasets). zlib/Kafka levels map so
+//! still 7-43% larger than zlib 6 on the datasets). zlib/Kafka levels map so
 //! that Kafka's default 6 gets ISA-L's best ratio:
 //!
 //! | Kafka / zlib | 1 | 2 | 3-5 | 6-9 |

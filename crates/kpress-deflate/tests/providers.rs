@@ -30,7 +30,7 @@ fn dataset(name: &str) -> Vec<u8> {
     let dir = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets")
         });
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()))
 }

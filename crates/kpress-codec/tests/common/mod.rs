@@ -5,36 +5,19 @@ use std::path::PathBuf;
 
 use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
 
-/// The Apache access log dataset, or `None` (with a message) if it is missing.
-pub(crate) fn apache_log() -> Option<Vec<u8>> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/datasets/apache_access.log");
-    match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            eprintln!("skipping: dataset {} unavailable: {e}", path.display());
-            None
-        }
-    }
+/// The Apache access log from the repository's `datasets/` (or `KPRESS_DATASETS`);
+/// a missing dataset fails the test rather than quietly testing something else.
+pub(crate) fn apache_log() -> Vec<u8> {
+    let dir = std::env::var_os("KPRESS_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+    let path = dir.join("apache_access.log");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("dataset {}: {e}", path.display()))
 }
 
-/// The first `len` bytes of the apache log, or a synthetic log-like text if it is missing.
+/// The apache log repeated or cut to `len` bytes.
 pub(crate) fn log_payload(len: usize) -> Vec<u8> {
-    let source = apache_log().unwrap_or_else(|| {
-        (0..20_000u32)
-            .flat_map(|i| {
-                format!(
-                    "10.0.{}.{} - - GET /path/{} HTTP/1.1 200 {}\n",
-                    i % 7,
-                    i % 251,
-                    i % 97,
-                    i * 13
-                )
-                .into_bytes()
-            })
-            .collect()
-    });
-    source.iter().copied().cycle().take(len).collect()
+    apache_log().iter().copied().cycle().take(len).collect()
 }
 
 pub(crate) fn options(pairs: &[(&str, i64)]) -> CompressionOptions {
