@@ -15,10 +15,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+use crate::api_key;
 use crate::error::{ProtocolError, WireError};
-use crate::response::{
-    api_key, check_version, encode_failed, malformed, replace_address, ResponseObserver,
-};
+use crate::response::{check_version, encode_failed, malformed, replace_address, ResponseObserver};
 use crate::wire::{put_uvarint, Reader, TaggedField};
 
 const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;

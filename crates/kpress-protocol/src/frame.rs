@@ -8,18 +8,13 @@
 //! flexible (header v1), except ApiVersions, whose response header is always v0 so that
 //! a client can read it before it knows what the broker supports.
 
+use crate::api_key;
+
 /// Bytes of the big-endian `int32` size in front of every frame.
 pub const SIZE_PREFIX_LEN: usize = 4;
 
 /// Bytes of `api_key`, `api_version` and `correlation_id` at the start of every request.
 pub const REQUEST_FIXED_HEADER_LEN: usize = 8;
-
-/// Kafka's API key for Produce.
-pub const API_KEY_PRODUCE: i16 = 0;
-/// Kafka's API key for Metadata.
-pub const API_KEY_METADATA: i16 = 3;
-/// Kafka's API key for ApiVersions.
-pub const API_KEY_API_VERSIONS: i16 = 18;
 
 /// Why bytes could not be read as a Kafka frame or header.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,7 +153,7 @@ pub fn response_header_len(
     let flexible = match is_flexible(api_key, api_version) {
         None => return Ok(None),
         // ApiVersions answers with header v0 whatever the version (KIP-511).
-        Some(flexible) => flexible && api_key != API_KEY_API_VERSIONS,
+        Some(flexible) => flexible && api_key != api_key::API_VERSIONS,
     };
     if flexible {
         skip_tagged_fields(body, 4, "response header tagged fields").map(Some)

@@ -42,6 +42,7 @@
 //! [`frame`] (size-prefixed frames, request header peeking) belongs to the
 //! proxy's I/O side.
 
+pub mod api_key;
 mod api_versions;
 mod cluster;
 mod coordinator;
@@ -60,4 +61,4 @@ pub use produce::{
     produce_acks, rewrite_produce, rewrite_produce_with, ProduceRewrite, ProduceSplice,
     RecordsRewriter, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
-pub use response::{api_key, rewrite_response, rewrites_response, ResponseObserver};
+pub use response::{rewrite_response, rewrites_response, ResponseObserver};

@@ -6,20 +6,9 @@
 use bytes::BytesMut;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+use crate::api_key;
 use crate::error::{ProtocolError, WireError};
 use crate::{api_versions, cluster, coordinator, endpoints, metadata};
-
-/// Kafka API keys kpress parses.
-pub mod api_key {
-    pub const PRODUCE: i16 = 0;
-    pub const FETCH: i16 = 1;
-    pub const METADATA: i16 = 3;
-    pub const FIND_COORDINATOR: i16 = 10;
-    pub const API_VERSIONS: i16 = 18;
-    pub const DESCRIBE_CLUSTER: i16 = 60;
-    pub const SHARE_FETCH: i16 = 78;
-    pub const SHARE_ACKNOWLEDGE: i16 = 79;
-}
 
 /// What the proxy learns from, and decides for, the responses kpress rewrites.
 pub trait ResponseObserver {

@@ -15,9 +15,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
+use kpress_protocol::api_key::PRODUCE as API_KEY_PRODUCE;
 use kpress_protocol::frame::{
     peek_request_header, response_correlation_id, response_header_len, RequestHeader,
-    API_KEY_PRODUCE, SIZE_PREFIX_LEN,
+    SIZE_PREFIX_LEN,
 };
 use kpress_protocol::{produce_acks, rewrite_response, rewrites_response, Fault as ProtocolFault};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
