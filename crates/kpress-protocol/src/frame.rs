@@ -9,12 +9,11 @@
 //! a client can read it before it knows what the broker supports.
 
 use crate::api_key;
+use crate::error::WireError;
+use crate::wire::{LengthPrefix, Reader};
 
 /// Bytes of the big-endian `int32` size in front of every frame.
 pub const SIZE_PREFIX_LEN: usize = 4;
-
-/// Bytes of `api_key`, `api_version` and `correlation_id` at the start of every request.
-pub const REQUEST_FIXED_HEADER_LEN: usize = 8;
 
 /// Why bytes could not be read as a Kafka frame or header.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -25,19 +24,13 @@ pub enum FrameError {
     /// The size prefix announces more than the configured maximum.
     #[error("frame of {size} bytes exceeds the {max}-byte limit (kpress's [limits] max_frame_bytes: raise it if frames this large are expected)")]
     TooLarge { size: usize, max: usize },
-    /// A header ends before one of its fields.
-    #[error("{what} truncated: {available} bytes, {needed} needed")]
-    Truncated {
+    /// A request or response header does not parse.
+    #[error("malformed {what}: {source}")]
+    Header {
         what: &'static str,
-        available: usize,
-        needed: usize,
+        #[source]
+        source: WireError,
     },
-    /// The client id's length is negative but not -1 (null).
-    #[error("request client id has invalid length {length}")]
-    InvalidClientIdLength { length: i16 },
-    /// An unsigned varint in the tagged fields runs past 5 bytes.
-    #[error("tagged fields hold an unsigned varint longer than 5 bytes")]
-    VarintTooLong,
 }
 
 /// Reads the body size announced by a frame's 4-byte prefix and checks it against `max`.
@@ -78,19 +71,17 @@ pub struct RequestHeader {
 
 /// Reads the routing fields of a request from its frame body (size prefix removed).
 pub fn peek_request_header(body: &[u8]) -> Result<RequestHeader, FrameError> {
-    let fixed = body
-        .first_chunk::<REQUEST_FIXED_HEADER_LEN>()
-        .ok_or(FrameError::Truncated {
-            what: "request header",
-            available: body.len(),
-            needed: REQUEST_FIXED_HEADER_LEN,
-        })?;
-    let api_key = i16::from_be_bytes([fixed[0], fixed[1]]);
-    let api_version = i16::from_be_bytes([fixed[2], fixed[3]]);
-    let correlation_id = i32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+    let malformed = |source| FrameError::Header {
+        what: "request header",
+        source,
+    };
+    let mut reader = Reader::new(body);
+    let api_key = reader.i16().map_err(malformed)?;
+    let api_version = reader.i16().map_err(malformed)?;
+    let correlation_id = reader.i32().map_err(malformed)?;
     let header_len = match is_flexible(api_key, api_version) {
         None => None,
-        Some(flexible) => Some(request_header_len(body, flexible)?),
+        Some(flexible) => Some(request_header_len(reader, flexible).map_err(malformed)?),
     };
     Ok(RequestHeader {
         api_key,
@@ -100,46 +91,25 @@ pub fn peek_request_header(body: &[u8]) -> Result<RequestHeader, FrameError> {
     })
 }
 
-/// Header v1 (client id) or v2 (client id + tagged fields): every API key this build
-/// knows uses at least v1 in every version a current client sends.
-fn request_header_len(body: &[u8], flexible: bool) -> Result<usize, FrameError> {
-    let mut pos = REQUEST_FIXED_HEADER_LEN;
-    let len_bytes = body.get(pos..pos + 2).ok_or(FrameError::Truncated {
-        what: "request client id length",
-        available: body.len(),
-        needed: pos + 2,
-    })?;
-    let length = i16::from_be_bytes([len_bytes[0], len_bytes[1]]);
-    pos += 2;
-    match length {
-        -1 => {}
-        n if n >= 0 => {
-            let needed = pos + n as usize;
-            if body.len() < needed {
-                return Err(FrameError::Truncated {
-                    what: "request client id",
-                    available: body.len(),
-                    needed,
-                });
-            }
-            pos = needed;
-        }
-        length => return Err(FrameError::InvalidClientIdLength { length }),
-    }
+/// Header v1 (client id) or v2 (client id + tagged fields) after the fixed
+/// fields: every API key this build knows uses at least v1 in every version a
+/// current client sends.
+fn request_header_len(mut reader: Reader<'_>, flexible: bool) -> Result<usize, WireError> {
+    reader.length_prefixed(LengthPrefix::Int16)?; // client_id
     if flexible {
-        pos = skip_tagged_fields(body, pos, "request header tagged fields")?;
+        reader.skip_tagged_fields()?;
     }
-    Ok(pos)
+    Ok(reader.position())
 }
 
 /// Reads a response's correlation id (the first 4 bytes of its frame body).
 pub fn response_correlation_id(body: &[u8]) -> Result<i32, FrameError> {
-    let id = body.first_chunk::<4>().ok_or(FrameError::Truncated {
-        what: "response correlation id",
-        available: body.len(),
-        needed: 4,
-    })?;
-    Ok(i32::from_be_bytes(*id))
+    Reader::new(body)
+        .i32()
+        .map_err(|source| FrameError::Header {
+            what: "response header",
+            source,
+        })
 }
 
 /// Bytes of a response's header (where its body starts), given the API key and
@@ -149,17 +119,25 @@ pub fn response_header_len(
     api_version: i16,
     body: &[u8],
 ) -> Result<Option<usize>, FrameError> {
-    response_correlation_id(body)?;
     let flexible = match is_flexible(api_key, api_version) {
-        None => return Ok(None),
+        None => return response_correlation_id(body).map(|_| None),
         // ApiVersions answers with header v0 whatever the version (KIP-511).
         Some(flexible) => flexible && api_key != api_key::API_VERSIONS,
     };
-    if flexible {
-        skip_tagged_fields(body, 4, "response header tagged fields").map(Some)
-    } else {
-        Ok(Some(4))
-    }
+    let mut reader = Reader::new(body);
+    reader
+        .i32()
+        .and_then(|_| {
+            if flexible {
+                reader.skip_tagged_fields()?;
+            }
+            Ok(reader.position())
+        })
+        .map(Some)
+        .map_err(|source| FrameError::Header {
+            what: "response header",
+            source,
+        })
 }
 
 /// Whether `api_version` of `api_key` uses flexible (tagged-field) encoding, or `None`
@@ -173,46 +151,6 @@ pub fn is_flexible(api_key: i16, api_version: i16) -> Option<bool> {
         Flexibility::Never => Some(false),
         Flexibility::From(first) => Some(api_version >= first),
     }
-}
-
-/// Skips a tagged-field section starting at `pos`; returns the position after it.
-fn skip_tagged_fields(body: &[u8], pos: usize, what: &'static str) -> Result<usize, FrameError> {
-    let (count, mut pos) = read_uvarint(body, pos, what)?;
-    for _ in 0..count {
-        let (_tag, after_tag) = read_uvarint(body, pos, what)?;
-        let (size, after_size) = read_uvarint(body, after_tag, what)?;
-        let end = after_size + size as usize;
-        if body.len() < end {
-            return Err(FrameError::Truncated {
-                what,
-                available: body.len(),
-                needed: end,
-            });
-        }
-        pos = end;
-    }
-    Ok(pos)
-}
-
-fn read_uvarint(
-    body: &[u8],
-    mut pos: usize,
-    what: &'static str,
-) -> Result<(u32, usize), FrameError> {
-    let mut value: u32 = 0;
-    for shift in (0..35).step_by(7) {
-        let byte = *body.get(pos).ok_or(FrameError::Truncated {
-            what,
-            available: body.len(),
-            needed: pos + 1,
-        })?;
-        pos += 1;
-        value |= u32::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok((value, pos));
-        }
-    }
-    Err(FrameError::VarintTooLong)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -411,32 +349,30 @@ mod tests {
 
     #[test]
     fn header_errors_are_reported_not_panicked() {
+        let header_error = |body: &[u8]| match peek_request_header(body) {
+            Err(FrameError::Header { source, .. }) => source,
+            other => panic!("expected a header error, got {other:?}"),
+        };
         assert!(matches!(
-            peek_request_header(&[0, 0, 0]),
-            Err(FrameError::Truncated { .. })
+            header_error(&[0, 0, 0]),
+            WireError::Truncated { .. }
         ));
         let mut bad = request(0, 7, 1, None, b"");
         bad[8..10].copy_from_slice(&(-3i16).to_be_bytes());
         assert_eq!(
-            peek_request_header(&bad),
-            Err(FrameError::InvalidClientIdLength { length: -3 })
+            header_error(&bad),
+            WireError::NegativeLength { at: 8, length: -3 }
         );
         let mut short = request(0, 7, 1, Some("abcdef"), b"");
         short.truncate(12);
-        assert!(matches!(
-            peek_request_header(&short),
-            Err(FrameError::Truncated { .. })
-        ));
+        assert!(matches!(header_error(&short), WireError::Truncated { .. }));
         // Tagged field announcing more bytes than the frame holds.
         let over = request(3, 12, 1, None, &[1, 0, 100]);
-        assert!(matches!(
-            peek_request_header(&over),
-            Err(FrameError::Truncated { .. })
-        ));
+        assert!(matches!(header_error(&over), WireError::Truncated { .. }));
         let long_varint = request(3, 12, 1, None, &[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
         assert_eq!(
-            peek_request_header(&long_varint),
-            Err(FrameError::VarintTooLong)
+            header_error(&long_varint),
+            WireError::VarintTooLong { at: 10 }
         );
     }
 
