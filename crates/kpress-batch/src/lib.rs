@@ -19,8 +19,9 @@ pub mod builder;
 pub use batch::{batches, Batches, RecordBatch, CRC_START, HEADER_LEN, LOG_OVERHEAD, MIN_LENGTH};
 pub use error::BatchError;
 pub use policy::{
-    PolicyLookup, RecompressMode, RewritePolicy, Target, UnknownMode, UnknownTarget,
-    DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType, PolicyLookup, RecompressMode, RewritePolicy, Target, UnknownMode,
+    UnknownTarget, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES,
+    DEFAULT_MAX_DECOMPRESSION_RATIO,
 };
-pub use rewrite::Recompressor;
+pub use rewrite::{ProduceAllowance, Recompressor};
 pub use stats::{Outcome, PassReason, RewriteStats};

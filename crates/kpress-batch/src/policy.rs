@@ -9,6 +9,57 @@ pub const DEFAULT_MAX_BATCH_BYTES: usize = 1_048_588;
 /// 64 x Kafka's 1 MiB `message.max.bytes`: a batch inflating past this is refused.
 pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
+/// 1000: a batch whose records would inflate more than this many times their
+/// compressed size passes through. Real producer data stays far below it (the
+/// datasets reach about 30x in zstd); bombs reach it after a few KiB of input.
+pub const DEFAULT_MAX_DECOMPRESSION_RATIO: usize = 1000;
+
+/// A `compression.type` value, with Kafka's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionType {
+    /// `producer`: keep whatever the producer sent.
+    Producer,
+    /// A codec; `none` (the producer's name) and `uncompressed` (the topic's) are
+    /// both [`Codec::None`].
+    Codec(Codec),
+}
+
+impl CompressionType {
+    /// The values [`FromStr`] accepts, for error messages.
+    pub const ALLOWED: &'static str = "producer, none (or uncompressed), gzip, snappy, lz4, zstd";
+
+    /// `producer` or the codec's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionType::Producer => "producer",
+            CompressionType::Codec(codec) => codec.name(),
+        }
+    }
+}
+
+impl fmt::Display for CompressionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses Kafka's `compression.type` names: lower case, as Kafka requires.
+impl FromStr for CompressionType {
+    type Err = UnknownTarget;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "producer" => CompressionType::Producer,
+            "none" | "uncompressed" => CompressionType::Codec(Codec::None),
+            "gzip" => CompressionType::Codec(Codec::Gzip),
+            "snappy" => CompressionType::Codec(Codec::Snappy),
+            "lz4" => CompressionType::Codec(Codec::Lz4),
+            "zstd" => CompressionType::Codec(Codec::Zstd),
+            _ => return Err(UnknownTarget(s.to_owned())),
+        })
+    }
+}
+
 /// The codec batches should end up in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -22,14 +73,17 @@ pub enum Target {
 }
 
 impl Target {
-    /// The target for a `compression.type` value: `producer` or a codec name.
-    pub fn from_name(name: &str, options: CompressionOptions) -> Result<Target, UnknownTarget> {
-        if name.eq_ignore_ascii_case("producer") {
-            return Ok(Target::Producer);
+    /// The target for a `compression.type` and the codec's options.
+    pub fn new(compression: CompressionType, options: CompressionOptions) -> Target {
+        match compression {
+            CompressionType::Producer => Target::Producer,
+            CompressionType::Codec(codec) => Target::Codec { codec, options },
         }
-        name.parse::<Codec>()
-            .map(|codec| Target::Codec { codec, options })
-            .map_err(|_| UnknownTarget(name.to_owned()))
+    }
+
+    /// The target for a `compression.type` value (see [`CompressionType`]).
+    pub fn from_name(name: &str, options: CompressionOptions) -> Result<Target, UnknownTarget> {
+        Ok(Target::new(name.parse()?, options))
     }
 
     /// `producer` or the codec's name.
@@ -43,7 +97,7 @@ impl Target {
 
 /// A `compression.type` value that is neither `producer` nor a codec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown compression type {0:?}: allowed are producer, none, gzip, snappy, lz4, zstd")]
+#[error("unknown compression type {0:?}: allowed are {allowed}", allowed = CompressionType::ALLOWED)]
 pub struct UnknownTarget(pub String);
 
 /// When a batch already in the target codec is re-encoded.
@@ -96,6 +150,9 @@ pub struct RewritePolicy {
     pub max_batch_bytes: usize,
     /// Most bytes a batch's records may decompress to before it is passed through.
     pub max_decompressed_bytes: usize,
+    /// A batch whose records would inflate more than this many times their
+    /// compressed size passes through.
+    pub max_decompression_ratio: usize,
     /// Use a rewrite even when it is larger than the original (the codec was chosen
     /// for CPU, not size); `max_batch_bytes` still applies.
     pub allow_growth: bool,
@@ -108,6 +165,7 @@ impl Default for RewritePolicy {
             mode: RecompressMode::default(),
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
+            max_decompression_ratio: DEFAULT_MAX_DECOMPRESSION_RATIO,
             allow_growth: false,
         }
     }
@@ -126,6 +184,13 @@ impl RewritePolicy {
 /// Finds the policy of a topic; the proxy asks it once per topic per Produce request.
 pub trait PolicyLookup: Send + Sync {
     fn policy_for(&self, topic: &str) -> &RewritePolicy;
+
+    /// Whether a rule names `topic` (rather than the defaults covering it): such
+    /// topics get metric labels of their own.
+    fn has_rule_for(&self, topic: &str) -> bool {
+        let _ = topic;
+        false
+    }
 }
 
 /// One policy for every topic.
@@ -146,11 +211,20 @@ mod tests {
             Ok(Target::Producer)
         );
         assert_eq!(
-            Target::from_name("ZSTD", CompressionOptions::default())
+            Target::from_name("zstd", CompressionOptions::default())
                 .unwrap()
                 .name(),
             "zstd"
         );
+        // Kafka's names are lower case; the producer's `none` and the topic's
+        // `uncompressed` both mean no codec.
+        assert!(Target::from_name("ZSTD", CompressionOptions::default()).is_err());
+        for name in ["none", "uncompressed"] {
+            assert_eq!(
+                name.parse::<CompressionType>(),
+                Ok(CompressionType::Codec(Codec::None))
+            );
+        }
         let err = Target::from_name("brotli", CompressionOptions::default()).unwrap_err();
         assert!(err.to_string().contains("producer, none"));
         assert_eq!("always".parse(), Ok(RecompressMode::Always));

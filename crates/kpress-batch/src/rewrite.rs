@@ -17,6 +17,59 @@ use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompress
 /// Scratch capacity kept between batches: a few of Kafka's default 1 MiB batches.
 const SCRATCH_KEEP_BYTES: usize = 8 << 20;
 
+/// Produce v7 is the first version in which brokers accept zstd batches (KIP-110).
+const FIRST_PRODUCE_VERSION_WITH_ZSTD: i16 = 7;
+
+/// What one Produce request allows its batches: the codecs its version may carry, and
+/// the decompressed bytes all its batches may still use together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceAllowance {
+    api_version: i16,
+    decompressed_bytes_left: usize,
+}
+
+impl ProduceAllowance {
+    /// A Produce request of `api_version` whose batches may decompress to
+    /// `max_request_decompressed_bytes` together.
+    pub fn new(api_version: i16, max_request_decompressed_bytes: usize) -> ProduceAllowance {
+        ProduceAllowance {
+            api_version,
+            decompressed_bytes_left: max_request_decompressed_bytes,
+        }
+    }
+
+    /// Decompressed bytes the request's remaining batches may still use.
+    pub fn decompressed_bytes_left(&self) -> usize {
+        self.decompressed_bytes_left
+    }
+
+    fn allows(&self, codec: Codec) -> bool {
+        codec != Codec::Zstd || self.api_version >= FIRST_PRODUCE_VERSION_WITH_ZSTD
+    }
+}
+
+/// The tightest bound on one batch's decompressed size, and which limit it is.
+fn decompress_bound(
+    policy: &RewritePolicy,
+    compressed_len: usize,
+    request: Option<&ProduceAllowance>,
+) -> (usize, PassReason) {
+    let mut bound = (policy.max_decompressed_bytes, PassReason::DecompressLimit);
+    let by_ratio = compressed_len.saturating_mul(policy.max_decompression_ratio);
+    if by_ratio < bound.0 {
+        bound = (by_ratio, PassReason::DecompressRatio);
+    }
+    if let Some(request) = request {
+        if request.decompressed_bytes_left < bound.0 {
+            bound = (
+                request.decompressed_bytes_left,
+                PassReason::RequestDecompressBudget,
+            );
+        }
+    }
+    bound
+}
+
 /// Rewrites batches, keeping codec state and buffers between calls. One per thread.
 #[derive(Debug, Default)]
 pub struct Recompressor {
@@ -45,7 +98,7 @@ impl Recompressor {
     ) -> Outcome {
         let reason = match RecordBatch::parse(batch) {
             Ok(parsed) if parsed.bytes().len() == batch.len() => {
-                return self.rewrite_parsed(parsed, policy, out)
+                return self.rewrite_parsed(parsed, policy, None, out)
             }
             Err(BatchError::NotMagicV2 { .. }) => PassReason::NotMagicV2,
             Ok(_) | Err(_) => PassReason::Malformed,
@@ -59,10 +112,11 @@ impl Recompressor {
         &mut self,
         batch: RecordBatch<'_>,
         policy: &RewritePolicy,
+        request: Option<&mut ProduceAllowance>,
         out: &mut Vec<u8>,
     ) -> Outcome {
         let start = out.len();
-        let outcome = match self.try_rewrite(batch, policy, out) {
+        let outcome = match self.try_rewrite(batch, policy, request, out) {
             Ok(outcome) => outcome,
             Err(reason) => {
                 out.truncate(start);
@@ -103,7 +157,10 @@ impl Recompressor {
         let mut rest = records;
         while !rest.is_empty() {
             let (size, outcome) = match RecordBatch::parse(rest) {
-                Ok(batch) => (batch.bytes().len(), self.rewrite_parsed(batch, policy, out)),
+                Ok(batch) => (
+                    batch.bytes().len(),
+                    self.rewrite_parsed(batch, policy, None, out),
+                ),
                 Err(BatchError::NotMagicV2 { size, .. }) => {
                     out.extend_from_slice(&rest[..size]);
                     (size, Outcome::PassedThrough(PassReason::NotMagicV2))
@@ -119,11 +176,46 @@ impl Recompressor {
         }
     }
 
+    /// Rewrites one partition's records field of a Produce request (v3+), within what
+    /// the request allows: a field of more than one batch goes on untouched as one
+    /// [`PassReason::MultipleBatches`] outcome (the broker refuses it, so decoding any
+    /// of it would be wasted), zstd is not written into requests older than v7, and
+    /// decompression counts against the request's budget. Reports the outcome and
+    /// input size to `on_batch`.
+    pub fn rewrite_partition(
+        &mut self,
+        records: &[u8],
+        policy: &RewritePolicy,
+        request: &mut ProduceAllowance,
+        out: &mut Vec<u8>,
+        mut on_batch: impl FnMut(&Outcome, usize),
+    ) {
+        let outcome = match RecordBatch::parse(records) {
+            Ok(batch) if batch.bytes().len() == records.len() => {
+                self.rewrite_parsed(batch, policy, Some(request), out)
+            }
+            Ok(_) => {
+                out.extend_from_slice(records);
+                Outcome::PassedThrough(PassReason::MultipleBatches)
+            }
+            Err(BatchError::NotMagicV2 { .. }) => {
+                out.extend_from_slice(records);
+                Outcome::PassedThrough(PassReason::NotMagicV2)
+            }
+            Err(_) => {
+                out.extend_from_slice(records);
+                Outcome::PassedThrough(PassReason::Malformed)
+            }
+        };
+        on_batch(&outcome, records.len());
+    }
+
     /// Writes the rewrite into `out` or says why not; the caller undoes partial output.
     fn try_rewrite(
         &mut self,
         batch: RecordBatch<'_>,
         policy: &RewritePolicy,
+        request: Option<&mut ProduceAllowance>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, PassReason> {
         let input = batch.bytes();
@@ -149,6 +241,9 @@ impl Recompressor {
         if from == to && (policy.mode == RecompressMode::CodecDiffers || to == Codec::None) {
             return Err(PassReason::SameCodec);
         }
+        if request.as_ref().is_some_and(|r| !r.allows(to)) {
+            return Err(PassReason::ZstdNeedsProduceV7);
+        }
 
         let records = if from == Codec::None {
             if batch.records().len() > policy.max_decompressed_bytes {
@@ -160,17 +255,25 @@ impl Recompressor {
             if from == Codec::Gzip {
                 self.decompressor.set_gzip_provider(options.gzip_provider());
             }
-            self.decompressor
-                .decompress(
-                    from,
-                    batch.records(),
-                    policy.max_decompressed_bytes,
-                    &mut self.scratch,
-                )
-                .map_err(|err| match err {
-                    CodecError::LimitExceeded { .. } => PassReason::DecompressLimit,
-                    _ => PassReason::DecompressFailed,
-                })?;
+            let (limit, over_limit) =
+                decompress_bound(policy, batch.records().len(), request.as_deref());
+            let decoded =
+                self.decompressor
+                    .decompress(from, batch.records(), limit, &mut self.scratch);
+            // Work done counts against the request whether or not the batch decoded.
+            if let Some(request) = request {
+                let spent = match &decoded {
+                    Ok(n) => *n,
+                    Err(CodecError::LimitExceeded { .. }) => limit,
+                    Err(_) => self.scratch.len(),
+                };
+                request.decompressed_bytes_left =
+                    request.decompressed_bytes_left.saturating_sub(spent);
+            }
+            decoded.map_err(|err| match err {
+                CodecError::LimitExceeded { .. } => over_limit,
+                _ => PassReason::DecompressFailed,
+            })?;
             &self.scratch
         };
         // `count` is positive here.

@@ -46,10 +46,22 @@ pub enum PassReason {
     NotSmaller,
     /// The rewrite is larger than `max_batch_bytes`.
     OverBatchLimit,
+    /// The target is zstd but the request is Produce v3-v6: the broker refuses zstd
+    /// there (UNSUPPORTED_COMPRESSION_TYPE), so old clients keep their codec.
+    ZstdNeedsProduceV7,
+    /// The partition's records hold more than one batch; Produce v3+ allows exactly
+    /// one, so the broker refuses the partition and kpress decodes none of them.
+    MultipleBatches,
+    /// The Produce request's batches already decompressed to
+    /// `max_request_decompressed_bytes` together.
+    RequestDecompressBudget,
+    /// The records would inflate more than `max_decompression_ratio` times their
+    /// compressed size.
+    DecompressRatio,
 }
 
 impl PassReason {
-    pub const ALL: [PassReason; 14] = [
+    pub const ALL: [PassReason; 18] = [
         PassReason::PolicyProducer,
         PassReason::SameCodec,
         PassReason::NotMagicV2,
@@ -64,6 +76,10 @@ impl PassReason {
         PassReason::CompressFailed,
         PassReason::NotSmaller,
         PassReason::OverBatchLimit,
+        PassReason::ZstdNeedsProduceV7,
+        PassReason::MultipleBatches,
+        PassReason::RequestDecompressBudget,
+        PassReason::DecompressRatio,
     ];
 
     /// snake_case label for metrics and summaries.
@@ -83,6 +99,10 @@ impl PassReason {
             PassReason::CompressFailed => "compress_failed",
             PassReason::NotSmaller => "not_smaller",
             PassReason::OverBatchLimit => "over_batch_limit",
+            PassReason::ZstdNeedsProduceV7 => "zstd_needs_produce_v7",
+            PassReason::MultipleBatches => "multiple_batches",
+            PassReason::RequestDecompressBudget => "request_decompress_budget",
+            PassReason::DecompressRatio => "decompress_ratio",
         }
     }
 

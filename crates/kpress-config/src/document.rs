@@ -10,7 +10,7 @@ use std::ops::Range;
 use kpress_batch::RecompressMode;
 use kpress_codec::gzip_providers::{ProviderKind, Registry};
 use kpress_codec::options::{allowed_values, GZIP_PROVIDER_VALUES, OPTION_KEYS, TEXT_OPTION_KEYS};
-use kpress_codec::{Codec, OptionError};
+use kpress_codec::OptionError;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
@@ -24,7 +24,6 @@ use crate::topic_match::TopicPattern;
 const SECTIONS: [&str; 6] = [
     "listener", "upstream", "limits", "metrics", "defaults", "topics",
 ];
-const COMPRESSION_TYPES: &str = "producer, none (or uncompressed), gzip, snappy, lz4, zstd";
 const RECOMPRESS_MODES: &str = "codec-differs, always";
 
 /// Kafka sizes are int32 on the wire.
@@ -369,11 +368,19 @@ impl Walk<'_> {
                 "max_decompressed_bytes",
                 "max_frame_bytes",
                 "max_inflight_bytes",
+                "max_connection_inflight_bytes",
+                "max_connections",
+                "frame_timeout_ms",
+                "idle_timeout_ms",
+                "max_request_decompressed_bytes",
+                "max_decompression_ratio",
+                "max_topic_labels",
             ],
         );
         let mut limits = Limits::default();
         let mut ok = true;
-        let fields: [(&str, &mut usize, i64, i64); 4] = [
+        let mut connection_inflight = 0;
+        let fields: [(&str, &mut usize, i64, i64); 11] = [
             (
                 "max_batch_bytes",
                 &mut limits.max_batch_bytes,
@@ -398,6 +405,38 @@ impl Walk<'_> {
                 2048,
                 1 << 40,
             ),
+            (
+                "max_connection_inflight_bytes",
+                &mut connection_inflight,
+                1024,
+                1 << 40,
+            ),
+            ("max_connections", &mut limits.max_connections, 1, 1_000_000),
+            (
+                "frame_timeout_ms",
+                &mut limits.frame_timeout_ms,
+                100,
+                3_600_000,
+            ),
+            (
+                "idle_timeout_ms",
+                &mut limits.idle_timeout_ms,
+                1000,
+                86_400_000,
+            ),
+            (
+                "max_request_decompressed_bytes",
+                &mut limits.max_request_decompressed_bytes,
+                1 << 20,
+                1 << 40,
+            ),
+            (
+                "max_decompression_ratio",
+                &mut limits.max_decompression_ratio,
+                10,
+                1_000_000,
+            ),
+            ("max_topic_labels", &mut limits.max_topic_labels, 0, 100_000),
         ];
         for (name, field, min, max) in fields {
             if let Some((_, v)) = keys.get(name) {
@@ -407,6 +446,28 @@ impl Walk<'_> {
                     None => ok = false,
                 }
             }
+        }
+        // Unset, one connection may hold one largest frame per direction.
+        limits.max_connection_inflight_bytes = if keys.contains_key("max_connection_inflight_bytes")
+        {
+            connection_inflight
+        } else {
+            limits.max_frame_bytes
+        };
+        if ok && limits.max_connection_inflight_bytes < limits.max_frame_bytes {
+            let at = keys
+                .get("max_connection_inflight_bytes")
+                .map_or(FILE_START, |(_, v)| v.span());
+            self.sink.bad_value(
+                "limits.max_connection_inflight_bytes",
+                &at,
+                format!(
+                    "is below limits.max_frame_bytes ({}): a connection could never read a largest frame",
+                    limits.max_frame_bytes
+                ),
+                Some(format!("{}..{}", limits.max_frame_bytes, 1u64 << 40)),
+            );
+            ok = false;
         }
         // The proxy gives requests and responses half the budget each: a largest frame
         // must fit in one half or it could never be admitted.
@@ -576,17 +637,17 @@ impl Walk<'_> {
                 }
                 "compression.type" => {
                     self.string(name, value)
-                        .and_then(|text| match compression_type(text) {
-                            Some(c) => {
+                        .and_then(|text| match text.parse::<Compression>() {
+                            Ok(c) => {
                                 policy.compression = c;
                                 Some(())
                             }
-                            None => {
+                            Err(_) => {
                                 self.sink.bad_value(
                                     name,
                                     &span,
                                     "unknown compression type",
-                                    Some(COMPRESSION_TYPES.to_owned()),
+                                    Some(Compression::ALLOWED.to_owned()),
                                 );
                                 None
                             }
@@ -839,20 +900,6 @@ fn available_providers() -> String {
             .map(ProviderKind::name),
     );
     names.join(", ")
-}
-
-/// Kafka's names: the producer says `none`, topic configs say `uncompressed`; both mean
-/// no codec. Names are lower case, as Kafka requires.
-fn compression_type(text: &str) -> Option<Compression> {
-    Some(match text {
-        "producer" => Compression::Producer,
-        "none" | "uncompressed" => Compression::Codec(Codec::None),
-        "gzip" => Compression::Codec(Codec::Gzip),
-        "snappy" => Compression::Codec(Codec::Snappy),
-        "lz4" => Compression::Codec(Codec::Lz4),
-        "zstd" => Compression::Codec(Codec::Zstd),
-        _ => return None,
-    })
 }
 
 /// Whether two listeners would fight over one port.

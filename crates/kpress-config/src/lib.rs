@@ -47,8 +47,10 @@ pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
     Compression, Config, Limits, ListenerSettings, MetricsSettings, TopicPolicy, TopicRule,
-    UpstreamSettings, MAX_BATCH_BYTES_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
-    MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
+    UpstreamSettings, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, MAX_BATCH_BYTES_DEFAULT,
+    MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT,
+    MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
+    MAX_TOPIC_LABELS_DEFAULT,
 };
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
 

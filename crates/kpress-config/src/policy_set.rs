@@ -5,7 +5,7 @@ use std::sync::RwLock;
 
 use kpress_batch::{PolicyLookup, RewritePolicy, Target};
 
-use crate::settings::{Compression, Config, Limits, TopicPolicy};
+use crate::settings::{Config, Limits, TopicPolicy};
 use crate::topic_match::TopicPattern;
 
 /// Topic names remembered before the cache starts over. Far above the topic count of
@@ -78,21 +78,20 @@ impl PolicyLookup for PolicySet {
     fn policy_for(&self, topic: &str) -> &RewritePolicy {
         &self.policies[self.policy_index(topic)]
     }
+
+    fn has_rule_for(&self, topic: &str) -> bool {
+        self.rule_index(topic).is_some()
+    }
 }
 
 /// A file's policy with the file's limits, as the batch core takes it.
 pub fn rewrite_policy(policy: &TopicPolicy, limits: &Limits) -> RewritePolicy {
     RewritePolicy {
-        target: match policy.compression {
-            Compression::Producer => Target::Producer,
-            Compression::Codec(codec) => Target::Codec {
-                codec,
-                options: policy.options.clone(),
-            },
-        },
+        target: Target::new(policy.compression, policy.options.clone()),
         mode: policy.recompress,
         max_batch_bytes: limits.max_batch_bytes,
         max_decompressed_bytes: limits.max_decompressed_bytes,
+        max_decompression_ratio: limits.max_decompression_ratio,
         allow_growth: policy.allow_growth,
     }
 }

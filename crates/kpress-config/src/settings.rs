@@ -18,6 +18,19 @@ pub const MAX_DECOMPRESSED_BYTES_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DECO
 pub const MAX_FRAME_BYTES_DEFAULT: usize = 100 << 20;
 /// One memory budget for the requests and responses of all connections together.
 pub const MAX_INFLIGHT_BYTES_DEFAULT: usize = 256 << 20;
+/// Client connections open at once.
+pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
+/// A frame once begun must arrive (or a response be written) within this.
+pub const FRAME_TIMEOUT_MS_DEFAULT: usize = 30_000;
+/// Kafka's `connections.max.idle.ms` default.
+pub const IDLE_TIMEOUT_MS_DEFAULT: usize = 600_000;
+/// What all batches of one Produce request may decompress to together: four of
+/// `max_decompressed_bytes`.
+pub const MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT: usize = 4 * MAX_DECOMPRESSED_BYTES_DEFAULT;
+/// Largest decompressed/compressed size ratio a rewritten batch may have.
+pub const MAX_DECOMPRESSION_RATIO_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DECOMPRESSION_RATIO;
+/// Distinct topic label values in metrics before the rest are folded into one.
+pub const MAX_TOPIC_LABELS_DEFAULT: usize = 1000;
 
 /// A whole, valid policy file.
 #[derive(Debug, Clone)]
@@ -62,6 +75,21 @@ pub struct Limits {
     pub max_frame_bytes: usize,
     /// Bytes of requests and responses held at once, all connections together.
     pub max_inflight_bytes: usize,
+    /// Bytes one connection may hold in each direction of that budget (default:
+    /// `max_frame_bytes`, so one largest frame fits).
+    pub max_connection_inflight_bytes: usize,
+    /// Client connections open at once; more are closed as they are accepted.
+    pub max_connections: usize,
+    /// Milliseconds a begun frame may take to arrive, or a response to be written.
+    pub frame_timeout_ms: usize,
+    /// Milliseconds a client connection may sit with nothing to read or answer.
+    pub idle_timeout_ms: usize,
+    /// What all batches of one Produce request may decompress to together.
+    pub max_request_decompressed_bytes: usize,
+    /// A batch inflating more than this many times its compressed size passes through.
+    pub max_decompression_ratio: usize,
+    /// Distinct topic label values in metrics; further topics share `_other`.
+    pub max_topic_labels: usize,
 }
 
 impl Default for Limits {
@@ -71,6 +99,13 @@ impl Default for Limits {
             max_decompressed_bytes: MAX_DECOMPRESSED_BYTES_DEFAULT,
             max_frame_bytes: MAX_FRAME_BYTES_DEFAULT,
             max_inflight_bytes: MAX_INFLIGHT_BYTES_DEFAULT,
+            max_connection_inflight_bytes: MAX_FRAME_BYTES_DEFAULT,
+            max_connections: MAX_CONNECTIONS_DEFAULT,
+            frame_timeout_ms: FRAME_TIMEOUT_MS_DEFAULT,
+            idle_timeout_ms: IDLE_TIMEOUT_MS_DEFAULT,
+            max_request_decompressed_bytes: MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
+            max_decompression_ratio: MAX_DECOMPRESSION_RATIO_DEFAULT,
+            max_topic_labels: MAX_TOPIC_LABELS_DEFAULT,
         }
     }
 }
@@ -82,20 +117,7 @@ pub struct MetricsSettings {
 }
 
 /// `compression.type`: keep what the producer sent, or one of Kafka's codecs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    Producer,
-    Codec(Codec),
-}
-
-impl fmt::Display for Compression {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Compression::Producer => f.write_str("producer"),
-            Compression::Codec(codec) => f.write_str(codec.name()),
-        }
-    }
-}
+pub use kpress_batch::CompressionType as Compression;
 
 /// What happens to the batches of one topic.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -328,16 +328,31 @@ fn advertised_host_defaults_to_a_specific_bind_address() {
 #[test]
 fn limit_bounds_and_cross_checks() {
     const I32: i64 = i32::MAX as i64;
+    let defaults = parse(HEAD, "t").unwrap().limits;
+    assert_eq!(defaults.max_connections, 10_000);
+    assert_eq!(defaults.max_connection_inflight_bytes, 100 << 20);
+    assert_eq!(defaults.frame_timeout_ms, 30_000);
+    assert_eq!(defaults.idle_timeout_ms, 600_000);
+    assert_eq!(defaults.max_request_decompressed_bytes, 256 << 20);
+    assert_eq!(defaults.max_decompression_ratio, 1000);
+    assert_eq!(defaults.max_topic_labels, 1000);
     for (key, min, max) in [
         ("max_batch_bytes", 61, I32),
         ("max_decompressed_bytes", 1024, I32),
         ("max_frame_bytes", 1024, I32),
         ("max_inflight_bytes", 2048, 1 << 40),
+        ("max_connection_inflight_bytes", 1024, 1 << 40),
+        ("max_connections", 1, 1_000_000),
+        ("frame_timeout_ms", 100, 3_600_000),
+        ("idle_timeout_ms", 1000, 86_400_000),
+        ("max_request_decompressed_bytes", 1 << 20, 1 << 40),
+        ("max_decompression_ratio", 10, 1_000_000),
+        ("max_topic_labels", 0, 100_000),
     ] {
         // The other of frame/inflight is set so that only the bound under test matters.
         let other = match key {
-            "max_frame_bytes" => "max_inflight_bytes = 1099511627776\n",
-            "max_inflight_bytes" => "max_frame_bytes = 1024\n",
+            "max_frame_bytes" => "max_inflight_bytes = 1099511627776\nmax_connection_inflight_bytes = 1099511627776\n",
+            "max_inflight_bytes" | "max_connection_inflight_bytes" => "max_frame_bytes = 1024\n",
             _ => "",
         };
         for v in [min, max] {
@@ -347,7 +362,14 @@ fn limit_bounds_and_cross_checks() {
                 "max_batch_bytes" => c.limits.max_batch_bytes,
                 "max_decompressed_bytes" => c.limits.max_decompressed_bytes,
                 "max_frame_bytes" => c.limits.max_frame_bytes,
-                _ => c.limits.max_inflight_bytes,
+                "max_inflight_bytes" => c.limits.max_inflight_bytes,
+                "max_connection_inflight_bytes" => c.limits.max_connection_inflight_bytes,
+                "max_connections" => c.limits.max_connections,
+                "frame_timeout_ms" => c.limits.frame_timeout_ms,
+                "idle_timeout_ms" => c.limits.idle_timeout_ms,
+                "max_request_decompressed_bytes" => c.limits.max_request_decompressed_bytes,
+                "max_decompression_ratio" => c.limits.max_decompression_ratio,
+                _ => c.limits.max_topic_labels,
             };
             assert_eq!(got as i64, v, "{key}");
         }
@@ -372,6 +394,16 @@ fn limit_bounds_and_cross_checks() {
         p,
         "t.toml:9:22: limits.max_inflight_bytes = 3999: is below twice limits.max_frame_bytes (2000): half the budget serves requests, half responses, and a largest frame must fit in a half (allowed: 4000..1099511627776)"
     );
+    let p = one_problem(&format!(
+        "{HEAD}[limits]\nmax_frame_bytes = 2000\nmax_connection_inflight_bytes = 1999\n"
+    ));
+    assert_eq!(
+        p,
+        "t.toml:9:33: limits.max_connection_inflight_bytes = 1999: is below limits.max_frame_bytes (2000): a connection could never read a largest frame (allowed: 2000..1099511627776)"
+    );
+    // Unset, a connection may hold one largest frame.
+    let c = parse(&format!("{HEAD}[limits]\nmax_frame_bytes = 5000\n"), "t").unwrap();
+    assert_eq!(c.limits.max_connection_inflight_bytes, 5000);
     let p = one_problem(&format!(
         "{HEAD}[limits]\nmax_batch_bytes = 99999999999999999999\n"
     ));

@@ -55,6 +55,7 @@ fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
         max_batch_bytes: args.max_batch_bytes,
         max_decompressed_bytes: args.max_decompressed_bytes,
         allow_growth: args.allow_growth,
+        ..RewritePolicy::default()
     })
 }
 

@@ -568,3 +568,125 @@ fn gzip_input_is_read_through_the_policy_provider() {
     // One resolution per provider choice, reused: kpress-codec's
     // decompressor::tests::each_gzip_provider_choice_is_resolved_once.
 }
+
+/// Runs one partition through `rewrite_partition`; returns its single outcome.
+fn partition(
+    records: &[u8],
+    policy: &RewritePolicy,
+    request: &mut ProduceAllowance,
+) -> (Outcome, Vec<u8>) {
+    let mut out = Vec::new();
+    let mut outcomes = Vec::new();
+    Recompressor::new().rewrite_partition(records, policy, request, &mut out, |o, size| {
+        outcomes.push((*o, size))
+    });
+    assert_eq!(outcomes.len(), 1, "one outcome per partition");
+    assert_eq!(outcomes[0].1, records.len());
+    (outcomes[0].0, out)
+}
+
+#[test]
+fn a_partition_of_several_batches_is_passed_whole_without_decoding() {
+    let gzip = builder(Codec::Gzip).build(&records(20)).unwrap();
+    let two = [&gzip[..], &gzip[..]].concat();
+    let mut request = ProduceAllowance::new(9, usize::MAX);
+    let (outcome, out) = partition(&two, &to(Codec::Zstd), &mut request);
+    assert_eq!(outcome, Outcome::PassedThrough(PassReason::MultipleBatches));
+    assert_eq!(out, two);
+    assert_eq!(
+        request.decompressed_bytes_left(),
+        usize::MAX,
+        "nothing decoded"
+    );
+    // One batch is rewritten as usual.
+    let (outcome, _) = partition(&gzip, &to(Codec::Zstd), &mut request);
+    assert!(matches!(outcome, Outcome::Rewritten { .. }));
+}
+
+#[test]
+fn zstd_is_not_written_into_produce_before_v7() {
+    let lz4 = builder(Codec::Lz4).build(&records(40)).unwrap();
+    for version in 3..7 {
+        let mut request = ProduceAllowance::new(version, usize::MAX);
+        let (outcome, out) = partition(&lz4, &to(Codec::Zstd), &mut request);
+        assert_eq!(
+            outcome,
+            Outcome::PassedThrough(PassReason::ZstdNeedsProduceV7),
+            "v{version}"
+        );
+        assert_eq!(out, lz4);
+        // Other codecs are still written for old clients.
+        let (outcome, _) = partition(&lz4, &to(Codec::Gzip), &mut request);
+        assert!(matches!(
+            outcome,
+            Outcome::Rewritten {
+                to: Codec::Gzip,
+                ..
+            }
+        ));
+    }
+    let mut request = ProduceAllowance::new(7, usize::MAX);
+    let (outcome, _) = partition(&lz4, &to(Codec::Zstd), &mut request);
+    assert!(matches!(
+        outcome,
+        Outcome::Rewritten {
+            to: Codec::Zstd,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_request_budget_bounds_what_all_its_batches_decompress_to() {
+    let recs = records(50);
+    let plain_len = encode_records(&recs).len();
+    let zstd = builder(Codec::Zstd).build(&recs).unwrap();
+    // Room for two batches' records and a bit: the third is refused undecoded.
+    // Growth allowed: zstd to gzip is not smaller, and size is not what this tests.
+    let to_gzip = RewritePolicy {
+        allow_growth: true,
+        ..to(Codec::Gzip)
+    };
+    let mut request = ProduceAllowance::new(13, 2 * plain_len + 10);
+    for _ in 0..2 {
+        let (outcome, _) = partition(&zstd, &to_gzip, &mut request);
+        assert!(matches!(outcome, Outcome::Rewritten { .. }));
+    }
+    assert_eq!(request.decompressed_bytes_left(), 10);
+    let (outcome, out) = partition(&zstd, &to_gzip, &mut request);
+    assert_eq!(
+        outcome,
+        Outcome::PassedThrough(PassReason::RequestDecompressBudget)
+    );
+    assert_eq!(out, zstd);
+    // A refused attempt used what it was allowed: nothing is left for the next.
+    assert_eq!(request.decompressed_bytes_left(), 0);
+}
+
+#[test]
+fn a_batch_inflating_past_the_ratio_cap_is_passed_through() {
+    // 1 MiB of zeros in one record: zstd shrinks it by far more than 100x.
+    let bomb = builder(Codec::Zstd)
+        .build(&[Record::value(vec![0u8; 1 << 20])])
+        .unwrap();
+    let capped = RewritePolicy {
+        max_decompression_ratio: 100,
+        allow_growth: true,
+        ..to(Codec::Gzip)
+    };
+    assert_eq!(pass(&bomb, &capped), PassReason::DecompressRatio);
+    let mut request = ProduceAllowance::new(13, usize::MAX);
+    let (outcome, _) = partition(&bomb, &capped, &mut request);
+    assert_eq!(outcome, Outcome::PassedThrough(PassReason::DecompressRatio));
+    // The default cap lets real data through.
+    let logs = builder(Codec::Zstd).build(&records(200)).unwrap();
+    let (outcome, _) = partition(
+        &logs,
+        &RewritePolicy {
+            max_decompression_ratio: 1000,
+            ..capped
+        },
+        &mut request,
+    );
+    assert!(matches!(outcome, Outcome::Rewritten { .. }));
+}
