@@ -7,8 +7,8 @@ use bytes::BytesMut;
 use kafka_protocol::messages::ApiVersionsResponse;
 
 use crate::api_key;
-use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode, guarded_decode, ResponseObserver};
+use crate::error::{check_version, ProtocolError, WireError};
+use crate::response::{encode, guarded_decode, ResponseObserver};
 use crate::wire::Reader;
 use crate::{cluster, coordinator, endpoints, metadata, produce};
 

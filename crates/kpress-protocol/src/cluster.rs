@@ -3,8 +3,8 @@
 use bytes::BytesMut;
 use kafka_protocol::messages::DescribeClusterResponse;
 
-use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode, guarded_decode, replace_address, ResponseObserver};
+use crate::error::{check_version, ProtocolError, WireError};
+use crate::response::{encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
 
 const API: &str = "DescribeCluster";

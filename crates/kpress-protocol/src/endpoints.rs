@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::api_key;
-use crate::error::{ProtocolError, WireError};
-use crate::response::{check_version, encode_failed, malformed, replace_address, ResponseObserver};
+use crate::error::{check_version, malformed_response, ProtocolError, WireError};
+use crate::response::{encode_failed, replace_address, ResponseObserver};
 use crate::wire::{put_uvarint, Reader, TaggedField};
 
 const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;
@@ -145,7 +145,8 @@ pub(crate) fn rewrite_node_endpoints(
     if api_version < kind.first_with_endpoints {
         return Ok(None);
     }
-    let location = (kind.find)(body, api_version).map_err(malformed(kind.api, api_version))?;
+    let location =
+        (kind.find)(body, api_version).map_err(malformed_response(kind.api, api_version))?;
     let (replace, array) = match &location {
         None => return Ok(None),
         Some(Location::Tagged(field)) => (
@@ -176,7 +177,7 @@ fn rewrite_endpoints<E: NodeEndpoint>(
     content: &[u8],
     observer: &mut dyn ResponseObserver,
 ) -> Result<Option<Vec<u8>>, ProtocolError> {
-    let malformed = malformed(api, version);
+    let malformed = malformed_response(api, version);
     let mut reader = Reader::new(content);
     let count = reader
         .required_count(true, MIN_ENDPOINT, "node_endpoints")

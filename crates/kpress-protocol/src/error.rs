@@ -129,3 +129,46 @@ impl ProtocolError {
         }
     }
 }
+
+/// `Ok` when `version` of `api` is one kpress parses (`min..=max`).
+pub(crate) fn check_version(
+    api: &'static str,
+    version: i16,
+    min: i16,
+    max: i16,
+) -> Result<(), ProtocolError> {
+    if (min..=max).contains(&version) {
+        Ok(())
+    } else {
+        Err(ProtocolError::UnsupportedVersion {
+            api,
+            version,
+            min,
+            max,
+        })
+    }
+}
+
+/// Wraps a [`WireError`] in a client request of `api` at `version`.
+pub(crate) fn malformed_request(
+    api: &'static str,
+    version: i16,
+) -> impl Fn(WireError) -> ProtocolError {
+    move |source| ProtocolError::MalformedRequest {
+        api,
+        version,
+        source,
+    }
+}
+
+/// Wraps a [`WireError`] in a broker response of `api` at `version`.
+pub(crate) fn malformed_response(
+    api: &'static str,
+    version: i16,
+) -> impl Fn(WireError) -> ProtocolError {
+    move |source| ProtocolError::MalformedResponse {
+        api,
+        version,
+        source,
+    }
+}

@@ -9,10 +9,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use uuid::Uuid;
 
-use crate::error::{ProtocolError, WireError};
-use crate::response::{
-    check_version, encode, encode_failed, guarded_decode, replace_address, ResponseObserver,
-};
+use crate::error::{check_version, ProtocolError, WireError};
+use crate::response::{encode, encode_failed, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
 
 const API: &str = "Metadata";

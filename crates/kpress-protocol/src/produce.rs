@@ -14,7 +14,7 @@ use std::sync::Arc;
 use bytes::{BufMut, BytesMut};
 use kpress_batch::{PolicyLookup, Recompressor, RewriteStats};
 
-use crate::error::{ProtocolError, WireError};
+use crate::error::{self, malformed_request, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
 
@@ -130,25 +130,8 @@ fn frame_payload(frame: &Option<BytesMut>) -> Option<&[u8]> {
     frame.as_deref().map(|frame| &frame[SIZE_PREFIX_LEN..])
 }
 
-fn malformed(version: i16) -> impl Fn(WireError) -> ProtocolError {
-    move |source| ProtocolError::MalformedRequest {
-        api: API,
-        version,
-        source,
-    }
-}
-
 fn check_version(api_version: i16) -> Result<(), ProtocolError> {
-    if (PRODUCE_MIN_VERSION..=PRODUCE_MAX_VERSION).contains(&api_version) {
-        Ok(())
-    } else {
-        Err(ProtocolError::UnsupportedVersion {
-            api: API,
-            version: api_version,
-            min: PRODUCE_MIN_VERSION,
-            max: PRODUCE_MAX_VERSION,
-        })
-    }
+    error::check_version(API, api_version, PRODUCE_MIN_VERSION, PRODUCE_MAX_VERSION)
 }
 
 fn string_prefix(flexible: bool) -> LengthPrefix {
@@ -168,7 +151,7 @@ pub fn produce_acks(body: &[u8], api_version: i16) -> Result<i16, ProtocolError>
     reader
         .length_prefixed(string_prefix(flexible))
         .and_then(|_| reader.i16())
-        .map_err(malformed(api_version))
+        .map_err(malformed_request(API, api_version))
 }
 
 /// A records field to replace: `field` spans its length prefix and content in
@@ -189,7 +172,7 @@ pub fn rewrite_produce_with(
     rewriter: &mut dyn RecordsRewriter,
 ) -> Result<ProduceSplice, ProtocolError> {
     check_version(api_version)?;
-    let malformed = malformed(api_version);
+    let malformed = malformed_request(API, api_version);
     if header_len > payload.len() {
         return Err(malformed(WireError::HeaderBeyondPayload {
             header_len,

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::api_key;
-use crate::error::{ProtocolError, WireError};
+use crate::error::{malformed_response, ProtocolError, WireError};
 use crate::{api_versions, cluster, coordinator, endpoints, metadata};
 
 /// What the proxy learns from, and decides for, the responses kpress rewrites.
@@ -75,33 +75,6 @@ pub(crate) fn replace_address(
     *port = new_port;
 }
 
-/// The supported version range of a response kind, checked before decoding.
-pub(crate) fn check_version(
-    api: &'static str,
-    api_version: i16,
-    min: i16,
-    max: i16,
-) -> Result<(), ProtocolError> {
-    if (min..=max).contains(&api_version) {
-        Ok(())
-    } else {
-        Err(ProtocolError::UnsupportedVersion {
-            api,
-            version: api_version,
-            min,
-            max,
-        })
-    }
-}
-
-pub(crate) fn malformed(api: &'static str, version: i16) -> impl Fn(WireError) -> ProtocolError {
-    move |source| ProtocolError::MalformedResponse {
-        api,
-        version,
-        source,
-    }
-}
-
 /// Decodes a response body with kafka-protocol once `guard` (a bounds-checked
 /// walk of the same body) has proven every count fits in the bytes present:
 /// kafka-protocol sizes vectors from wire counts.
@@ -111,7 +84,7 @@ pub(crate) fn guarded_decode<T: Decodable>(
     body: &[u8],
     guard: impl FnOnce(&[u8], i16) -> Result<(), WireError>,
 ) -> Result<T, ProtocolError> {
-    let malformed = malformed(api, version);
+    let malformed = malformed_response(api, version);
     guard(body, version).map_err(&malformed)?;
     let mut buf = body;
     T::decode(&mut buf, version).map_err(|e| malformed(WireError::Decode(e.to_string())))
