@@ -561,12 +561,18 @@ mod tests {
     fn walk_agrees_with_the_decoder_on_the_datasets_at_every_block_size() {
         let dir = std::env::var_os("KPRESS_DATASETS")
             .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+            .unwrap_or_else(|| {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets")
+            });
         let mut checked = 0;
         for name in ["apache_access.log", "nginxplus_status.ndjson"] {
             let path = dir.join(name);
-            let data = std::fs::read(&path)
-                .unwrap_or_else(|e| panic!("dataset {} (KPRESS_DATASETS overrides): {e}", path.display()));
+            let data = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "dataset {} (KPRESS_DATASETS overrides): {e}",
+                    path.display()
+                )
+            });
             checked += assert_walk_agrees(&data);
             // A small batch, as the proxy mostly sees.
             checked += assert_walk_agrees(&data[..data.len().min(16 << 10)]);
