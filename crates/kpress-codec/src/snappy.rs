@@ -3,7 +3,10 @@
 //!
 //! Copies per byte: `snap` needs initialized output slices, so each chunk's room in
 //! `out` is zero-filled before snappy writes it (one memset, no staging copy), both
-//! ways.
+//! ways. Reading, that room is a block's declared length, which is first checked
+//! against the caller's limit and against what the block's bytes can produce at most
+//! ([`max_decompressed_len`]), so a block never gets more zeroed than about 21 times
+//! its own size.
 
 use snap::raw::{decompress_len, max_compress_len, Decoder, Encoder};
 
@@ -100,8 +103,15 @@ pub(crate) fn decompress(
     Ok(out.len() - start)
 }
 
-/// Decompresses one raw snappy block, checking its declared length against `room`
-/// before making room for it.
+/// The most a raw snappy block of `len` bytes can decode to. Its densest element is a
+/// copy with a 2-byte offset: 3 bytes that write up to 64 (literals write at most what
+/// they hold, the other copies 11 bytes from 2 and 64 from 5).
+fn max_decompressed_len(len: usize) -> usize {
+    len.saturating_mul(64) / 3
+}
+
+/// Decompresses one raw snappy block, checking its declared length against `room` and
+/// against what the block can produce before making room for it.
 fn decompress_block(
     decoder: &mut Decoder,
     block: &[u8],
@@ -117,6 +127,13 @@ fn decompress_block(
             limit,
         });
     }
+    let most = max_decompressed_len(block.len());
+    if length > most {
+        return Err(corrupt(format!(
+            "snappy block declares {length} bytes, but its {} bytes can produce at most {most}",
+            block.len()
+        )));
+    }
     let at = out.len();
     reserve_within(out, length, room);
     out.resize(at + length, 0);
@@ -131,6 +148,40 @@ fn decompress_block(
         Err(e) => {
             out.truncate(at);
             Err(corrupt(format!("invalid snappy block: {e}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The densest raw snappy block: one literal byte, then `copies` copies of 64
+    /// bytes at offset 1 (tag 0b11111110: length 64, 2-byte offset).
+    fn densest_block(copies: usize) -> (Vec<u8>, usize) {
+        let decoded = 1 + 64 * copies;
+        let mut block = Vec::new();
+        let mut n = decoded;
+        while n >= 0x80 {
+            block.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        block.push(n as u8);
+        block.extend([0x00, b'a']);
+        for _ in 0..copies {
+            block.extend([0xFE, 1, 0]);
+        }
+        (block, decoded)
+    }
+
+    #[test]
+    fn the_densest_block_decodes_within_the_expansion_bound() {
+        for copies in [0, 1, 2, 100, 20_000] {
+            let (block, decoded) = densest_block(copies);
+            assert!(decoded <= max_decompressed_len(block.len()), "{copies}");
+            let mut out = Vec::new();
+            let n = decompress(&mut Decoder::new(), &block, decoded, &mut out).unwrap();
+            assert!(n == decoded && out.iter().all(|&b| b == b'a'));
         }
     }
 }
