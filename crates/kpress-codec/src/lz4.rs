@@ -8,7 +8,8 @@
 //! in stored form (one copy). Decompressing, liblz4 writes each block straight into
 //! `out`'s spare capacity (one copy, no memset); stored blocks are copied once. A block
 //! is first decoded into 64 KiB of room (or whatever larger room `out` already has
-//! spare); one that needs more is sized exactly from its sequence headers (a walk that
+//! spare), never more than the block's bytes can decode to (255 per byte); one that
+//! needs more is sized exactly from its sequence headers (a walk that
 //! copies nothing) and decoded again into exactly that room, so its first 64 KiB are
 //! decoded twice.
 
@@ -295,6 +296,7 @@ fn decompress_block(
 ) -> Result<(), BlockError> {
     let first_room = block_max
         .min(room)
+        .min(max_block_decoded_len(block.len()))
         .min(FIRST_ROOM.max(out.capacity() - out.len()));
     reserve_within(out, first_room, room);
     if decode_into_spare(block, first_room, out).is_some() {
@@ -342,6 +344,13 @@ fn decode_into_spare(block: &[u8], capacity: usize, out: &mut Vec<u8>) -> Option
             (written.unwrap_or(0), written)
         })
     }
+}
+
+/// The most a compressed LZ4 block of `len` bytes can decode to. A literal writes one
+/// byte per byte; a match writes at most 19 bytes from its 3 (token and offset) and 255
+/// more per length byte, so no byte of a block decodes to more than 255.
+fn max_block_decoded_len(len: usize) -> usize {
+    len.saturating_mul(255)
 }
 
 /// The number of bytes the compressed LZ4 block `block` decodes to, read from its
@@ -424,8 +433,19 @@ pub(crate) fn decompress(
         codec: Codec::Lz4,
         limit,
     };
-    if frame.content_size.is_some_and(|size| size > limit as u64) {
-        return Err(limit_exceeded);
+    if let Some(size) = frame.content_size {
+        if size > limit as u64 {
+            return Err(limit_exceeded);
+        }
+        // Never used to size anything, but a tiny frame declaring megabytes is refused
+        // before any block is decoded.
+        let most = max_block_decoded_len(input.len());
+        if size > most as u64 {
+            return Err(corrupt(format!(
+                "frame declares {size} content bytes, but its {} bytes can produce at most {most}",
+                input.len()
+            )));
+        }
     }
     let start = out.len();
     let mut pos = frame.header_len;
@@ -811,6 +831,56 @@ mod tests {
             })
         );
         assert_eq!(out.capacity(), 0);
+    }
+
+    #[test]
+    fn a_content_size_its_blocks_cannot_produce_is_corrupt_before_any_room_is_made() {
+        // 60 MiB declared, within the limit, by a frame holding one 5-byte block.
+        let mut frame = frame_header(0x68, 0x70, Some(60 << 20));
+        frame.extend(5u32.to_le_bytes());
+        frame.extend(sequence(b"abcd", None));
+        frame.extend(END_MARK);
+        let mut out = Vec::new();
+        let err = decompress(&frame, 64 << 20, &mut out).unwrap_err();
+        assert!(
+            matches!(err, CodecError::Corrupt { .. }) && err.to_string().contains("at most"),
+            "{err}"
+        );
+        assert_eq!(out.capacity(), 0);
+    }
+
+    #[test]
+    fn a_block_gets_no_more_room_than_its_bytes_can_decode_to() {
+        // Five bytes decode to at most 5 * 255; a damaged one gets no 64 KiB first room.
+        let block = [0x10, b'a', 1, 0, 0xFF];
+        let mut frame = frame_header(0x60, 0x70, None);
+        frame.extend((block.len() as u32).to_le_bytes());
+        frame.extend(block);
+        frame.extend(END_MARK);
+        let mut out = Vec::new();
+        assert!(matches!(
+            decompress(&frame, 64 << 20, &mut out),
+            Err(CodecError::Corrupt { .. })
+        ));
+        assert!(out.capacity() <= 5 * 255, "{}", out.capacity());
+        // The densest block there is: a 4-byte match extended by 255s, every byte
+        // of it decoding to 255, decodes within the bound.
+        let dense = [
+            vec![0x1F, b'a', 1, 0],
+            vec![0xFF; 1000],
+            vec![0x00],
+            sequence(b"aaaaa", None),
+        ]
+        .concat();
+        let decoded = 1 + 15 + 4 + 255 * 1000 + 5;
+        assert!(decoded <= max_block_decoded_len(dense.len()));
+        let mut frame = frame_header(0x60, 0x70, None);
+        frame.extend((dense.len() as u32).to_le_bytes());
+        frame.extend(&dense);
+        frame.extend(END_MARK);
+        let mut out = Vec::new();
+        assert_eq!(decompress(&frame, decoded, &mut out), Ok(decoded));
+        assert!(out.iter().all(|&b| b == b'a'));
     }
 
     #[test]
