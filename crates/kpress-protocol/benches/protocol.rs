@@ -1,5 +1,6 @@
 //! What the protocol layer costs on top of recompression: walking and
-//! splicing Produce requests, scanning Fetch responses for NodeEndpoints,
+//! splicing Produce requests (and listing v13 topic ids kpress cannot name),
+//! scanning Fetch responses for NodeEndpoints,
 //! rewriting Metadata. Records are opaque bytes here (no codec work).
 
 use std::hint::black_box;
@@ -18,6 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kpress_protocol::{
     api_key, rewrite_produce_with, rewrite_response, RecordsRewriter, ResponseObserver,
+    MAX_UNKNOWN_TOPIC_IDS,
 };
 use uuid::Uuid;
 
@@ -70,6 +72,30 @@ fn produce_body(version: i16) -> Vec<u8> {
         .with_acks(-1)
         .with_topic_data(topics)
         .encode(&mut body, version)
+        .unwrap();
+    body.to_vec()
+}
+
+/// A Produce v13 request naming `count` distinct topic ids, each with one
+/// small partition: the shape of a request full of ids kpress cannot name.
+fn unknown_ids_body(count: u32) -> Vec<u8> {
+    let records = Bytes::from(vec![0x5a; 64]);
+    let topics = (0..count)
+        .map(|t| {
+            let mut id = [0x5a; 16];
+            id[..4].copy_from_slice(&t.to_be_bytes());
+            TopicProduceData::default()
+                .with_topic_id(Uuid::from_bytes(id))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(records.clone()))])
+        })
+        .collect();
+    let mut body = BytesMut::new();
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_topic_data(topics)
+        .encode(&mut body, 13)
         .unwrap();
     body.to_vec()
 }
@@ -149,6 +175,21 @@ fn produce(c: &mut Criterion) {
         group.bench_function(format!("splice_every_partition_v{version}"), |b| {
             b.iter(|| {
                 rewrite_produce_with(black_box(&body), 0, version, &names, &mut Halve).unwrap()
+            })
+        });
+    }
+    // Time per id stays flat as the count grows: the dedupe is linear and
+    // bounded by MAX_UNKNOWN_TOPIC_IDS.
+    let unknown = |_: &[u8; 16]| None;
+    for count in [1_000u32, 10_000, 40_000] {
+        let body = unknown_ids_body(count);
+        group.throughput(Throughput::Elements(u64::from(count)));
+        group.bench_function(format!("v13_{count}_unknown_topic_ids"), |b| {
+            b.iter(|| {
+                let splice =
+                    rewrite_produce_with(black_box(&body), 0, 13, &unknown, &mut Keep).unwrap();
+                assert_eq!(splice.unknown_topic_ids.len(), MAX_UNKNOWN_TOPIC_IDS);
+                splice
             })
         });
     }

@@ -59,6 +59,6 @@ pub use error::{Fault, ProtocolError, WireError};
 pub use metadata::metadata_request;
 pub use produce::{
     produce_acks, rewrite_produce, rewrite_produce_with, ProduceRewrite, ProduceSplice,
-    RecordsRewriter, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
+    RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
 pub use response::{rewrite_response, rewrites_response, ResponseObserver};

@@ -8,6 +8,7 @@
 //! rewriting only their length prefix. Nothing else in a Produce request
 //! carries a size, so the rest is copied byte for byte.
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -49,8 +50,10 @@ pub struct ProduceRewrite {
     /// The whole new request frame (size prefix, header, body), ready to
     /// write, or `None` when no batch changed: forward the original bytes.
     pub frame: Option<BytesMut>,
-    /// v13 topic ids kpress has no name for; their records went untouched.
+    /// See [`ProduceSplice::unknown_topic_ids`].
     pub unknown_topic_ids: Vec<[u8; 16]>,
+    /// See [`ProduceSplice::unknown_topic_ids_omitted`].
+    pub unknown_topic_ids_omitted: usize,
     /// What happened to every batch of the topics kpress could name.
     pub stats: RewriteStats,
 }
@@ -105,18 +108,34 @@ pub fn rewrite_produce(
     Ok(ProduceRewrite {
         frame: splice.frame,
         unknown_topic_ids: splice.unknown_topic_ids,
+        unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
         stats: rewriter.stats,
     })
 }
+
+/// The most distinct unknown v13 topic ids one Produce request reports in
+/// [`ProduceSplice::unknown_topic_ids`]: how many ids kpress names with one
+/// Metadata lookup. It also bounds the memory of the request's dedupe, which
+/// a hostile request could otherwise grow with thousands of random ids.
+pub const MAX_UNKNOWN_TOPIC_IDS: usize = 100;
 
 /// Outcome of [`rewrite_produce_with`].
 #[derive(Debug, Default)]
 pub struct ProduceSplice {
     /// The whole new request frame (size prefix, header, body), ready to
     /// write, or `None` when nothing changed: forward the original bytes.
+    /// Its length is the frame's on the wire, for the caller's frame limit.
     pub frame: Option<BytesMut>,
-    /// v13 topic ids kpress has no name for; their records went untouched.
+    /// v13 topic ids kpress has no name for, each once, in request order, at
+    /// most [`MAX_UNKNOWN_TOPIC_IDS`]; their records went untouched.
     pub unknown_topic_ids: Vec<[u8; 16]>,
+    /// Unknown ids left out of `unknown_topic_ids` because it was full
+    /// (their records went untouched too), counted per topic entry. Clients
+    /// name each topic once per request, so for them this is the number of
+    /// distinct ids left out; a request repeating such an id counts each
+    /// repeat, since telling repeats apart would take memory that grows with
+    /// the request.
+    pub unknown_topic_ids_omitted: usize,
 }
 
 impl ProduceSplice {
@@ -164,6 +183,10 @@ struct Splice {
 
 /// [`rewrite_produce`] with any [`RecordsRewriter`]: the request walk and
 /// splice, without the policy lookup.
+///
+/// The body is walked twice: once to check that all of it parses (nothing is
+/// rewritten in a body that does not), then to rewrite. Neither walk keeps
+/// anything per partition, so memory does not grow with the partition count.
 pub fn rewrite_produce_with(
     payload: &[u8],
     header_len: usize,
@@ -180,44 +203,50 @@ pub fn rewrite_produce_with(
         }));
     }
     let body = &payload[header_len..];
-    let mut splices = Vec::new();
-    let mut scratch = Vec::new();
-    let mut unknown_topic_ids = Vec::new();
-    walk_produce_body(body, api_version, |topic, field, records| {
-        let named: Arc<str>;
-        let name: &str = match topic {
-            TopicRef::Name(name) => name,
-            TopicRef::Id(id) => match topic_name(&id) {
-                Some(name) => {
-                    named = name;
-                    &named
-                }
-                None => {
-                    if !unknown_topic_ids.contains(&id) {
-                        unknown_topic_ids.push(id);
-                    }
-                    return;
-                }
-            },
-        };
-        let start = scratch.len();
-        if rewriter.rewrite_records(name, records, &mut scratch) {
-            splices.push(Splice {
-                field,
-                new: start..scratch.len(),
-            });
-        } else {
-            scratch.truncate(start);
-        }
+    walk_produce_body(body, api_version, &mut CheckOnly).map_err(&malformed)?;
+    let mut splicer = Splicer {
+        topic_name,
+        rewriter,
+        topic: CurrentTopic::Skip,
+        unknown: UnknownTopicIds::default(),
+        splices: Vec::new(),
+        scratch: Vec::new(),
+    };
+    walk_produce_body(body, api_version, &mut splicer).map_err(&malformed)?;
+    let Splicer {
+        unknown,
+        splices,
+        scratch,
+        ..
+    } = splicer;
+    let frame = if splices.is_empty() {
+        None
+    } else {
+        Some(splice_frame(
+            payload,
+            header_len,
+            api_version,
+            &splices,
+            &scratch,
+        )?)
+    };
+    Ok(ProduceSplice {
+        frame,
+        unknown_topic_ids: unknown.listed,
+        unknown_topic_ids_omitted: unknown.omitted,
     })
-    .map_err(malformed)?;
+}
 
-    if splices.is_empty() {
-        return Ok(ProduceSplice {
-            frame: None,
-            unknown_topic_ids,
-        });
-    }
+/// The new request frame: the header, then the body with each splice's
+/// records field replaced.
+fn splice_frame(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    splices: &[Splice],
+    scratch: &[u8],
+) -> Result<BytesMut, ProtocolError> {
+    let body = &payload[header_len..];
     let flexible = api_version >= FIRST_FLEXIBLE;
     // The frame is built once, size prefix first (filled in at the end), so the
     // proxy writes it as it is.
@@ -225,7 +254,7 @@ pub fn rewrite_produce_with(
     out.put_i32(0);
     out.extend_from_slice(&payload[..header_len]);
     let mut copied = 0;
-    for splice in &splices {
+    for splice in splices {
         out.extend_from_slice(&body[copied..splice.field.start]);
         let new_records = &scratch[splice.new.clone()];
         // Kafka frames are i32-sized, so records longer than i32::MAX cannot be sent.
@@ -250,21 +279,119 @@ pub fn rewrite_produce_with(
         reason: format!("rewritten request of {payload_len} bytes"),
     })?;
     out[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
-    Ok(ProduceSplice {
-        frame: Some(out),
-        unknown_topic_ids,
-    })
+    Ok(out)
 }
 
-/// Walks a Produce body, calling `on_records(topic, field, records)` for each
-/// partition with non-empty records; `field` is the byte range of the records
-/// field (length prefix included) in `body`. v3-12 topic names that are not
-/// UTF-8 are skipped (the broker rejects them). The whole body must parse,
-/// trailing bytes included, before anything is rewritten.
+/// Unknown v13 topic ids, deduplicated in linear time, at most
+/// [`MAX_UNKNOWN_TOPIC_IDS`] of them.
+#[derive(Debug, Default)]
+struct UnknownTopicIds {
+    listed: Vec<[u8; 16]>,
+    seen: HashSet<[u8; 16]>,
+    omitted: usize,
+}
+
+impl UnknownTopicIds {
+    fn note(&mut self, id: [u8; 16]) {
+        if self.seen.contains(&id) {
+            return;
+        }
+        if self.listed.len() < MAX_UNKNOWN_TOPIC_IDS {
+            self.seen.insert(id);
+            self.listed.push(id);
+        } else {
+            self.omitted += 1;
+        }
+    }
+}
+
+/// What the walk reports, in request order.
+trait ProduceVisitor<'a> {
+    /// A topic entry starts; `None` for a v3-v12 name that is not UTF-8 (the
+    /// broker rejects it; kpress leaves its records alone).
+    fn topic(&mut self, topic: Option<TopicRef<'a>>);
+    /// A partition of the current topic with non-empty records; `field` is the
+    /// byte range of its records field (length prefix included) in the body.
+    fn records(&mut self, field: Range<usize>, records: &'a [u8]);
+}
+
+/// The first walk: the parse is the check.
+struct CheckOnly;
+
+impl ProduceVisitor<'_> for CheckOnly {
+    fn topic(&mut self, _: Option<TopicRef<'_>>) {}
+    fn records(&mut self, _: Range<usize>, _: &[u8]) {}
+}
+
+/// The topic whose partitions the walk is in.
+enum CurrentTopic<'a> {
+    /// Records left alone: a name that is not UTF-8, or an unknown id.
+    Skip,
+    /// A v13 id not looked up yet: topics without records are never looked up.
+    Id([u8; 16]),
+    /// A v3-v12 name, as sent.
+    Name(&'a str),
+    /// A v13 id's name.
+    Named(Arc<str>),
+}
+
+/// The second walk: rewrites each partition's records into `scratch`.
+struct Splicer<'a, 'r> {
+    topic_name: &'r dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+    rewriter: &'r mut dyn RecordsRewriter,
+    topic: CurrentTopic<'a>,
+    unknown: UnknownTopicIds,
+    splices: Vec<Splice>,
+    scratch: Vec<u8>,
+}
+
+impl<'a> ProduceVisitor<'a> for Splicer<'a, '_> {
+    fn topic(&mut self, topic: Option<TopicRef<'a>>) {
+        self.topic = match topic {
+            None => CurrentTopic::Skip,
+            Some(TopicRef::Name(name)) => CurrentTopic::Name(name),
+            Some(TopicRef::Id(id)) => CurrentTopic::Id(id),
+        };
+    }
+
+    fn records(&mut self, field: Range<usize>, records: &'a [u8]) {
+        if let CurrentTopic::Id(id) = self.topic {
+            self.topic = match (self.topic_name)(&id) {
+                Some(name) => CurrentTopic::Named(name),
+                None => {
+                    self.unknown.note(id);
+                    CurrentTopic::Skip
+                }
+            };
+        }
+        let name: &str = match &self.topic {
+            CurrentTopic::Skip | CurrentTopic::Id(_) => return,
+            CurrentTopic::Name(name) => name,
+            CurrentTopic::Named(name) => name,
+        };
+        let start = self.scratch.len();
+        if self
+            .rewriter
+            .rewrite_records(name, records, &mut self.scratch)
+        {
+            self.splices.push(Splice {
+                field,
+                new: start..self.scratch.len(),
+            });
+        } else {
+            self.scratch.truncate(start);
+        }
+    }
+}
+
+/// Walks a Produce body, reporting each topic entry and each partition with
+/// non-empty records to `visitor`. The whole body must parse, trailing bytes
+/// included; a caller that must not act on a body that fails walks it first
+/// with [`CheckOnly`].
 fn walk_produce_body<'a>(
     body: &'a [u8],
     api_version: i16,
-    mut on_records: impl FnMut(TopicRef<'a>, Range<usize>, &'a [u8]),
+    visitor: &mut impl ProduceVisitor<'a>,
 ) -> Result<(), WireError> {
     let flexible = api_version >= FIRST_FLEXIBLE;
     let by_id = api_version >= FIRST_TOPIC_ID;
@@ -272,7 +399,8 @@ fn walk_produce_body<'a>(
     reader.length_prefixed(string_prefix(flexible))?; // transactional_id
     reader.i16()?; // acks
     reader.i32()?; // timeout_ms
-                   // Smallest topic: empty name or id, empty partition array, tagged fields.
+
+    // Smallest topic: empty name or id, empty partition array, tagged fields.
     let min_topic = match (flexible, by_id) {
         (_, true) => 16 + 1 + 1,
         (true, false) => 1 + 1 + 1,
@@ -280,7 +408,6 @@ fn walk_produce_body<'a>(
     };
     let min_partition = if flexible { 4 + 1 + 1 } else { 4 + 4 };
     let topics = reader.required_count(flexible, min_topic, "topic_data")?;
-    let mut found = Vec::new();
     for _ in 0..topics {
         let topic = if by_id {
             Some(TopicRef::Id(reader.uuid()?))
@@ -291,6 +418,7 @@ fn walk_produce_body<'a>(
                 .ok_or(WireError::UnexpectedNull { at, field: "name" })?;
             std::str::from_utf8(name).ok().map(TopicRef::Name)
         };
+        visitor.topic(topic);
         let partitions = reader.required_count(flexible, min_partition, "partition_data")?;
         for _ in 0..partitions {
             reader.i32()?; // index
@@ -305,10 +433,8 @@ fn walk_produce_body<'a>(
             if flexible {
                 reader.skip_tagged_fields()?;
             }
-            if let (Some(topic), Some(records)) = (topic, records) {
-                if !records.is_empty() {
-                    found.push((topic, field, records));
-                }
+            if let Some(records) = records.filter(|records| !records.is_empty()) {
+                visitor.records(field, records);
             }
         }
         if flexible {
@@ -318,10 +444,5 @@ fn walk_produce_body<'a>(
     if flexible {
         reader.skip_tagged_fields()?;
     }
-    reader.finish()?;
-    // Only a body that parsed to its end gets rewritten.
-    for (topic, field, records) in found {
-        on_records(topic, field, records);
-    }
-    Ok(())
+    reader.finish()
 }

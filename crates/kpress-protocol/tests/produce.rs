@@ -12,7 +12,7 @@ use kpress_batch::{PassReason, Recompressor, RecordBatch, RewritePolicy};
 use kpress_codec::{Codec, CompressionOptions};
 use kpress_protocol::{
     produce_acks, rewrite_produce, rewrite_produce_with, Fault, ProtocolError, RecordsRewriter,
-    WireError,
+    WireError, MAX_UNKNOWN_TOPIC_IDS,
 };
 use uuid::Uuid;
 
@@ -422,4 +422,75 @@ fn truncation_and_trailing_bytes_are_client_errors() {
         client_error(&payload, payload.len() + 1, 9),
         WireError::HeaderBeyondPayload { .. }
     ));
+}
+
+/// Deterministic, well-spread topic ids (splitmix64), none of them known.
+fn random_ids(count: usize) -> Vec<[u8; 16]> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..count)
+        .map(|_| {
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&next().to_be_bytes());
+            id[8..].copy_from_slice(&next().to_be_bytes());
+            assert!(topic_name(&id).is_none());
+            id
+        })
+        .collect()
+}
+
+/// A v13 request with one topic entry per id, each with two partitions of records.
+fn v13_request(ids: &[[u8; 16]]) -> (Vec<u8>, usize) {
+    let records = batch(Codec::None, &["a"]);
+    let topics = ids
+        .iter()
+        .map(|id| {
+            topic(
+                13,
+                "",
+                *id,
+                vec![(0, Some(records.clone())), (1, Some(records.clone()))],
+            )
+        })
+        .collect();
+    produce_payload(13, 1, topics)
+}
+
+#[test]
+fn v13_unknown_topic_ids_are_capped_and_the_rest_counted() {
+    let ids = random_ids(5_000);
+    let (payload, header_len) = v13_request(&ids);
+    let result = rewrite_produce_with(&payload, header_len, 13, &topic_name, &mut Marker).unwrap();
+    assert_eq!(result.unknown_topic_ids.len(), MAX_UNKNOWN_TOPIC_IDS);
+    assert_eq!(result.unknown_topic_ids, ids[..MAX_UNKNOWN_TOPIC_IDS]);
+    assert_eq!(
+        result.unknown_topic_ids_omitted,
+        ids.len() - MAX_UNKNOWN_TOPIC_IDS
+    );
+    assert!(result.frame.is_none(), "no topic could be named");
+}
+
+#[test]
+fn v13_repeated_unknown_topic_ids_are_listed_once() {
+    let few = random_ids(3);
+    let repeated: Vec<[u8; 16]> = few.iter().copied().cycle().take(3_000).collect();
+    let (payload, header_len) = v13_request(&repeated);
+    let result = rewrite_produce_with(&payload, header_len, 13, &topic_name, &mut Marker).unwrap();
+    assert_eq!(result.unknown_topic_ids, few);
+    assert_eq!(result.unknown_topic_ids_omitted, 0);
+
+    // Ids already listed are not counted again once the list is full.
+    let mut ids = random_ids(MAX_UNKNOWN_TOPIC_IDS + 7);
+    ids.extend_from_within(..MAX_UNKNOWN_TOPIC_IDS);
+    let (payload, header_len) = v13_request(&ids);
+    let result = rewrite_produce_with(&payload, header_len, 13, &topic_name, &mut Marker).unwrap();
+    assert_eq!(result.unknown_topic_ids.len(), MAX_UNKNOWN_TOPIC_IDS);
+    assert_eq!(result.unknown_topic_ids, ids[..MAX_UNKNOWN_TOPIC_IDS]);
+    assert_eq!(result.unknown_topic_ids_omitted, 7);
 }
