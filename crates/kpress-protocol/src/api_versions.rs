@@ -3,18 +3,21 @@
 //! supports. Min versions stay as the broker says: librdkafka turns
 //! compression off when it cannot see old Produce versions.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiVersionsResponse;
 
 use crate::api_key;
 use crate::error::{check_version, ProtocolError, WireError};
+use crate::frame::SIZE_PREFIX_LEN;
 use crate::response::{encode, guarded_decode, ResponseObserver};
 use crate::wire::Reader;
 use crate::{cluster, coordinator, endpoints, metadata, produce};
 
 const API: &str = "ApiVersions";
 pub(crate) const API_VERSIONS_MIN_VERSION: i16 = 0;
-pub(crate) const API_VERSIONS_MAX_VERSION: i16 = 4;
+/// The newest ApiVersions version kpress parses. A client asking for a newer
+/// one gets kpress's own answer ([`answer_unsupported_api_versions`]).
+pub const API_VERSIONS_MAX_VERSION: i16 = 4;
 const FIRST_FLEXIBLE: i16 = 3;
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -45,6 +48,38 @@ pub fn api_versions_body_version(api_version: i16, body: &[u8]) -> i16 {
         [hi, lo, ..] if i16::from_be_bytes([*hi, *lo]) == UNSUPPORTED_VERSION => 0,
         _ => api_version,
     }
+}
+
+/// kpress's own answer to an ApiVersions request newer than
+/// [`API_VERSIONS_MAX_VERSION`]; `None` for every other request (forward it).
+///
+/// Such a request is not forwarded: a broker that knows the version would
+/// answer in a format kpress cannot parse. kpress answers the way a broker
+/// answers a version it does not know (KIP-511): UNSUPPORTED_VERSION in the
+/// v0 body format with response header v0, listing the ApiVersions versions
+/// kpress parses, so that the client retries with one of them. Returns the
+/// whole frame, size prefix included, ready to write to the client.
+pub fn answer_unsupported_api_versions(
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+) -> Option<BytesMut> {
+    if api_key != api_key::API_VERSIONS || api_version <= API_VERSIONS_MAX_VERSION {
+        return None;
+    }
+    // v0 body: error_code, then api_keys as a classic array of
+    // (api_key, min_version, max_version); no throttle_time_ms before v1.
+    const BODY_LEN: usize = 2 + 4 + 2 + 2 + 2;
+    const PAYLOAD_LEN: usize = 4 + BODY_LEN;
+    let mut frame = BytesMut::with_capacity(SIZE_PREFIX_LEN + PAYLOAD_LEN);
+    frame.put_i32(PAYLOAD_LEN as i32);
+    frame.put_i32(correlation_id); // response header v0
+    frame.put_i16(UNSUPPORTED_VERSION);
+    frame.put_i32(1);
+    frame.put_i16(api_key::API_VERSIONS);
+    frame.put_i16(API_VERSIONS_MIN_VERSION);
+    frame.put_i16(API_VERSIONS_MAX_VERSION);
+    Some(frame)
 }
 
 pub(crate) fn rewrite_api_versions_response(
@@ -125,4 +160,71 @@ fn walk_features(content: &[u8]) -> Result<(), WireError> {
         r.skip_tagged_fields()?;
     }
     r.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use kafka_protocol::messages::api_versions_response::ApiVersion;
+    use kafka_protocol::messages::ResponseHeader;
+    use kafka_protocol::protocol::Decodable;
+
+    use super::*;
+
+    /// What a Kafka 4.1.1 broker sent for ApiVersions v5, v7 and v127 with
+    /// correlation id 0x01020304: size 16, correlation id, error 35, one
+    /// api_keys entry (18, 0, 4).
+    const KAFKA_4_1_REFUSAL: [u8; 20] = [
+        0, 0, 0, 16, 1, 2, 3, 4, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 4,
+    ];
+
+    #[test]
+    fn newer_api_versions_get_what_a_broker_answers() {
+        for version in [API_VERSIONS_MAX_VERSION + 1, 7, 127, i16::MAX] {
+            let frame =
+                answer_unsupported_api_versions(api_key::API_VERSIONS, version, 0x0102_0304)
+                    .expect("answered by kpress");
+            assert_eq!(frame[..], KAFKA_4_1_REFUSAL, "v{version}");
+        }
+    }
+
+    #[test]
+    fn refusal_decodes_as_api_versions_v0_listing_what_kpress_parses() {
+        let frame = answer_unsupported_api_versions(api_key::API_VERSIONS, 9, -42).unwrap();
+        let size = i32::from_be_bytes(frame[..4].try_into().unwrap());
+        assert_eq!(size as usize, frame.len() - SIZE_PREFIX_LEN);
+        let mut payload = Bytes::copy_from_slice(&frame[SIZE_PREFIX_LEN..]);
+        let header = ResponseHeader::decode(&mut payload, 0).unwrap();
+        assert_eq!(header.correlation_id, -42);
+        let body = payload.clone();
+        let response = ApiVersionsResponse::decode(&mut payload, 0).unwrap();
+        assert!(payload.is_empty(), "trailing bytes");
+        assert_eq!(response.error_code, UNSUPPORTED_VERSION);
+        assert_eq!(
+            response.api_keys,
+            vec![ApiVersion::default()
+                .with_api_key(api_key::API_VERSIONS)
+                .with_min_version(API_VERSIONS_MIN_VERSION)
+                .with_max_version(API_VERSIONS_MAX_VERSION)]
+        );
+        // Read as the answer to the version the client asked for.
+        assert_eq!(api_versions_body_version(9, &body), 0);
+    }
+
+    #[test]
+    fn every_other_request_is_forwarded() {
+        for version in API_VERSIONS_MIN_VERSION..=API_VERSIONS_MAX_VERSION {
+            assert_eq!(
+                answer_unsupported_api_versions(api_key::API_VERSIONS, version, 1),
+                None
+            );
+        }
+        assert_eq!(
+            answer_unsupported_api_versions(api_key::API_VERSIONS, -1, 1),
+            None
+        );
+        for key in [api_key::PRODUCE, api_key::METADATA, api_key::SASL_HANDSHAKE] {
+            assert_eq!(answer_unsupported_api_versions(key, 5, 1), None);
+        }
+    }
 }

@@ -14,6 +14,9 @@
 //!   topic ids without a known name are listed and left untouched. Hostile
 //!   counts and lengths are errors, never allocations.
 //!   [`rewrite_produce_with`] takes any [`RecordsRewriter`] instead.
+//! - [`answer_unsupported_api_versions`]: an ApiVersions request newer than
+//!   kpress parses is answered by kpress itself, as a broker answers a
+//!   version it does not know, so the client retries with an older one.
 //!
 //! # Responses (from the broker)
 //!
@@ -30,6 +33,23 @@
 //!   version answers in the v0 body format ([`api_versions_body_version`]).
 //! - [`metadata_request`]: a whole Metadata request frame for kpress's own
 //!   calls (learning brokers, naming v13 topic ids).
+//!
+//! # Node addresses kpress leaves alone
+//!
+//! Of the responses in Kafka 4.1's message specs that carry a host and port,
+//! these are relayed unchanged:
+//!
+//! - DescribeQuorum v2+ (`nodes[].listeners`): the KRaft controllers'
+//!   listeners. kpress proxies brokers, not controllers; the admin client
+//!   (behind `kafka-metadata-quorum.sh`) reports these addresses and does not
+//!   connect to them.
+//! - Vote, BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot
+//!   (`NodeEndpoints`), and UpdateRaftVoter (`CurrentLeader`): controller
+//!   listener APIs, which a broker listener refuses, so no client reaches
+//!   them through kpress.
+//! - StreamsGroupHeartbeat and StreamsGroupDescribe (`Endpoint`): the Kafka
+//!   Streams instances' own application endpoints, not broker addresses.
+//! - DescribeAcls and DeleteAcls `host`: an ACL's client host pattern.
 //!
 //! # Errors
 //!
@@ -54,7 +74,10 @@ mod produce;
 mod response;
 mod wire;
 
-pub use api_versions::{api_versions_body_version, PARSED_MAX_VERSIONS};
+pub use api_versions::{
+    answer_unsupported_api_versions, api_versions_body_version, API_VERSIONS_MAX_VERSION,
+    PARSED_MAX_VERSIONS,
+};
 pub use error::{Fault, ProtocolError, WireError};
 pub use metadata::metadata_request;
 pub use produce::{
