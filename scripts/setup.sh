@@ -62,17 +62,42 @@ POM
   touch "$dir/.complete"
 }
 
-# Our Java test clients (tests/java), compiled against each Kafka version's kafka-clients.
+# Only Java kafka-clients of one version (no broker) and a log binding, in the same
+# layout as kafka_jars, so the harness runs it like any other version's client.
+kafka_client_jars() {
+  local ver=$1 dir=$CACHE/kafka/$1
+  [ -f "$dir/.complete" ] && return 0
+  log "fetching Java kafka-clients $ver from Maven Central"
+  need mvn "install Maven (apt-get install maven) to fetch kafka-clients"
+  mkdir -p "$dir/libs"
+  cat >"$dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kpress.cache</groupId><artifactId>kafka-clients-$ver</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>$ver</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+POM
+  mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+    dependency:copy-dependencies -DoutputDirectory="$dir/libs" >&2 ||
+    die "Maven could not fetch kafka-clients $ver into $dir/libs (its errors are above): check access to Maven Central (a proxy goes in ~/.m2/settings.xml), then run $0 again"
+  touch "$dir/.complete"
+}
+
+# Our Java test clients (tests/java, or another source dir), compiled against a Kafka
+# version's kafka-clients.
 java_clients() {
-  local ver=$1 out=$CACHE/kafka/$1/test-clients
+  local ver=$1 src=${2:-tests/java} out=$CACHE/kafka/$1/test-clients
   local stamp
-  stamp=$(cat tests/java/*.java | sha256sum | cut -c1-16)
+  stamp=$(cat "$src"/*.java | sha256sum | cut -c1-16)
   [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ] && return 0
-  log "compiling Java test clients against kafka-clients $ver"
+  log "compiling Java test clients ($src) against kafka-clients $ver"
   need javac "install a JDK 17 or later (apt-get install openjdk-17-jdk-headless)"
   rm -rf "$out" && mkdir -p "$out"
-  javac -nowarn -d "$out" -cp "$CACHE/kafka/$ver/libs/*" tests/java/*.java ||
-    die "tests/java does not compile against kafka-clients $ver (errors above)"
+  javac -nowarn -d "$out" -cp "$CACHE/kafka/$ver/libs/*" "$src"/*.java ||
+    die "$src does not compile against kafka-clients $ver (errors above)"
   echo "$stamp" >"$out/.stamp"
 }
 
@@ -124,9 +149,15 @@ case $what in
     apt_install kcat libisal-dev libclang-dev pkg-config
     kafka_jars "$KAFKA_VERSION"
     kafka_jars "$KAFKA_OLD_VERSION"
+    kafka_client_jars "$KAFKA_CLIENTS_PRE_ZSTD_VERSION"
     if compgen -G "tests/java/*.java" >/dev/null; then
       java_clients "$KAFKA_VERSION"
       java_clients "$KAFKA_OLD_VERSION"
+    fi
+    # tests/java needs kafka-clients 3.1+; tests/java-old is the same command line
+    # (produce, consume) written against the 2.0 API.
+    if compgen -G "tests/java-old/*.java" >/dev/null; then
+      java_clients "$KAFKA_CLIENTS_PRE_ZSTD_VERSION" tests/java-old
     fi
     python_clients
     qatzip

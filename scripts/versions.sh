@@ -2,3 +2,5 @@
 KAFKA_VERSION=4.1.1
 KAFKA_OLD_VERSION=3.9.1
 CONFLUENT_KAFKA_VERSION=2.16.1
+# Java kafka-clients from before zstd (2.1, Produce v7): produces with Produce v3-v6 only.
+KAFKA_CLIENTS_PRE_ZSTD_VERSION=2.0.1

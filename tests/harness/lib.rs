@@ -7,6 +7,7 @@
 //! process started here is killed when its handle drops (or, for a handle kept in a
 //! `static`, by a watchdog when the test process exits).
 
+pub mod capture;
 mod client_cli;
 pub mod cluster;
 pub mod compression;
@@ -20,6 +21,7 @@ pub mod kpress;
 pub mod metadata;
 pub mod paths;
 pub mod ports;
+pub mod pre_zstd_client;
 pub mod process;
 pub mod raw_batch;
 pub mod raw_produce;
