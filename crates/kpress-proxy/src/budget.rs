@@ -4,6 +4,11 @@
 //! pool. With a single pool, request frames waiting for a busy broker could hold every
 //! byte while the responses that would let the broker go on wait for budget: a
 //! deadlock. With two, responses can always be read while requests wait.
+//!
+//! Each connection draws on a pool through a [`ConnectionPool`] that caps what it
+//! holds, and a frame's bytes are reserved as they arrive ([`BudgetPermit::grow`]),
+//! so a client announcing a large frame and sending nothing holds nothing, and one
+//! connection cannot take the whole pool.
 
 use std::sync::Arc;
 
@@ -91,7 +96,7 @@ impl Pool {
             .await
             // The semaphore is never closed.
             .map_err(|_| self.over(bytes))?;
-        Ok(BudgetPermit::new(permit, bytes))
+        Ok(BudgetPermit::new(permit, None, bytes))
     }
 
     /// Holds `bytes` if they fit now; never waits.
@@ -100,7 +105,7 @@ impl Pool {
         let permit = Arc::clone(&self.semaphore)
             .try_acquire_many_owned(permits)
             .ok()?;
-        Some(BudgetPermit::new(permit, bytes))
+        Some(BudgetPermit::new(permit, None, bytes))
     }
 
     fn permits_for(&self, bytes: usize) -> Result<u32, OverBudget> {
@@ -124,20 +129,104 @@ impl Pool {
     }
 }
 
+/// One connection's draw on a [`Pool`]: it holds at most `cap` bytes of it at once.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionPool {
+    pool: Pool,
+    cap: usize,
+    own: Arc<Semaphore>,
+}
+
+impl ConnectionPool {
+    /// A share of `pool` capped at `cap` bytes (at most the whole pool).
+    pub(crate) fn new(pool: &Pool, cap: usize) -> ConnectionPool {
+        let cap = cap.min(pool.capacity);
+        ConnectionPool {
+            pool: pool.clone(),
+            cap,
+            own: Arc::new(Semaphore::new(cap)),
+        }
+    }
+
+    /// Waits until `bytes` fit both this connection's cap and the pool. The
+    /// connection's own share is taken first, so a connection at its cap waits on
+    /// itself without queueing in the pool.
+    pub(crate) async fn acquire(&self, bytes: usize) -> Result<BudgetPermit, OverBudget> {
+        let permits = self.permits_for(bytes)?;
+        let own = Arc::clone(&self.own)
+            .acquire_many_owned(permits)
+            .await
+            .map_err(|_| self.over(bytes))?;
+        let mut permit = self.pool.acquire(bytes).await?;
+        permit.own = Some(own);
+        Ok(permit)
+    }
+
+    /// Holds `bytes` if they fit now; never waits.
+    pub(crate) fn try_acquire(&self, bytes: usize) -> Option<BudgetPermit> {
+        let permits = self.permits_for(bytes).ok()?;
+        let own = Arc::clone(&self.own).try_acquire_many_owned(permits).ok()?;
+        let mut permit = self.pool.try_acquire(bytes)?;
+        permit.own = Some(own);
+        Some(permit)
+    }
+
+    fn permits_for(&self, bytes: usize) -> Result<u32, OverBudget> {
+        if bytes > self.cap {
+            return Err(self.over(bytes));
+        }
+        u32::try_from(bytes).map_err(|_| self.over(bytes))
+    }
+
+    fn over(&self, bytes: usize) -> OverBudget {
+        OverBudget {
+            direction: self.pool.direction,
+            bytes,
+            capacity: self.cap,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn available(&self) -> usize {
+        self.own.available_permits()
+    }
+}
+
 /// Bytes held in the budget; released (and the in-flight gauge lowered) on drop.
 #[derive(Debug)]
 pub(crate) struct BudgetPermit {
-    _permit: OwnedSemaphorePermit,
+    pool: OwnedSemaphorePermit,
+    own: Option<OwnedSemaphorePermit>,
     bytes: usize,
 }
 
 impl BudgetPermit {
-    fn new(permit: OwnedSemaphorePermit, bytes: usize) -> BudgetPermit {
+    fn new(
+        pool: OwnedSemaphorePermit,
+        own: Option<OwnedSemaphorePermit>,
+        bytes: usize,
+    ) -> BudgetPermit {
         metrics::inflight_bytes_add(bytes);
-        BudgetPermit {
-            _permit: permit,
-            bytes,
+        BudgetPermit { pool, own, bytes }
+    }
+
+    /// Adds `more`'s bytes to this permit; both must come from the same pools.
+    pub(crate) fn grow(&mut self, mut more: BudgetPermit) {
+        // `more` is dropped below with nothing left in it (its Drop lowers the gauge).
+        if let Some(moved) = more.pool.split(more.pool.num_permits()) {
+            self.pool.merge(moved);
         }
+        match (&mut self.own, more.own.take()) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
+        self.bytes += std::mem::take(&mut more.bytes);
+    }
+
+    /// Bytes this permit holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -176,6 +265,30 @@ mod tests {
         assert_eq!(err.bytes, 51);
         assert_eq!(err.capacity, 50);
         assert!(err.to_string().contains("response"));
+    }
+
+    #[tokio::test]
+    async fn a_connection_holds_at_most_its_cap_and_permits_grow() {
+        let budget = Budget::new(1000);
+        let pool = budget.pool(Direction::Request);
+        let a = ConnectionPool::new(pool, 200);
+        let b = ConnectionPool::new(pool, 200);
+        let mut held = a.acquire(150).await.unwrap();
+        held.grow(a.acquire(50).await.unwrap());
+        assert_eq!(held.bytes(), 200);
+        assert_eq!(pool.available(), 300);
+        // `a` is at its cap: it waits, while `b` still gets bytes.
+        assert!(a.try_acquire(1).is_none());
+        let other = b.try_acquire(200).unwrap();
+        assert!(matches!(
+            a.acquire(201).await,
+            Err(OverBudget { capacity: 200, .. })
+        ));
+        drop(held);
+        assert_eq!(a.available(), 200);
+        assert_eq!(pool.available(), 300);
+        drop(other);
+        assert_eq!(pool.available(), 500);
     }
 
     #[tokio::test]

@@ -39,14 +39,22 @@ pub(crate) fn node_port(node_port_base: u16, node_id: i32) -> Result<u16, ProxyE
 /// topic would otherwise cost a Metadata round trip on every Produce naming it.
 pub(crate) const UNRESOLVED_RETRY_AFTER: Duration = Duration::from_secs(30);
 
+/// Topic ids remembered as unnamed at most; past it, expired entries go, and if none
+/// has expired the set starts over (ids are then asked about once more).
+pub(crate) const UNRESOLVED_CAPACITY: usize = 10_000;
+
 /// Shared knowledge of the cluster. Locks are held only for map operations.
 #[derive(Debug)]
 pub(crate) struct Cluster {
     advertised_host: String,
     node_port_base: u16,
     nodes: RwLock<HashMap<i32, BrokerAddress>>,
+    /// Nodes with a bound listener; held while binding, so no response naming a node
+    /// is relayed before its port is served.
     listening: Mutex<HashSet<i32>>,
     topic_names: RwLock<HashMap<[u8; 16], Arc<str>>>,
+    /// Names the brokers' Metadata gave (those topics get metric labels).
+    named_topics: RwLock<HashSet<Arc<str>>>,
     /// Topic ids kpress asked the broker about in vain, and when.
     unresolved: Mutex<HashMap<[u8; 16], Instant>>,
 }
@@ -59,6 +67,7 @@ impl Cluster {
             nodes: RwLock::default(),
             listening: Mutex::default(),
             topic_names: RwLock::default(),
+            named_topics: RwLock::default(),
             unresolved: Mutex::default(),
         }
     }
@@ -106,7 +115,13 @@ impl Cluster {
             .unresolved
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        for id in ids {
+        if unresolved.len() + ids.len() > UNRESOLVED_CAPACITY {
+            unresolved.retain(|_, asked| asked.elapsed() < UNRESOLVED_RETRY_AFTER);
+            if unresolved.len() + ids.len() > UNRESOLVED_CAPACITY {
+                unresolved.clear();
+            }
+        }
+        for id in ids.iter().take(UNRESOLVED_CAPACITY) {
             if self.topic_name(id).is_none() {
                 unresolved.insert(*id, now);
             } else {
@@ -115,13 +130,26 @@ impl Cluster {
         }
     }
 
+    /// Whether the brokers' Metadata named a topic `name`.
+    pub(crate) fn is_named_topic(&self, name: &str) -> bool {
+        self.named_topics
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(name)
+    }
+
     fn record_topic(&self, id: [u8; 16], name: &str) {
         let known = self.topic_name(&id);
         if known.as_deref() != Some(name) {
+            let name: Arc<str> = Arc::from(name);
             self.topic_names
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(id, Arc::from(name));
+                .insert(id, Arc::clone(&name));
+            self.named_topics
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name);
         }
     }
 
@@ -136,21 +164,12 @@ impl Cluster {
         }
     }
 
-    /// Marks `node_id` as having a listener; false if it already had one.
-    pub(crate) fn claim_listener(&self, node_id: i32) -> bool {
+    /// The nodes with a listener, locked: whoever binds a node's listener holds this
+    /// until the listener is bound, so others wait rather than hand out its port early.
+    pub(crate) fn listeners(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
         self.listening
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(node_id)
-    }
-
-    /// Undoes [`claim_listener`](Self::claim_listener) after a failed bind, so a later
-    /// response retries it.
-    pub(crate) fn release_listener(&self, node_id: i32) {
-        self.listening
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&node_id);
     }
 
     fn has_listener(&self, node_id: i32) -> bool {
@@ -269,8 +288,8 @@ mod tests {
             })
         );
         assert_eq!(cluster.topic_name(&[7; 16]).as_deref(), Some("orders"));
-        assert!(cluster.claim_listener(3));
-        assert!(!cluster.claim_listener(3));
+        assert!(cluster.is_named_topic("orders"));
+        assert!(cluster.listeners().insert(3));
         let mut again = AddressObserver::new(&cluster);
         again.broker(3, "10.0.0.3", 9092);
         assert!(again.nodes_without_listener.is_empty());
@@ -285,6 +304,24 @@ mod tests {
         cluster.note_unresolved(&[a, b]);
         assert_eq!(cluster.ids_to_resolve(&[a]), Vec::<[u8; 16]>::new());
         assert_eq!(cluster.ids_to_resolve(&[b]), vec![b]);
+    }
+
+    #[test]
+    fn the_unresolved_set_is_bounded() {
+        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let id = |i: u32| {
+            let mut id = [0u8; 16];
+            id[..4].copy_from_slice(&i.to_be_bytes());
+            id
+        };
+        let first: Vec<_> = (0..UNRESOLVED_CAPACITY as u32).map(id).collect();
+        cluster.note_unresolved(&first);
+        assert!(cluster.ids_to_resolve(&first[..10]).is_empty());
+        // More than fit: the set starts over rather than grow.
+        let more: Vec<_> = (0..100).map(|i| id(1_000_000 + i)).collect();
+        cluster.note_unresolved(&more);
+        assert!(cluster.unresolved.lock().unwrap().len() <= UNRESOLVED_CAPACITY);
+        assert!(cluster.ids_to_resolve(&more).is_empty());
     }
 
     #[test]

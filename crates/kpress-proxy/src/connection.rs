@@ -2,39 +2,41 @@
 //! responses relayed back in order.
 //!
 //! Two halves run together. The request half reads a frame (its bytes granted by the
-//! budget first), rewrites Produce, notes which response to expect, and forwards. The
-//! response half takes the next expected response, reads it, rewrites broker
-//! addresses where needed, and relays it. Kafka answers requests in order on a
-//! connection, so a FIFO of expected responses is the whole pipeline state; Produce
-//! with acks=0 gets no entry because the broker sends nothing back.
+//! budget as they arrive), rewrites Produce, notes which response to expect, and
+//! forwards. The response half takes the next expected response, reads it, rewrites
+//! broker addresses where needed, and relays it. Kafka answers requests in order on a
+//! connection, so a FIFO of pending responses is the whole pipeline state; Produce
+//! with acks=0 gets no entry because the broker sends nothing back, and a request
+//! kpress answers itself gets its response in the same FIFO, so order holds.
 //!
 //! Generic over both streams so TLS can wrap either side later; SASL already works,
 //! as its frames are relayed like any other.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use kpress_protocol::api_key::PRODUCE as API_KEY_PRODUCE;
+use kpress_protocol::api_key;
 use kpress_protocol::frame::{
     peek_request_header, response_correlation_id, response_header_len, RequestHeader,
     SIZE_PREFIX_LEN,
 };
-use kpress_protocol::{produce_acks, rewrite_response, rewrites_response, Fault as ProtocolFault};
+use kpress_protocol::{
+    answer_unsupported_api_versions, produce_acks, rewrite_response, rewrites_response,
+    Fault as ProtocolFault,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, watch};
 
-use crate::budget::Direction;
+use crate::budget::{BudgetPermit, ConnectionPool, Direction};
 use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame, write_frame, Frame};
+use crate::frame_io::{read_frame, write_frame, Frame, ReadFrameError};
 use crate::metrics;
 use crate::produce::{rewrite_produce, ProduceRewrite};
 use crate::shared::{Shared, UpstreamTarget};
-use crate::upstream;
-
-/// Kafka's API key for SaslHandshake.
-const API_KEY_SASL_HANDSHAKE: i16 = 17;
+use crate::topic_ids::LookupResult;
 
 /// A response the broker owes, in request order.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +44,16 @@ struct Expected {
     api_key: i16,
     api_version: i16,
     correlation_id: i32,
+}
+
+/// What the response half relays next.
+#[derive(Debug)]
+enum Pending {
+    /// A response the broker owes.
+    Broker(Expected),
+    /// A response kpress wrote itself (the request was not forwarded), with its
+    /// budget bytes.
+    Local(BytesMut, BudgetPermit),
 }
 
 /// Who this connection serves, for logs and for kpress's own upstream requests.
@@ -66,26 +78,52 @@ where
 {
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
-    let (expected_tx, expected_rx) = mpsc::unbounded_channel();
+    let (pending_tx, pending_rx) = mpsc::unbounded_channel();
+    // Responses queued and not yet relayed: while any is, the client is not idle.
+    let owed = AtomicUsize::new(0);
     let requests = relay_requests(
         &mut client_read,
         &mut upstream_write,
-        expected_tx,
+        Queue {
+            pending: pending_tx,
+            owed: &owed,
+        },
         &shared,
         &info,
         &mut shutdown,
     );
-    let responses = relay_responses(&mut upstream_read, &mut client_write, expected_rx, &shared);
+    let responses = relay_responses(
+        &mut upstream_read,
+        &mut client_write,
+        pending_rx,
+        &owed,
+        &shared,
+    );
     tokio::try_join!(requests, responses)?;
     // Every expected response was relayed; tell the client we are done.
     let _ = client_write.shutdown().await;
     Ok(())
 }
 
+/// The request half's end of the pending-response FIFO.
+struct Queue<'a> {
+    pending: mpsc::UnboundedSender<Pending>,
+    owed: &'a AtomicUsize,
+}
+
+impl Queue<'_> {
+    fn push(&self, pending: Pending) {
+        self.owed.fetch_add(1, Ordering::Relaxed);
+        // The response half may have failed and gone; its error is what try_join
+        // reports, so a send error here needs no handling of its own.
+        let _ = self.pending.send(pending);
+    }
+}
+
 async fn relay_requests<C, U>(
     client: &mut ReadHalf<C>,
     upstream: &mut WriteHalf<U>,
-    expected: mpsc::UnboundedSender<Expected>,
+    queue: Queue<'_>,
     shared: &Arc<Shared>,
     info: &ConnectionInfo,
     shutdown: &mut watch::Receiver<bool>,
@@ -94,26 +132,47 @@ where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let pool = shared.budget.pool(Direction::Request);
-    let max_frame_bytes = shared.max_frame_bytes;
+    let pool = shared.connection_pool(Direction::Request);
+    let limits = shared.frame_limits();
     loop {
-        let frame = tokio::select! {
+        let read = tokio::select! {
             // A frame cut off by shutdown is lost with the connection; the client resends.
             _ = shutdown.wait_for(|stopping| *stopping) => return Ok(()),
-            read = read_frame(client, max_frame_bytes, pool) => read,
+            read = read_frame(client, limits, &pool, Some(shared.idle_timeout)) => read,
         };
-        let Some(frame) = frame.map_err(ConnectionError::from_client_read)? else {
+        let frame = match read {
+            // Idle only while no response is owed: a long JoinGroup is not idleness.
+            Err(ReadFrameError::Idle(_)) if queue.owed.load(Ordering::Relaxed) > 0 => continue,
+            read => read.map_err(ConnectionError::from_client_read)?,
+        };
+        let Some(frame) = frame else {
             return Ok(());
         };
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
-        if header.api_key == API_KEY_SASL_HANDSHAKE && header.api_version == 0 {
+        if header.api_key == api_key::SASL_HANDSHAKE && header.api_version == 0 {
             // v0 is followed by SASL tokens without Kafka headers, which kpress cannot
             // tell from requests; relaying them blind could let broker addresses through.
             return Err(ConnectionError::LegacySaslHandshake);
         }
+        // An ApiVersions newer than kpress parses is answered here, as a broker answers
+        // a version it does not know, so the client retries lower instead of looping.
+        if let Some(answer) = answer_unsupported_api_versions(
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+        ) {
+            let permit = pool
+                .acquire(answer.len())
+                .await
+                .map_err(ConnectionError::OverBudget)?;
+            drop(frame);
+            metrics::answered_locally("ApiVersions");
+            queue.push(Pending::Local(answer, permit));
+            continue;
+        }
         let mut expects_response = true;
         let forward = match header.header_len {
-            Some(header_len) if header.api_key == API_KEY_PRODUCE => {
+            Some(header_len) if header.api_key == api_key::PRODUCE => {
                 let body = frame.body().get(header_len..).unwrap_or_default();
                 if let Some(acks) = legacy_produce_acks(body, header.api_version) {
                     // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
@@ -124,23 +183,21 @@ where
                         .map_err(ConnectionError::ProduceAcks)?;
                     // acks=0: the broker answers nothing, so nothing may be awaited.
                     expects_response = acks != 0;
-                    rewrite_produce_frame(frame, header, header_len, shared, info).await?
+                    rewrite_produce_frame(frame, header, header_len, &pool, shared, info).await?
                 }
             }
             _ => Forward::Original(frame),
         };
         if expects_response {
-            // The response half may have failed and gone; its error is what try_join
-            // reports, so a send error here needs no handling of its own.
-            let _ = expected.send(Expected {
+            queue.push(Pending::Broker(Expected {
                 api_key: header.api_key,
                 api_version: header.api_version,
                 correlation_id: header.correlation_id,
-            });
+            }));
         }
-        write_frame(upstream, forward.bytes())
+        write_frame(upstream, forward.bytes(), limits.frame_timeout)
             .await
-            .map_err(ConnectionError::BrokerIo)?;
+            .map_err(ConnectionError::broker_write)?;
         // Dropping `forward` releases its budget bytes.
     }
 }
@@ -164,7 +221,7 @@ enum Forward {
     Original(Frame),
     Rewritten {
         bytes: BytesMut,
-        _permit: crate::budget::BudgetPermit,
+        _permit: BudgetPermit,
     },
 }
 
@@ -177,13 +234,14 @@ impl Forward {
     }
 }
 
-/// Rewrites a Produce frame on a blocking thread; resolves unknown v13 topic ids once
-/// with a Metadata request of kpress's own and retries. Any problem forwards the
+/// Rewrites a Produce frame on a blocking thread; has unknown v13 topic ids named by
+/// the proxy's lookup task (waiting briefly) and retries. Any problem forwards the
 /// original bytes: the broker answers the client as it would without kpress.
 async fn rewrite_produce_frame(
     frame: Frame,
     header: RequestHeader,
     header_len: usize,
+    pool: &ConnectionPool,
     shared: &Arc<Shared>,
     info: &ConnectionInfo,
 ) -> Result<Forward, ConnectionError> {
@@ -193,28 +251,26 @@ async fn rewrite_produce_frame(
         Err(_) => Vec::new(),
     };
     if to_resolve.is_empty() {
-        return finish_rewrite(frame, result, header, shared);
+        return finish_rewrite(frame, result, header, pool, shared);
     }
-    let resolved = resolve_topic_ids(&to_resolve, shared, info).await;
-    shared.cluster.note_unresolved(&to_resolve);
-    if let Err(err) = resolved {
-        tracing::warn!(
+    if shared.topic_ids.lookup(shared, to_resolve).await == LookupResult::NotInTime {
+        tracing::debug!(
             client = %info.client,
-            fault = %err.fault(),
-            error = %err,
-            "cannot name Produce v13 topic ids; their batches go untouched"
+            upstream = %info.upstream,
+            "Produce v13 topic ids not named in time; their batches go untouched"
         );
-        return finish_rewrite(frame, result, header, shared);
+        return finish_rewrite(frame, result, header, pool, shared);
     }
     // Once more, now that the ids may have names.
     let (frame, retried) = run_rewrite(frame, header, header_len, shared).await?;
-    finish_rewrite(frame, retried, header, shared)
+    finish_rewrite(frame, retried, header, pool, shared)
 }
 
 fn finish_rewrite(
     frame: Frame,
     result: Result<ProduceRewrite, kpress_protocol::ProtocolError>,
     header: RequestHeader,
+    pool: &ConnectionPool,
     shared: &Shared,
 ) -> Result<Forward, ConnectionError> {
     let mut rewrite = match result {
@@ -235,28 +291,39 @@ fn finish_rewrite(
             return Ok(Forward::Original(frame));
         }
     };
-    if !rewrite.unknown_topic_ids.is_empty() {
-        metrics::unknown_topic_ids(rewrite.unknown_topic_ids.len());
+    let unknown = rewrite.unknown_topic_ids.len() + rewrite.unknown_topic_ids_omitted;
+    if unknown > 0 {
+        metrics::unknown_topic_ids(unknown);
     }
+    let record_metrics = |rewrite: &ProduceRewrite| {
+        rewrite.record_metrics(&shared.topic_labels, |topic| shared.is_known_topic(topic))
+    };
     let Some(bytes) = rewrite.frame.take() else {
-        rewrite.record_metrics();
+        record_metrics(&rewrite);
         return Ok(Forward::Original(frame));
     };
+    // Kafka refuses frames over socket.request.max.bytes; a rewrite that grew the
+    // request past kpress's own frame limit is not sent.
+    if bytes.len() - SIZE_PREFIX_LEN > shared.max_frame_bytes {
+        metrics::rewrite_dropped("max_frame_bytes");
+        tracing::debug!(
+            correlation_id = header.correlation_id,
+            bytes = bytes.len(),
+            "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
+        );
+        return Ok(Forward::Original(frame));
+    }
     // The output is counted too; if the budget has no room for it right now, the
     // original goes (waiting here while holding the input could deadlock the pool).
-    let Some(permit) = shared
-        .budget
-        .pool(Direction::Request)
-        .try_acquire(bytes.len())
-    else {
-        metrics::rewrite_dropped_for_budget();
+    let Some(permit) = pool.try_acquire(bytes.len()) else {
+        metrics::rewrite_dropped("budget");
         tracing::debug!(
             correlation_id = header.correlation_id,
             "no in-flight budget for a rewritten Produce request; forwarding the original"
         );
         return Ok(Forward::Original(frame));
     };
-    rewrite.record_metrics();
+    record_metrics(&rewrite);
     tracing::trace!(
         correlation_id = header.correlation_id,
         batches = rewrite.rewritten_batches(),
@@ -292,6 +359,7 @@ async fn run_rewrite(
             &frame.bytes[SIZE_PREFIX_LEN..],
             header_len,
             header.api_version,
+            shared.max_request_decompressed_bytes,
             &*shared.policies,
             &|id| shared.cluster.topic_name(id),
         );
@@ -301,51 +369,19 @@ async fn run_rewrite(
     .map_err(|err| ConnectionError::RewriteTask(err.to_string()))
 }
 
-/// Names topic ids with a Metadata request on a connection of kpress's own.
-async fn resolve_topic_ids(
-    ids: &[[u8; 16]],
-    shared: &Arc<Shared>,
-    info: &ConnectionInfo,
-) -> Result<(), ConnectionError> {
-    let mut stream = shared.connect_upstream(&info.upstream).await?;
-    let mut observer = AddressObserver::new(&shared.cluster);
-    upstream::fetch_metadata(
-        &mut stream,
-        upstream::METADATA_VERSION,
-        ids,
-        shared.max_frame_bytes,
-        shared.budget.pool(Direction::Response),
-        &mut observer,
-    )
-    .await?;
-    // Nodes learned on the way get listeners too (their addresses are now known).
-    shared
-        .ensure_node_listeners(&observer.nodes_without_listener)
-        .map_err(ConnectionError::Listener)?;
-    let named = ids
-        .iter()
-        .filter(|id| shared.cluster.topic_name(id).is_some())
-        .count();
-    tracing::debug!(
-        client = %info.client,
-        asked = ids.len(),
-        named,
-        "asked the broker for Produce v13 topic ids"
-    );
-    Ok(())
-}
-
 async fn relay_responses<C, U>(
     upstream: &mut ReadHalf<U>,
     client: &mut WriteHalf<C>,
-    mut expected: mpsc::UnboundedReceiver<Expected>,
+    mut pending: mpsc::UnboundedReceiver<Pending>,
+    owed: &AtomicUsize,
     shared: &Arc<Shared>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let pool = shared.budget.pool(Direction::Response);
+    let pool = shared.connection_pool(Direction::Response);
+    let limits = shared.frame_limits();
     loop {
         // While no response is owed, the broker may only close (idle timeout, its own
         // shutdown): then the client is closed too, so it reconnects instead of
@@ -354,7 +390,7 @@ where
         let mut probe = [0u8; 1];
         let next = tokio::select! {
             biased;
-            next = expected.recv() => next,
+            next = pending.recv() => next,
             idle = upstream.read(&mut probe) => {
                 return Err(match idle {
                     Ok(0) => ConnectionError::BrokerClosedIdle,
@@ -363,10 +399,18 @@ where
                 });
             }
         };
-        let Some(next) = next else {
-            return Ok(());
+        let next = match next {
+            None => return Ok(()),
+            Some(Pending::Local(bytes, _permit)) => {
+                write_frame(client, &bytes, limits.frame_timeout)
+                    .await
+                    .map_err(ConnectionError::client_write)?;
+                owed.fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            Some(Pending::Broker(next)) => next,
         };
-        let frame = read_frame(upstream, shared.max_frame_bytes, pool)
+        let frame = read_frame(upstream, limits, &pool, None)
             .await
             .map_err(ConnectionError::from_broker_read)?
             .ok_or(ConnectionError::BrokerClosed {
@@ -380,24 +424,25 @@ where
                 received,
             });
         }
-        if rewrites_response(next.api_key, next.api_version) {
-            let rewritten = rewrite_addresses(&frame, next, shared)?;
-            if let Some(bytes) = rewritten {
+        let rewritten = if rewrites_response(next.api_key, next.api_version) {
+            rewrite_addresses(&frame, next, shared)?
+        } else {
+            None
+        };
+        match rewritten {
+            Some(bytes) => {
                 drop(frame);
                 // Held only while writing; waiting is safe as nothing else is held.
                 let _permit = pool
                     .acquire(bytes.len())
                     .await
                     .map_err(ConnectionError::OverBudget)?;
-                write_frame(client, &bytes)
-                    .await
-                    .map_err(ConnectionError::ClientIo)?;
-                continue;
+                write_frame(client, &bytes, limits.frame_timeout).await
             }
+            None => write_frame(client, &frame.bytes, limits.frame_timeout).await,
         }
-        write_frame(client, &frame.bytes)
-            .await
-            .map_err(ConnectionError::ClientIo)?;
+        .map_err(ConnectionError::client_write)?;
+        owed.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -448,32 +493,43 @@ mod tests {
     use super::*;
     use crate::error::Fault;
     use crate::shared::SharedConfig;
+    use crate::ProxySettings;
     use kpress_batch::builder::{BatchBuilder, Record};
     use kpress_batch::{PolicyLookup, RewritePolicy};
     use kpress_codec::{Codec, CompressionOptions};
     use std::net::{IpAddr, Ipv4Addr};
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
     use tokio::task::JoinHandle;
+
+    /// Settings for in-memory tests: 1 MiB frames, a connection may hold one.
+    fn settings(max_inflight_bytes: usize, node_port_base: u16) -> ProxySettings {
+        let mut settings = ProxySettings::new(
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            "kpress.test".into(),
+            node_port_base,
+            vec!["127.0.0.1:1".into()],
+        );
+        settings.max_frame_bytes = 1 << 20;
+        settings.max_connection_inflight_bytes = 1 << 20;
+        settings.max_inflight_bytes = max_inflight_bytes;
+        settings
+    }
+
+    fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
+        let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
+        let (shared, control) = Shared::new(SharedConfig { policies, settings });
+        // The shutdown senders live for the whole test: dropping them means shutdown.
+        std::mem::forget(control);
+        shared
+    }
 
     fn shared_with(
         policy: RewritePolicy,
         max_inflight_bytes: usize,
         node_port_base: u16,
     ) -> Arc<Shared> {
-        let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
-        // The shutdown senders live for the whole test: dropping them means shutdown.
-        let shared = Shared::new(SharedConfig {
-            policies,
-            advertised_host: "kpress.test".into(),
-            node_port_base,
-            max_frame_bytes: 1 << 20,
-            max_inflight_bytes,
-            bootstrap_servers: vec!["127.0.0.1:1".into()],
-            listen_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-        });
-        let (shared, control) = shared;
-        std::mem::forget(control);
-        shared
+        shared_from(policy, settings(max_inflight_bytes, node_port_base))
     }
 
     struct Harness {
@@ -525,6 +581,12 @@ mod tests {
 
     /// A Produce v7 request for topic `t` partition 0 holding `records`.
     fn produce_v7(correlation_id: i32, acks: i16, records: &[u8]) -> Vec<u8> {
+        produce(7, correlation_id, acks, records)
+    }
+
+    /// A Produce request (v3-v8: header v1, classic encoding) for topic `t`
+    /// partition 0 holding `records`.
+    fn produce(version: i16, correlation_id: i32, acks: i16, records: &[u8]) -> Vec<u8> {
         let mut body = Vec::new();
         body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional_id
         body.extend_from_slice(&acks.to_be_bytes());
@@ -536,7 +598,7 @@ mod tests {
         body.extend_from_slice(&0i32.to_be_bytes());
         body.extend_from_slice(&(records.len() as i32).to_be_bytes());
         body.extend_from_slice(records);
-        request(0, 7, correlation_id, &body)
+        request(0, version, correlation_id, &body)
     }
 
     fn gzip_batch() -> Vec<u8> {
@@ -864,5 +926,187 @@ mod tests {
             shared.budget.pool(Direction::Response).available(),
             32 << 10
         );
+    }
+
+    #[tokio::test]
+    async fn zstd_is_not_written_into_produce_v3_to_v6() {
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let mut h = start(shared_with(policy, 1 << 22, 30000));
+        let batch = gzip_batch();
+        for version in 3..=6 {
+            let produce = produce(version, version.into(), -1, &batch);
+            h.client.write_all(&produce).await.unwrap();
+            // Forwarded as sent: the broker refuses zstd below v7.
+            assert_eq!(read_exact_frame(&mut h.broker).await, produce, "v{version}");
+        }
+        let v7 = produce_v7(7, -1, &batch);
+        h.client.write_all(&v7).await.unwrap();
+        assert_ne!(read_exact_frame(&mut h.broker).await, v7, "v7 gets zstd");
+    }
+
+    #[tokio::test]
+    async fn a_partition_of_two_batches_is_forwarded_untouched() {
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let mut h = start(shared_with(policy, 1 << 22, 30000));
+        let batch = gzip_batch();
+        let produce = produce_v7(1, -1, &[&batch[..], &batch[..]].concat());
+        h.client.write_all(&produce).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.broker).await, produce);
+    }
+
+    #[tokio::test]
+    async fn a_rewrite_over_max_frame_bytes_forwards_the_original() {
+        // 40 KiB frames: a gzip batch of random data grows when stored uncompressed.
+        let mut settings = settings(1 << 22, 30000);
+        settings.max_frame_bytes = 40 << 10;
+        let policy = RewritePolicy {
+            allow_growth: true,
+            ..RewritePolicy::to_codec(Codec::None, CompressionOptions::default())
+        };
+        let mut h = start(shared_from(policy, settings));
+        let text: Vec<Record> = (0..2000)
+            .map(|i| Record::value(format!("{i:08} the same words again and again")))
+            .collect();
+        let batch = BatchBuilder::codec(Codec::Gzip).build(&text).unwrap();
+        let produce = produce_v7(1, -1, &batch);
+        assert!(produce.len() < 40 << 10, "the request itself fits");
+        h.client.write_all(&produce).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.broker).await, produce);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_announcing_frames_they_never_send_do_not_stall_others() {
+        // 4 MiB budget: 2 MiB for requests. Three clients announce 1 MiB frames and
+        // send 100 bytes; a fourth client's request must still go through at once.
+        let mut settings = settings(4 << 20, 30000);
+        settings.frame_timeout = Duration::from_secs(30);
+        let shared = shared_from(RewritePolicy::default(), settings);
+        let mut stalled = Vec::new();
+        for _ in 0..3 {
+            let mut h = start(Arc::clone(&shared));
+            h.client
+                .write_all(&(1i32 << 20).to_be_bytes())
+                .await
+                .unwrap();
+            h.client.write_all(&[0u8; 100]).await.unwrap();
+            stalled.push(h);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut good = start(Arc::clone(&shared));
+        let heartbeat = request(12, 3, 1, &[7u8; 50_000]);
+        good.client.write_all(&heartbeat).await.unwrap();
+        let forwarded =
+            tokio::time::timeout(Duration::from_secs(1), read_exact_frame(&mut good.broker))
+                .await
+                .expect("a well-behaved client waited on stalled ones");
+        assert_eq!(forwarded, heartbeat);
+        // The stalled frames time out; their budget comes back.
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        for h in stalled {
+            let err = h.task.await.unwrap().unwrap_err();
+            assert_eq!(err.refused_frame_reason(), Some("read_timeout"), "{err}");
+            assert_eq!(err.fault(), Fault::Client);
+        }
+        drop(forwarded);
+        assert_eq!(
+            shared.budget.pool(Direction::Request).available(),
+            2 << 20,
+            "budget released"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_never_reads_its_responses_is_closed() {
+        let mut settings = settings(4 << 20, 30000);
+        settings.frame_timeout = Duration::from_secs(5);
+        let shared = shared_from(RewritePolicy::default(), settings);
+        let mut h = start(Arc::clone(&shared));
+        h.client.write_all(&request(12, 3, 1, b"x")).await.unwrap();
+        read_exact_frame(&mut h.broker).await;
+        // A response far larger than the client-side pipe, never read by the client.
+        h.broker
+            .write_all(&response(1, &vec![1u8; 512 << 10]))
+            .await
+            .unwrap();
+        let err = tokio::time::timeout(Duration::from_secs(60), h.task)
+            .await
+            .expect("closed within the write timeout")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(err.refused_frame_reason(), Some("write_timeout"), "{err}");
+        assert_eq!(err.fault(), Fault::Client);
+        assert_eq!(shared.budget.pool(Direction::Response).available(), 2 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_client_is_closed_unless_a_response_is_owed() {
+        let mut settings = settings(1 << 22, 30000);
+        settings.idle_timeout = Duration::from_secs(10);
+        let shared = shared_from(RewritePolicy::default(), settings);
+        // A response is owed for longer than the idle timeout (a JoinGroup, say).
+        let mut waiting = start(Arc::clone(&shared));
+        waiting
+            .client
+            .write_all(&request(11, 5, 1, b"join"))
+            .await
+            .unwrap();
+        read_exact_frame(&mut waiting.broker).await;
+        let idle = start(Arc::clone(&shared));
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let err = idle.task.await.unwrap().unwrap_err();
+        assert!(matches!(err, ConnectionError::ClientIdle(_)), "{err}");
+        assert!(err.is_routine_close());
+        assert!(!waiting.task.is_finished(), "closed with a response owed");
+        waiting
+            .broker
+            .write_all(&response(1, b"joined"))
+            .await
+            .unwrap();
+        assert_eq!(
+            read_exact_frame(&mut waiting.client).await,
+            response(1, b"joined")
+        );
+    }
+
+    #[tokio::test]
+    async fn api_versions_newer_than_kpress_parses_is_answered_unsupported_in_order() {
+        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+        let heartbeat = request(12, 3, 1, b"before");
+        h.client.write_all(&heartbeat).await.unwrap();
+        // ApiVersions v5, header v2: client id "c" (compact: none here, classic
+        // string in header v2), no tagged fields.
+        let mut api_versions = Vec::new();
+        api_versions.extend_from_slice(&18i16.to_be_bytes());
+        api_versions.extend_from_slice(&5i16.to_be_bytes());
+        api_versions.extend_from_slice(&2i32.to_be_bytes());
+        api_versions.extend_from_slice(&(-1i16).to_be_bytes());
+        api_versions.push(0);
+        api_versions.extend_from_slice(&[0, 0, 0]);
+        h.client.write_all(&frame(&api_versions)).await.unwrap();
+        // Only the heartbeat reaches the broker.
+        assert_eq!(read_exact_frame(&mut h.broker).await, heartbeat);
+        h.broker.write_all(&response(1, b"hb")).await.unwrap();
+        assert_eq!(read_exact_frame(&mut h.client).await, response(1, b"hb"));
+        let answer = read_exact_frame(&mut h.client).await;
+        // Correlation id 2, UNSUPPORTED_VERSION (35), one entry: ApiVersions 0..=4.
+        assert_eq!(
+            answer,
+            [
+                &[0, 0, 0, 16][..],
+                &2i32.to_be_bytes(),
+                &35i16.to_be_bytes(),
+                &1i32.to_be_bytes(),
+                &18i16.to_be_bytes(),
+                &0i16.to_be_bytes(),
+                &4i16.to_be_bytes()
+            ]
+            .concat()
+        );
+        // The connection stays open for the client's retry.
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+        let mut rest = Vec::new();
+        h.broker.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
     }
 }

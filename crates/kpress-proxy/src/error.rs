@@ -9,7 +9,7 @@ use kpress_protocol::frame::FrameError;
 use kpress_protocol::ProtocolError;
 
 use crate::budget::OverBudget;
-use crate::frame_io::ReadFrameError;
+use crate::frame_io::{ReadFrameError, WriteFrameError};
 
 /// Why the proxy could not start or keep serving.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +73,12 @@ pub(crate) enum ConnectionError {
     BrokerFrame(#[source] FrameError),
     #[error("client closed the connection inside a frame ({0})")]
     ClientEndedMidFrame(String),
+    #[error("client too slow {}: {detail}", if *writing { "reading its responses" } else { "sending a frame" })]
+    ClientTimedOut { writing: bool, detail: String },
+    #[error("client idle for {0:?} with no response owed ([limits] idle_timeout_ms)")]
+    ClientIdle(std::time::Duration),
+    #[error("broker too slow {}: {detail}", if *writing { "reading requests" } else { "sending a frame" })]
+    BrokerTimedOut { writing: bool, detail: String },
     #[error("broker closed the connection inside a frame ({0})")]
     BrokerEndedMidFrame(String),
     #[error("{0}")]
@@ -112,12 +118,15 @@ impl ConnectionError {
             ClientIo(_)
             | ClientFrame(_)
             | ClientEndedMidFrame(_)
+            | ClientTimedOut { .. }
+            | ClientIdle(_)
             | ProduceAcks(_)
             | LegacySaslHandshake => Fault::Client,
             BrokerIo(_)
             | Connect { .. }
             | BrokerFrame(_)
             | BrokerEndedMidFrame(_)
+            | BrokerTimedOut { .. }
             | BrokerClosed { .. }
             | BrokerClosedIdle
             | BrokerUnsolicited
@@ -145,6 +154,8 @@ impl ConnectionError {
                     | io::ErrorKind::UnexpectedEof
             ),
             ConnectionError::ClientEndedMidFrame(_) => true,
+            // As a broker closes connections idle past connections.max.idle.ms.
+            ConnectionError::ClientIdle(_) => true,
             // Brokers close idle connections (connections.max.idle.ms); the client
             // reconnects as it would to the broker itself.
             ConnectionError::BrokerClosedIdle => true,
@@ -159,6 +170,12 @@ impl ConnectionError {
             | ConnectionError::BrokerFrame(FrameError::TooLarge { .. }) => Some("too_large"),
             ConnectionError::ClientFrame(_) | ConnectionError::BrokerFrame(_) => Some("malformed"),
             ConnectionError::OverBudget(_) => Some("over_budget"),
+            ConnectionError::ClientTimedOut { writing, .. }
+            | ConnectionError::BrokerTimedOut { writing, .. } => Some(if *writing {
+                "write_timeout"
+            } else {
+                "read_timeout"
+            }),
             _ => None,
         }
     }
@@ -171,6 +188,11 @@ impl ConnectionError {
             e @ ReadFrameError::EndedMidFrame { .. } => {
                 ConnectionError::ClientEndedMidFrame(e.to_string())
             }
+            e @ ReadFrameError::TimedOut { .. } => ConnectionError::ClientTimedOut {
+                writing: false,
+                detail: e.to_string(),
+            },
+            ReadFrameError::Idle(idle) => ConnectionError::ClientIdle(idle),
         }
     }
 
@@ -182,6 +204,32 @@ impl ConnectionError {
             e @ ReadFrameError::EndedMidFrame { .. } => {
                 ConnectionError::BrokerEndedMidFrame(e.to_string())
             }
+            e @ (ReadFrameError::TimedOut { .. } | ReadFrameError::Idle(_)) => {
+                ConnectionError::BrokerTimedOut {
+                    writing: false,
+                    detail: e.to_string(),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn client_write(err: WriteFrameError) -> ConnectionError {
+        match err {
+            WriteFrameError::Io(e) => ConnectionError::ClientIo(e),
+            e @ WriteFrameError::TimedOut { .. } => ConnectionError::ClientTimedOut {
+                writing: true,
+                detail: e.to_string(),
+            },
+        }
+    }
+
+    pub(crate) fn broker_write(err: WriteFrameError) -> ConnectionError {
+        match err {
+            WriteFrameError::Io(e) => ConnectionError::BrokerIo(e),
+            e @ WriteFrameError::TimedOut { .. } => ConnectionError::BrokerTimedOut {
+                writing: true,
+                detail: e.to_string(),
+            },
         }
     }
 }

@@ -27,6 +27,7 @@ mod frame_io;
 pub mod metrics;
 mod produce;
 mod shared;
+mod topic_ids;
 mod upstream;
 
 pub use error::ProxyError;
@@ -56,8 +57,48 @@ pub struct ProxySettings {
     /// requests and half for responses: a frame larger than its half is refused, so
     /// this should be at least twice `max_frame_bytes`.
     pub max_inflight_bytes: usize,
+    /// What one connection may hold of each half of that budget (at least
+    /// `max_frame_bytes`).
+    pub max_connection_inflight_bytes: usize,
+    /// Client connections open at once; more are closed as they are accepted.
+    pub max_connections: usize,
+    /// Time for a whole frame once its first byte arrived, and for a whole write.
+    pub frame_timeout: Duration,
+    /// A client connection with nothing to read and no response owed this long closes
+    /// (Kafka's `connections.max.idle.ms`).
+    pub idle_timeout: Duration,
+    /// What all batches of one Produce request may decompress to together.
+    pub max_request_decompressed_bytes: usize,
+    /// Distinct topic label values in metrics.
+    pub max_topic_labels: usize,
     /// How long in-flight requests may take to finish once shutdown begins.
     pub shutdown_grace: Duration,
+}
+
+impl ProxySettings {
+    /// Settings with kpress's default limits (Kafka's where Kafka has one).
+    pub fn new(
+        bind: SocketAddr,
+        advertised_host: String,
+        node_port_base: u16,
+        bootstrap_servers: Vec<String>,
+    ) -> ProxySettings {
+        ProxySettings {
+            bind,
+            advertised_host,
+            node_port_base,
+            bootstrap_servers,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_inflight_bytes: 256 << 20,
+            max_connection_inflight_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_connections: 10_000,
+            frame_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(600),
+            max_request_decompressed_bytes: 256 << 20,
+            max_topic_labels: 1000,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
 }
 
 /// Runs the proxy until `shutdown` completes, then stops accepting, lets in-flight
@@ -75,22 +116,29 @@ pub async fn run(
     validate(&settings)?;
     let (shared, control) = Shared::new(SharedConfig {
         policies,
-        advertised_host: settings.advertised_host.clone(),
-        node_port_base: settings.node_port_base,
-        max_frame_bytes: settings.max_frame_bytes,
-        max_inflight_bytes: settings.max_inflight_bytes,
-        bootstrap_servers: settings.bootstrap_servers.clone(),
-        listen_ip: settings.bind.ip(),
+        settings: settings.clone(),
     });
 
-    let nodes = discover(&shared).await?;
     let bootstrap = shared::bind(settings.bind, "bootstrap")?;
+    match discover(&shared).await {
+        Ok(nodes) => shared.ensure_node_listeners(&nodes)?,
+        // Brokers down while kpress starts (a restart of both, say) is routine: serve
+        // the bootstrap listener, whose connections go to whichever server answers,
+        // and keep asking until a broker names its nodes.
+        Err(ProxyError::Bootstrap { attempts }) => {
+            tracing::warn!(
+                %attempts,
+                "no bootstrap server reachable; serving anyway and retrying: check [upstream] bootstrap_servers if this persists"
+            );
+            tokio::spawn(rediscover(Arc::clone(&shared)));
+        }
+        Err(err) => return Err(err),
+    }
     tracing::info!(
         addr = %bootstrap.local_addr().map_or(settings.bind, |a| a),
         bootstrap_servers = ?settings.bootstrap_servers,
         "kpress bootstrap listener ready"
     );
-    shared.ensure_node_listeners(&nodes)?;
     shared.spawn_accept_loop(bootstrap, UpstreamTarget::Bootstrap);
 
     shutdown.await;
@@ -146,6 +194,30 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
     Ok(())
 }
 
+/// Retries [`discover`] with backoff (1 s doubling to 30 s) until a broker answers,
+/// then binds the node listeners it named; stops once shutdown begins.
+async fn rediscover(shared: Arc<Shared>) {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        tokio::time::sleep(wait).await;
+        if shared.is_shutting_down() {
+            return;
+        }
+        match discover(&shared).await {
+            Ok(nodes) => {
+                if let Err(err) = shared.ensure_node_listeners(&nodes) {
+                    tracing::error!(error = %err, "cannot serve the broker nodes");
+                }
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in = ?wait, "bootstrap servers still unreachable")
+            }
+        }
+        wait = (wait * 2).min(Duration::from_secs(30));
+    }
+}
+
 /// Learns the broker nodes (and topic ids) from the first bootstrap server that
 /// answers a Metadata request; returns the nodes to serve.
 async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
@@ -160,7 +232,7 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
                     &mut stream,
                     version,
                     &[],
-                    shared.max_frame_bytes,
+                    shared.frame_limits(),
                     shared.budget.pool(Direction::Response),
                     &mut observer,
                 )
@@ -288,13 +360,16 @@ mod tests {
         let bind = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let node_port_base = free_port();
         let settings = ProxySettings {
-            bind,
-            advertised_host: "127.0.0.1".into(),
-            node_port_base,
-            bootstrap_servers: vec![broker_addr.to_string()],
             max_frame_bytes: 1 << 20,
             max_inflight_bytes: 4 << 20,
+            max_connection_inflight_bytes: 1 << 20,
             shutdown_grace: Duration::from_millis(500),
+            ..ProxySettings::new(
+                bind,
+                "127.0.0.1".into(),
+                node_port_base,
+                vec![broker_addr.to_string()],
+            )
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let proxy = tokio::spawn(run(settings, Arc::new(RewritePolicy::default()), async {
@@ -337,33 +412,66 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn unreachable_bootstrap_servers_are_reported() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn brokers_unreachable_at_start_are_waited_for() {
+        let bind = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let broker_port = free_port();
+        let node_port_base = free_port();
         let settings = ProxySettings {
-            bind: SocketAddr::from(([127, 0, 0, 1], free_port())),
-            advertised_host: "127.0.0.1".into(),
-            node_port_base: 20000,
-            bootstrap_servers: vec![format!("127.0.0.1:{}", free_port())],
-            max_frame_bytes: 1 << 20,
-            max_inflight_bytes: 4 << 20,
             shutdown_grace: Duration::from_millis(100),
+            ..ProxySettings::new(
+                bind,
+                "127.0.0.1".into(),
+                node_port_base,
+                vec![format!("127.0.0.1:{broker_port}")],
+            )
         };
-        let err = run(settings, Arc::new(RewritePolicy::default()), async {})
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let proxy = tokio::spawn(run(settings, Arc::new(RewritePolicy::default()), async {
+            let _ = stopped.await;
+        }));
+        // kpress serves its bootstrap port although no broker answers yet.
+        let served = async {
+            while TcpStream::connect(bind).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), served)
             .await
-            .unwrap_err();
-        assert!(matches!(err, ProxyError::Bootstrap { .. }), "{err}");
+            .expect("bootstrap listener bound without a broker");
+        assert!(!proxy.is_finished());
+        // The broker comes up: its node gets a listener once kpress asks again.
+        let broker = TcpListener::bind(("127.0.0.1", broker_port)).await.unwrap();
+        tokio::spawn(silent_broker(broker));
+        let node_served = async {
+            while TcpStream::connect(("127.0.0.1", node_port_base))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), node_served)
+            .await
+            .expect("node listener bound once the broker answered");
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), proxy)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
     }
 
     #[test]
     fn settings_that_cannot_work_are_refused() {
         let base = ProxySettings {
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-            advertised_host: "h".into(),
-            node_port_base: 20000,
-            bootstrap_servers: vec!["b:9092".into()],
-            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_inflight_bytes: 2 * DEFAULT_MAX_FRAME_BYTES,
-            shutdown_grace: Duration::from_secs(1),
+            ..ProxySettings::new(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                "h".into(),
+                20000,
+                vec!["b:9092".into()],
+            )
         };
         assert!(validate(&base).is_ok());
         let no_servers = ProxySettings {

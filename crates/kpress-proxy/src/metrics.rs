@@ -23,8 +23,24 @@ pub const INFLIGHT_BYTES: &str = "kpress_inflight_bytes";
 pub const FRAMES_REFUSED: &str = "kpress_frames_refused_total";
 /// Produce v13 topic ids no Metadata could name; their batches went untouched.
 pub const UNKNOWN_TOPIC_IDS: &str = "kpress_unknown_topic_ids_total";
-/// Produce rewrite outputs dropped because the in-flight budget had no room for them.
-pub const REWRITES_DROPPED_FOR_BUDGET: &str = "kpress_rewrites_dropped_for_budget_total";
+/// Produce rewrite outputs dropped (the original went on), labelled `reason`:
+/// `budget` (no in-flight budget for the output) or `max_frame_bytes` (the rewritten
+/// request would be a frame larger than `[limits] max_frame_bytes`).
+pub const REWRITES_DROPPED: &str = "kpress_rewrites_dropped_total";
+/// Client connections closed as they were accepted, labelled `reason`
+/// (`max_connections`).
+pub const CONNECTIONS_REFUSED: &str = "kpress_connections_refused_total";
+/// kpress's own Metadata lookups of Produce v13 topic ids, labelled `result`:
+/// `named` (every id), `unnamed` (some left), `failed` (no answer), `queue_full`
+/// (not asked: too many lookups waiting).
+pub const TOPIC_ID_LOOKUPS: &str = "kpress_topic_id_lookups_total";
+/// Requests kpress answered itself instead of forwarding, labelled `api`
+/// (ApiVersions at a version kpress cannot parse: UNSUPPORTED_VERSION, as a broker
+/// answers, so the client retries lower).
+pub const REQUESTS_ANSWERED_LOCALLY: &str = "kpress_requests_answered_locally_total";
+
+/// The `topic` label of topics without a label of their own (see [`TopicLabels`]).
+pub const OTHER_TOPICS: &str = "_other";
 
 /// 1 when the gzip provider (KIP-1121) can be selected on this host, else 0
 /// (QAT also reads 0 when no policy named `qat` or `auto`, so QATzip was not probed);
@@ -60,6 +76,50 @@ pub fn gzip_provider_fallbacks() {
     }
 }
 
+/// Which topics get a `topic` label of their own: those a policy rule names or the
+/// brokers' Metadata named, up to `[limits] max_topic_labels`; every other topic
+/// (client-invented names included) is counted under [`OTHER_TOPICS`], so clients
+/// cannot grow the exporter's series without bound.
+#[derive(Debug)]
+pub(crate) struct TopicLabels {
+    cap: usize,
+    labelled: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
+}
+
+impl TopicLabels {
+    pub(crate) fn new(cap: usize) -> TopicLabels {
+        TopicLabels {
+            cap,
+            labelled: Default::default(),
+        }
+    }
+
+    /// The label value for `topic`; `known` says whether a rule or the brokers name it.
+    pub(crate) fn label(&self, topic: &str, known: impl FnOnce() -> bool) -> String {
+        use std::sync::PoisonError;
+        if self
+            .labelled
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(topic)
+        {
+            return topic.to_owned();
+        }
+        if !known() {
+            return OTHER_TOPICS.to_owned();
+        }
+        let mut labelled = self
+            .labelled
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if labelled.len() < self.cap {
+            labelled.insert(topic.into());
+            return topic.to_owned();
+        }
+        OTHER_TOPICS.to_owned()
+    }
+}
+
 pub(crate) fn batch_rewritten(
     topic: &str,
     from: Codec,
@@ -80,6 +140,10 @@ pub(crate) fn batch_rewritten(
 
 pub(crate) fn batch_passed(reason: PassReason) {
     metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()).increment(1);
+}
+
+pub(crate) fn unknown_topic_ids(count: usize) {
+    metrics::counter!(UNKNOWN_TOPIC_IDS).increment(count as u64);
 }
 
 pub(crate) fn connection_opened(listener: &'static str) {
@@ -103,10 +167,34 @@ pub(crate) fn frame_refused(reason: &'static str) {
     metrics::counter!(FRAMES_REFUSED, "reason" => reason).increment(1);
 }
 
-pub(crate) fn unknown_topic_ids(count: usize) {
-    metrics::counter!(UNKNOWN_TOPIC_IDS).increment(count as u64);
+pub(crate) fn rewrite_dropped(reason: &'static str) {
+    metrics::counter!(REWRITES_DROPPED, "reason" => reason).increment(1);
 }
 
-pub(crate) fn rewrite_dropped_for_budget() {
-    metrics::counter!(REWRITES_DROPPED_FOR_BUDGET).increment(1);
+pub(crate) fn connection_refused(reason: &'static str) {
+    metrics::counter!(CONNECTIONS_REFUSED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn topic_id_lookup(result: &'static str) {
+    metrics::counter!(TOPIC_ID_LOOKUPS, "result" => result).increment(1);
+}
+
+pub(crate) fn answered_locally(api: &'static str) {
+    metrics::counter!(REQUESTS_ANSWERED_LOCALLY, "api" => api).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_known_topics_get_labels_and_only_up_to_the_cap() {
+        let labels = TopicLabels::new(2);
+        assert_eq!(labels.label("invented-by-a-client", || false), OTHER_TOPICS);
+        assert_eq!(labels.label("orders", || true), "orders");
+        assert_eq!(labels.label("payments", || true), "payments");
+        assert_eq!(labels.label("third", || true), OTHER_TOPICS);
+        // Labelled topics keep their label without asking again.
+        assert_eq!(labels.label("orders", || panic!("asked again")), "orders");
+    }
 }

@@ -1,12 +1,13 @@
 //! The Produce rewrite, run off the async reactor: each partition's records go through
-//! kpress-batch's [`Recompressor`] with the topic's policy; every batch's outcome is
-//! kept (with its topic) for metrics.
+//! kpress-batch's [`Recompressor`] with the topic's policy, within what the request
+//! allows ([`ProduceAllowance`]: its version's codecs, one decompression budget for
+//! all its batches); every batch's outcome is kept (with its topic) for metrics.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use kpress_batch::{Outcome, PolicyLookup, Recompressor};
+use kpress_batch::{Outcome, PolicyLookup, ProduceAllowance, Recompressor};
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics;
@@ -22,17 +23,26 @@ pub(crate) struct ProduceRewrite {
     /// The new request frame (size prefix, header, body), or `None`: forward the
     /// original.
     pub(crate) frame: Option<BytesMut>,
-    /// v13 topic ids kpress had no name for; their records went untouched.
+    /// v13 topic ids kpress had no name for (at most
+    /// [`kpress_protocol::MAX_UNKNOWN_TOPIC_IDS`]); their records went untouched.
     pub(crate) unknown_topic_ids: Vec<[u8; 16]>,
+    /// Further distinct unknown ids, beyond those listed.
+    pub(crate) unknown_topic_ids_omitted: usize,
     /// Each batch's outcome, grouped by topic in request order.
     pub(crate) outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
 }
 
 impl ProduceRewrite {
-    /// Counts every batch in the metrics: rewritten ones by topic and codecs, others
-    /// by reason.
-    pub(crate) fn record_metrics(&self) {
+    /// Counts every batch in the metrics: rewritten ones by topic (as `labels` label
+    /// it; `known` says whether a rule or the brokers name a topic) and codecs,
+    /// others by reason.
+    pub(crate) fn record_metrics(
+        &self,
+        labels: &metrics::TopicLabels,
+        known: impl Fn(&str) -> bool,
+    ) {
         for (topic, outcomes) in &self.outcomes {
+            let mut label = None;
             for outcome in outcomes {
                 match *outcome {
                     Outcome::Rewritten {
@@ -40,7 +50,11 @@ impl ProduceRewrite {
                         to,
                         bytes_in,
                         bytes_out,
-                    } => metrics::batch_rewritten(topic, from, to, bytes_in, bytes_out),
+                    } => {
+                        let label =
+                            label.get_or_insert_with(|| labels.label(topic, || known(topic)));
+                        metrics::batch_rewritten(label, from, to, bytes_in, bytes_out)
+                    }
                     Outcome::PassedThrough(reason) => metrics::batch_passed(reason),
                 }
             }
@@ -57,12 +71,14 @@ impl ProduceRewrite {
     }
 }
 
-/// Rewrites a Produce request payload (header + body, no size prefix). Blocking: run
-/// it on a blocking thread.
+/// Rewrites a Produce request payload (header + body, no size prefix) whose batches
+/// may decompress to `max_request_decompressed_bytes` together. Blocking: run it on
+/// a blocking thread.
 pub(crate) fn rewrite_produce(
     payload: &[u8],
     header_len: usize,
     api_version: i16,
+    max_request_decompressed_bytes: usize,
     policies: &dyn PolicyLookup,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
 ) -> Result<ProduceRewrite, ProtocolError> {
@@ -72,6 +88,7 @@ pub(crate) fn rewrite_produce(
         let mut rewriter = PolicyRewriter {
             policies,
             recompressor: &mut recompressor,
+            request: ProduceAllowance::new(api_version, max_request_decompressed_bytes),
             outcomes: Vec::new(),
         };
         let splice =
@@ -79,6 +96,7 @@ pub(crate) fn rewrite_produce(
         Ok(ProduceRewrite {
             frame: splice.frame,
             unknown_topic_ids: splice.unknown_topic_ids,
+            unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
             outcomes: rewriter.outcomes,
         })
     })
@@ -87,6 +105,7 @@ pub(crate) fn rewrite_produce(
 struct PolicyRewriter<'a> {
     policies: &'a dyn PolicyLookup,
     recompressor: &'a mut Recompressor,
+    request: ProduceAllowance,
     outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
 }
 
@@ -109,8 +128,13 @@ impl RecordsRewriter for PolicyRewriter<'_> {
         let policy = self.policies.policy_for(topic);
         let outcomes = topic_outcomes(&mut self.outcomes, topic);
         let first = outcomes.len();
-        self.recompressor
-            .rewrite_each(records, policy, out, |outcome, _| outcomes.push(*outcome));
+        self.recompressor.rewrite_partition(
+            records,
+            policy,
+            &mut self.request,
+            out,
+            |outcome, _| outcomes.push(*outcome),
+        );
         outcomes[first..]
             .iter()
             .any(|o| matches!(o, Outcome::Rewritten { .. }))
@@ -120,6 +144,7 @@ impl RecordsRewriter for PolicyRewriter<'_> {
 impl std::fmt::Debug for PolicyRewriter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyRewriter")
+            .field("request", &self.request)
             .field("outcomes", &self.outcomes)
             .finish_non_exhaustive()
     }

@@ -7,15 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
+use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::budget::Budget;
+use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::{node_port, Cluster};
 use crate::connection::{self, ConnectionInfo};
 use crate::error::{ConnectionError, ProxyError};
-use crate::metrics;
+use crate::frame_io::FrameLimits;
+use crate::metrics::{self, TopicLabels};
+use crate::topic_ids::TopicIdResolver;
 use crate::upstream;
+use crate::ProxySettings;
 
 /// Where a client connection's upstream goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,9 +54,19 @@ pub(crate) struct Shared {
     pub(crate) cluster: Cluster,
     pub(crate) budget: Budget,
     pub(crate) max_frame_bytes: usize,
+    pub(crate) frame_timeout: Duration,
+    /// A client connection with nothing to read and no response owed this long closes.
+    pub(crate) idle_timeout: Duration,
+    /// What one connection may hold of each budget pool.
+    max_connection_inflight_bytes: usize,
+    max_connections: usize,
+    /// What all batches of one Produce request may decompress to together.
+    pub(crate) max_request_decompressed_bytes: usize,
     /// One slot per CPU for Produce rewrites: they are CPU-bound, so more at once
     /// would only add blocking threads and the memory of their buffers.
     pub(crate) rewrite_slots: Arc<Semaphore>,
+    pub(crate) topic_labels: TopicLabels,
+    pub(crate) topic_ids: TopicIdResolver,
     bootstrap_servers: Vec<String>,
     listen_ip: IpAddr,
     /// Becomes true when shutdown begins: stop accepting, finish in-flight requests.
@@ -84,12 +98,12 @@ pub(crate) struct ShutdownControl {
 
 pub(crate) struct SharedConfig {
     pub(crate) policies: Arc<dyn PolicyLookup>,
-    pub(crate) advertised_host: String,
-    pub(crate) node_port_base: u16,
-    pub(crate) max_frame_bytes: usize,
-    pub(crate) max_inflight_bytes: usize,
-    pub(crate) bootstrap_servers: Vec<String>,
-    pub(crate) listen_ip: IpAddr,
+    pub(crate) settings: ProxySettings,
+}
+
+/// How many Produce rewrites run at once: one per CPU.
+pub(crate) fn rewrite_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Shared {
@@ -97,16 +111,22 @@ impl Shared {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (abort_tx, abort_rx) = watch::channel(false);
         let (open_tx, open_rx) = watch::channel(0);
+        let settings = config.settings;
         let shared = Arc::new(Shared {
             policies: config.policies,
-            cluster: Cluster::new(config.advertised_host, config.node_port_base),
-            budget: Budget::new(config.max_inflight_bytes),
-            max_frame_bytes: config.max_frame_bytes,
-            rewrite_slots: Arc::new(Semaphore::new(
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-            )),
-            bootstrap_servers: config.bootstrap_servers,
-            listen_ip: config.listen_ip,
+            cluster: Cluster::new(settings.advertised_host, settings.node_port_base),
+            budget: Budget::new(settings.max_inflight_bytes),
+            max_frame_bytes: settings.max_frame_bytes,
+            frame_timeout: settings.frame_timeout,
+            idle_timeout: settings.idle_timeout,
+            max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
+            max_connections: settings.max_connections,
+            max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
+            rewrite_slots: Arc::new(Semaphore::new(rewrite_threads())),
+            topic_labels: TopicLabels::new(settings.max_topic_labels),
+            topic_ids: TopicIdResolver::default(),
+            bootstrap_servers: settings.bootstrap_servers,
+            listen_ip: settings.bind.ip(),
             shutdown: shutdown_rx,
             abort: abort_rx,
             open_connections: open_tx,
@@ -121,6 +141,32 @@ impl Shared {
 
     pub(crate) fn bootstrap_servers(&self) -> &[String] {
         &self.bootstrap_servers
+    }
+
+    /// How frames are read and written, in either direction.
+    pub(crate) fn frame_limits(&self) -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: self.max_frame_bytes,
+            frame_timeout: self.frame_timeout,
+        }
+    }
+
+    /// A new connection's share of the `direction` pool (its frames' size prefixes
+    /// on top of the configured bytes).
+    pub(crate) fn connection_pool(&self, direction: Direction) -> ConnectionPool {
+        ConnectionPool::new(
+            self.budget.pool(direction),
+            self.max_connection_inflight_bytes + SIZE_PREFIX_LEN,
+        )
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Whether a rule or the brokers name `topic` (it may get a metric label).
+    pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
+        self.policies.has_rule_for(topic) || self.cluster.is_named_topic(topic)
     }
 
     /// Opens the upstream connection for a client of `target`'s listener.
@@ -143,30 +189,28 @@ impl Shared {
     /// Binds a listener for every node in `nodes` that has none yet and starts
     /// accepting on it. Synchronous, so a response can wait for it before it is relayed.
     pub(crate) fn ensure_node_listeners(self: &Arc<Self>, nodes: &[i32]) -> Result<(), ProxyError> {
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        // Held across the binds: a response naming a node another connection is binding
+        // waits here until the port is served.
+        let mut listening = self.cluster.listeners();
         for &node_id in nodes {
-            if !self.cluster.claim_listener(node_id) {
+            if listening.contains(&node_id) {
                 continue;
             }
-            let bound = node_port(self.cluster.node_port_base(), node_id).and_then(|port| {
-                bind(
-                    SocketAddr::new(self.listen_ip, port),
-                    &format!("broker node {node_id}"),
-                )
-            });
-            match bound {
-                Ok(listener) => {
-                    tracing::info!(
-                        node_id,
-                        addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-                        "serving broker node"
-                    );
-                    self.spawn_accept_loop(listener, UpstreamTarget::Node(node_id));
-                }
-                Err(err) => {
-                    self.cluster.release_listener(node_id);
-                    return Err(err);
-                }
-            }
+            let port = node_port(self.cluster.node_port_base(), node_id)?;
+            let listener = bind(
+                SocketAddr::new(self.listen_ip, port),
+                &format!("broker node {node_id}"),
+            )?;
+            tracing::info!(
+                node_id,
+                addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+                "serving broker node"
+            );
+            listening.insert(node_id);
+            self.spawn_accept_loop(listener, UpstreamTarget::Node(node_id));
         }
         Ok(())
     }
@@ -186,6 +230,18 @@ impl Shared {
                     accepted = listener.accept() => accepted,
                 };
                 match accepted {
+                    Ok((client, peer))
+                        if *shared.open_connections.borrow() >= shared.max_connections =>
+                    {
+                        metrics::connection_refused("max_connections");
+                        // Debug only: a flood of connections must not flood the log too.
+                        tracing::debug!(
+                            client = %peer,
+                            max_connections = shared.max_connections,
+                            "refusing a connection: [limits] max_connections are open"
+                        );
+                        drop(client);
+                    }
                     Ok((client, peer)) => shared.spawn_connection(client, peer, target),
                     Err(err) => {
                         // Out of file descriptors and the like: back off, keep serving.

@@ -4,15 +4,15 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use kpress_protocol::frame::{response_correlation_id, response_header_len};
+use kpress_protocol::frame::{response_correlation_id, response_header_len, SIZE_PREFIX_LEN};
 use kpress_protocol::{api_key, metadata_request, rewrite_response, ResponseObserver};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::budget::Pool;
+use crate::budget::{ConnectionPool, Pool};
 use crate::cluster::BrokerAddress;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame, write_frame};
+use crate::frame_io::{read_frame, write_frame, FrameLimits};
 
 /// Metadata v12: the first that names topics by id with a null name (KIP-516), served
 /// by Kafka 3.1 and later. Produce v13 (topic ids) needs Kafka 4.1, so naming ids
@@ -94,7 +94,7 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     version: i16,
     topic_ids: &[[u8; 16]],
-    max_frame_bytes: usize,
+    limits: FrameLimits,
     pool: &Pool,
     observer: &mut (dyn ResponseObserver + Send),
 ) -> Result<(), ConnectionError> {
@@ -102,11 +102,12 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
     let request = metadata_request(version, correlation_id, topic_ids).map_err(|err| {
         ConnectionError::RewriteTask(format!("cannot encode kpress's Metadata request: {err}"))
     })?;
+    let share = ConnectionPool::new(pool, limits.max_frame_bytes + SIZE_PREFIX_LEN);
     let exchange = async {
-        write_frame(stream, &request)
+        write_frame(stream, &request, limits.frame_timeout)
             .await
-            .map_err(ConnectionError::BrokerIo)?;
-        read_frame(stream, max_frame_bytes, pool)
+            .map_err(ConnectionError::broker_write)?;
+        read_frame(stream, limits, &share, None)
             .await
             .map_err(ConnectionError::from_broker_read)?
             .ok_or(ConnectionError::BrokerClosed { correlation_id })

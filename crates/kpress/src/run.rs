@@ -106,6 +106,12 @@ fn proxy_settings(config: &Config, shutdown_grace: Duration) -> ProxySettings {
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),
         max_frame_bytes: config.limits.max_frame_bytes,
         max_inflight_bytes: config.limits.max_inflight_bytes,
+        max_connection_inflight_bytes: config.limits.max_connection_inflight_bytes,
+        max_connections: config.limits.max_connections,
+        frame_timeout: Duration::from_millis(config.limits.frame_timeout_ms as u64),
+        idle_timeout: Duration::from_millis(config.limits.idle_timeout_ms as u64),
+        max_request_decompressed_bytes: config.limits.max_request_decompressed_bytes,
+        max_topic_labels: config.limits.max_topic_labels,
         shutdown_grace,
     }
 }
