@@ -29,6 +29,7 @@ mod snappy;
 mod spare;
 mod xxh32;
 mod zstd;
+mod zstd_frame;
 
 pub use codec::{Codec, UnknownCodec};
 pub use compressor::Compressor;
