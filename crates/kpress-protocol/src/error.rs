@@ -32,6 +32,8 @@ pub enum WireError {
     },
     #[error("unsigned varint at offset {at} is longer than 5 bytes")]
     VarintTooLong { at: usize },
+    #[error("{field} at offset {at} is not UTF-8")]
+    NotUtf8 { at: usize, field: &'static str },
     #[error("null {field} at offset {at} where the schema forbids null")]
     UnexpectedNull { at: usize, field: &'static str },
     #[error("{trailing} trailing bytes after the message body")]
@@ -73,6 +75,10 @@ impl WireError {
             },
             WireError::VarintTooLong { at } => WireError::VarintTooLong { at: at + offset },
             WireError::UnexpectedNull { at, field } => WireError::UnexpectedNull {
+                at: at + offset,
+                field,
+            },
+            WireError::NotUtf8 { at, field } => WireError::NotUtf8 {
                 at: at + offset,
                 field,
             },

@@ -1,6 +1,6 @@
-//! The bounds-checked walks that guard kafka-protocol's decoders must accept
-//! every valid message: a guard that rejects one would make kpress relay a
-//! response with the broker's real addresses. Random valid Metadata and
+//! The bounds-checked walks (guards before kafka-protocol's decoders, and the
+//! Metadata splice) must accept every valid message: a walk that rejects one
+//! would make kpress relay a response with the broker's real addresses. Random valid Metadata and
 //! Produce shapes at every version, encoded by kafka-protocol.
 
 use std::sync::Arc;
@@ -184,12 +184,17 @@ proptest! {
         if brokers.is_empty() {
             prop_assert!(result.is_none());
         } else {
-            let rewritten = MetadataResponse::decode(&mut Bytes::from(result.unwrap().to_vec()), version).unwrap();
+            let spliced = result.unwrap().to_vec();
+            let rewritten = MetadataResponse::decode(&mut Bytes::from(spliced.clone()), version).unwrap();
             let mut expected = original.clone();
             for broker in &mut expected.brokers {
                 broker.host = StrBytes::from_static_str("kpress");
                 broker.port = 30_000 + broker.node_id.0;
             }
+            // The same bytes kafka-protocol would encode for the rewritten response.
+            let mut reencoded = BytesMut::new();
+            expected.encode(&mut reencoded, version).unwrap();
+            prop_assert_eq!(&spliced[..], &reencoded[..]);
             prop_assert_eq!(rewritten, expected);
         }
     }

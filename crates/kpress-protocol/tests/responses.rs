@@ -159,6 +159,112 @@ fn metadata_without_brokers_is_relayed_but_still_reports_topics() {
     assert_eq!(proxy.topics.len(), 1);
 }
 
+/// A Metadata response with every field kpress must copy through: several
+/// brokers (null rack, a host long enough for a two-byte compact length),
+/// unknown tagged fields at each level, topics with and without names and ids.
+fn metadata_every_field(version: i16) -> MetadataResponse {
+    let mut response = metadata(version);
+    let mut long_host = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(7))
+        .with_host(s(&"long-host.".repeat(20)))
+        .with_port(19_092);
+    if version >= 1 {
+        long_host.rack = None;
+    }
+    response.brokers.push(long_host);
+    let mut unnamed = MetadataResponseTopic::default()
+        .with_error_code(3)
+        .with_partitions(vec![MetadataResponsePartition::default()
+            .with_partition_index(4)
+            .with_leader_id(BrokerId(-1))]);
+    unnamed.name = (version < 12).then(|| TopicName(s("unknown-topic")));
+    response.topics.push(unnamed);
+    if version >= 9 {
+        response.brokers[0]
+            .unknown_tagged_fields
+            .insert(5, Bytes::from_static(b"broker tag"));
+        response.topics[0]
+            .unknown_tagged_fields
+            .insert(9, Bytes::from_static(b"topic tag"));
+        response
+            .unknown_tagged_fields
+            .insert(3, Bytes::from_static(b"top tag"));
+    }
+    response
+}
+
+/// What kpress produced before the splice: decode, replace, encode.
+fn decoded_and_reencoded(body: &[u8], version: i16) -> Vec<u8> {
+    let mut response: MetadataResponse = decode(body, version);
+    for broker in &mut response.brokers {
+        broker.host = s("kpress.local");
+        broker.port = 19_000 + broker.node_id.0;
+    }
+    encode(&response, version)
+}
+
+#[test]
+fn metadata_splice_equals_decode_and_reencode_at_every_version() {
+    for version in 0..=13 {
+        for original in [metadata(version), metadata_every_field(version)] {
+            let body = encode(&original, version);
+            let mut proxy = Proxy::default();
+            let spliced =
+                rewrite(api_key::METADATA, version, &body, &mut proxy).expect("brokers to rewrite");
+            assert_eq!(spliced, decoded_and_reencoded(&body, version), "v{version}");
+            assert_eq!(proxy.brokers.len(), original.brokers.len());
+        }
+    }
+}
+
+#[test]
+fn metadata_splice_copies_everything_else_byte_for_byte() {
+    for version in [2, 8, 9, 12, 13] {
+        let flexible = version >= 9;
+        let mut body = encode(&metadata(version), version);
+        // kafka-protocol would re-encode an `is_internal` of 2 as 1.
+        let name_prefix = if flexible { 1 } else { 2 };
+        let name = body.windows(6).position(|w| w == b"orders").unwrap();
+        let id_len = if version >= 10 { 16 } else { 0 };
+        let is_internal = name + 6 + id_len;
+        assert_eq!(body[is_internal], 0);
+        body[is_internal] = 2;
+        // Everything from cluster_id on follows the brokers array.
+        let cluster_id = body.windows(9).position(|w| w == b"cluster-1").unwrap();
+        let after_brokers = cluster_id - name_prefix;
+        let spliced = rewrite(api_key::METADATA, version, &body, &mut Proxy::default()).unwrap();
+        assert!(
+            spliced.ends_with(&body[after_brokers..]),
+            "v{version}: bytes after the brokers changed"
+        );
+        let before_brokers = if version >= 3 { 4 } else { 0 } + if flexible { 1 } else { 4 };
+        assert_eq!(spliced[..before_brokers], body[..before_brokers]);
+    }
+}
+
+#[test]
+fn metadata_host_or_topic_name_not_utf8_is_a_broker_error() {
+    for version in [0, 9, 12] {
+        let mut body = encode(&metadata(version), version);
+        let host = body
+            .windows(b"broker-1".len())
+            .position(|w| w == b"broker-1")
+            .unwrap();
+        body[host] = 0xff;
+        assert!(matches!(
+            broker_error(api_key::METADATA, version, &body),
+            WireError::NotUtf8 { field: "host", .. }
+        ));
+        let mut body = encode(&metadata(version), version);
+        let name = body.windows(6).position(|w| w == b"orders").unwrap();
+        body[name] = 0xc0;
+        assert!(matches!(
+            broker_error(api_key::METADATA, version, &body),
+            WireError::NotUtf8 { field: "name", .. }
+        ));
+    }
+}
+
 #[test]
 fn find_coordinator_single_form_v0_to_v3() {
     for version in 0..=3 {
