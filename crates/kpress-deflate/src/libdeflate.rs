@@ -6,8 +6,9 @@
 //! not reachable from Kafka's range).
 //!
 //! libdeflate works on whole buffers: decompression needs room for all of a member's
-//! output up front. The member's ISIZE gives the first size (bounded by the limit);
-//! if the output does not fit, the room doubles up to the limit and it runs again.
+//! output up front. The member's ISIZE gives the first size (bounded by the limit and
+//! by what the input can inflate to); if the output does not fit, the room doubles up
+//! to those bounds and it runs again.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -21,7 +22,7 @@ use libdeflate_sys::{
     libdeflate_result_LIBDEFLATE_SUCCESS,
 };
 
-use crate::provider::{fill_spare, first_guess, ThreadState};
+use crate::provider::{fill_spare, first_guess, max_inflated_len, ThreadState};
 use crate::{DeflateError, GzipProvider, ProviderKind};
 
 /// libdeflate raw deflate with one compressor per level and thread.
@@ -120,9 +121,11 @@ impl GzipProvider for LibdeflateProvider {
                 })?
                 .0
                 .as_ptr();
-            // Whole-buffer: room for everything, at most `budget` bytes. A stream that
-            // does not fit in `budget` bytes is over the limit.
-            let mut room = first_guess(input.len(), budget, size_hint).min(budget);
+            // Whole-buffer: room for everything, at most `budget` bytes and at most what
+            // the input can inflate to. A stream that does not fit in `budget` bytes is
+            // over the limit; one that does not fit in what it can inflate to, corrupt.
+            let most = max_inflated_len(input.len()).min(budget);
+            let mut room = first_guess(input.len(), budget, size_hint).min(most);
             loop {
                 let mut used = 0usize;
                 let result = fill_spare(out, room, |spare| {
@@ -150,13 +153,14 @@ impl GzipProvider for LibdeflateProvider {
                 #[allow(non_upper_case_globals)]
                 match result {
                     libdeflate_result_LIBDEFLATE_SUCCESS => return Ok(used),
-                    libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE if room < budget => {
-                        room = room.saturating_mul(2).min(budget);
+                    libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE if room < most => {
+                        room = room.saturating_mul(2).min(most);
                     }
-                    libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE => {
+                    libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE if most == budget => {
                         return Err(DeflateError::LimitExceeded { limit: budget })
                     }
-                    libdeflate_result_LIBDEFLATE_BAD_DATA => {
+                    libdeflate_result_LIBDEFLATE_INSUFFICIENT_SPACE
+                    | libdeflate_result_LIBDEFLATE_BAD_DATA => {
                         return Err(DeflateError::Corrupt {
                             provider: ProviderKind::Libdeflate,
                             reason: "invalid or truncated deflate stream".into(),

@@ -201,15 +201,23 @@ pub(crate) fn fill_spare<T, E>(
     Ok(value)
 }
 
+/// The most a raw deflate stream of `len` bytes can inflate to. Its densest code is a
+/// 258-byte match at distance 1 in 2 bits (1-bit length and distance codes): 1032
+/// bytes per input byte.
+pub(crate) fn max_inflated_len(len: usize) -> usize {
+    len.saturating_mul(1032)
+}
+
 /// The first output reservation for inflating `input_len` bytes within `budget`: the
-/// trailer's claim when it fits, else a multiple of the input, at least 64 KiB; never
-/// more than `budget`.
+/// trailer's claim when the input can produce it, else a multiple of the input, at
+/// least 64 KiB; never more than `budget` nor than the input can inflate to.
 pub(crate) fn first_guess(input_len: usize, budget: usize, size_hint: Option<usize>) -> usize {
+    let most = max_inflated_len(input_len).min(budget);
     let guess = match size_hint {
-        Some(hint) if hint <= budget => hint,
+        Some(hint) if hint <= most => hint,
         _ => input_len.saturating_mul(4).max(64 * 1024),
     };
-    guess.clamp(1, budget.max(1))
+    guess.clamp(1, most.max(1))
 }
 
 /// A provider's library state on one thread: a compressor per zlib level (index
@@ -253,4 +261,28 @@ fn get_or_try_insert<T, E>(
         return Ok(value);
     }
     Ok(slot.insert(make()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_densest_deflate_zlib_writes_is_within_the_expansion_bound() {
+        use std::io::Write;
+        let zeros = vec![0u8; 16 << 20];
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(&zeros).unwrap();
+        let raw = encoder.finish().unwrap();
+        // About 1030 bytes per byte: close to the bound, and within it.
+        assert!(zeros.len() > max_inflated_len(raw.len()) * 99 / 100);
+        assert!(zeros.len() <= max_inflated_len(raw.len()));
+        assert_eq!(
+            first_guess(raw.len(), 64 << 20, Some(zeros.len())),
+            zeros.len()
+        );
+        // A claim the input cannot produce is not the first guess.
+        assert_eq!(first_guess(20, 64 << 20, Some(60 << 20)), 20 * 1032);
+    }
 }

@@ -29,9 +29,7 @@ fn all_providers() -> Vec<Arc<dyn GzipProvider>> {
 fn dataset(name: &str) -> Vec<u8> {
     let dir = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()))
 }
 
@@ -257,6 +255,39 @@ fn bombs_are_refused_within_the_limit_by_every_provider() {
             p.kind()
         );
         assert!(out.capacity() < 1 << 20, "{}", p.kind());
+    }
+}
+
+#[test]
+fn a_trailer_claiming_more_than_the_member_can_inflate_to_reserves_no_more_than_it_can() {
+    // Deflate writes at most 258 bytes per 2 bits: a member of n bytes inflates to at
+    // most 1032 n. Its ISIZE claiming 60 MiB, within a 64 MiB limit, is not reserved.
+    let limit = 64 << 20;
+    let mut gz = Vec::new();
+    ZlibProvider
+        .compress(b"a small payload", 6, &mut gz)
+        .unwrap();
+    let n = gz.len();
+    gz[n - 4..].copy_from_slice(&(60u32 << 20).to_le_bytes());
+    // The same member cut short, so no provider can finish it.
+    let cut = [&gz[..n - 12], &gz[n - 8..]].concat();
+    for p in all_providers() {
+        for payload in [&gz, &cut] {
+            let mut out = Vec::new();
+            let err = p.decompress(payload, limit, &mut out).unwrap_err();
+            assert!(
+                matches!(err, DeflateError::Corrupt { .. }),
+                "{}: {err}",
+                p.kind()
+            );
+            assert!(
+                out.capacity() <= 1032 * payload.len(),
+                "{}: reserved {} bytes for a {}-byte payload",
+                p.kind(),
+                out.capacity(),
+                payload.len()
+            );
+        }
     }
 }
 
