@@ -13,16 +13,17 @@ fn java() -> &'static str {
         .arg("-version")
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(found, "no working `java` on PATH: install a JDK 17+ (scripts/setup.sh)");
+    assert!(
+        found,
+        "no working `java` on PATH: install a JDK 17+ (scripts/setup.sh)"
+    );
     "java"
 }
 
 fn dataset(name: &str) -> Vec<u8> {
     let dir = std::env::var_os("KPRESS_DATASETS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
     std::fs::read(dir.join(name)).unwrap()
 }
 
