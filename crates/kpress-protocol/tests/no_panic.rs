@@ -11,9 +11,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kpress_batch::builder::{BatchBuilder, Record};
-use kpress_batch::{Recompressor, RewritePolicy};
+use kpress_batch::{Recompressor, RewritePolicy, RewriteStats};
 use kpress_codec::{Codec, CompressionOptions};
-use kpress_protocol::{api_key, produce_acks, rewrite_produce, rewrite_response, ResponseObserver};
+use kpress_protocol::{
+    api_key, produce_acks, rewrite_produce_with, rewrite_response, RecordsRewriter,
+    ResponseObserver,
+};
 use proptest::prelude::*;
 use uuid::Uuid;
 
@@ -218,17 +221,22 @@ fn damage(
     body
 }
 
+/// Recompresses every partition to lz4: the walk, the splice and the batch
+/// rewrite all see the damaged bytes.
+struct ToLz4(Recompressor);
+
+impl RecordsRewriter for ToLz4 {
+    fn rewrite_records(&mut self, _: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        let policy = RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default());
+        let mut stats = RewriteStats::default();
+        self.0.rewrite_records(records, &policy, out, &mut stats);
+        stats.batches_rewritten > 0
+    }
+}
+
 fn rewrite_any_produce(body: &[u8], version: i16) {
-    let policy = RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default());
     let _ = produce_acks(body, version);
-    let _ = rewrite_produce(
-        body,
-        0,
-        version,
-        &policy,
-        &name_all,
-        &mut Recompressor::new(),
-    );
+    let _ = rewrite_produce_with(body, 0, version, &name_all, &mut ToLz4(Recompressor::new()));
 }
 
 /// Every (api key, version) kpress looks at, plus out-of-range versions.

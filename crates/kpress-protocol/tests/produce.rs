@@ -8,10 +8,10 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 use kpress_batch::builder::{BatchBuilder, Record};
-use kpress_batch::{PassReason, Recompressor, RecordBatch, RewritePolicy};
+use kpress_batch::{PassReason, Recompressor, RecordBatch, RewritePolicy, RewriteStats};
 use kpress_codec::{Codec, CompressionOptions};
 use kpress_protocol::{
-    produce_acks, rewrite_produce, rewrite_produce_with, Fault, ProtocolError, RecordsRewriter,
+    produce_acks, rewrite_produce_with, Fault, ProduceSplice, ProtocolError, RecordsRewriter,
     WireError, MAX_UNKNOWN_TOPIC_IDS,
 };
 use uuid::Uuid;
@@ -107,6 +107,40 @@ fn marked(records: &[u8]) -> Vec<u8> {
     out.extend_from_slice(records);
     out.extend_from_slice(&[b'>'; 200]);
     out
+}
+
+/// Recompresses every partition with one policy, as kpress-proxy does with
+/// each topic's, and counts what happened to the batches.
+struct Recompress {
+    policy: RewritePolicy,
+    recompressor: Recompressor,
+    stats: RewriteStats,
+}
+
+impl RecordsRewriter for Recompress {
+    fn rewrite_records(&mut self, _topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        let mut stats = RewriteStats::default();
+        self.recompressor
+            .rewrite_records(records, &self.policy, out, &mut stats);
+        self.stats.merge(&stats);
+        stats.batches_rewritten > 0
+    }
+}
+
+fn recompress(
+    payload: &[u8],
+    header_len: usize,
+    version: i16,
+    policy: RewritePolicy,
+) -> (ProduceSplice, RewriteStats) {
+    let mut rewriter = Recompress {
+        policy,
+        recompressor: Recompressor::new(),
+        stats: RewriteStats::default(),
+    };
+    let splice =
+        rewrite_produce_with(payload, header_len, version, &topic_name, &mut rewriter).unwrap();
+    (splice, rewriter.stats)
 }
 
 #[test]
@@ -229,7 +263,7 @@ fn v13_unknown_topic_ids_are_listed_and_left_alone() {
 }
 
 #[test]
-fn recompresses_with_the_topic_policy() {
+fn recompressed_batches_are_spliced_at_every_version() {
     let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
     let gzip = batch(Codec::Gzip, &["hello kafka ", "recompress me ", "again "]);
     for version in [3, 7, 8, 9, 12, 13] {
@@ -240,17 +274,8 @@ fn recompresses_with_the_topic_policy() {
             vec![(0, Some(gzip.clone()))],
         )];
         let (payload, header_len) = produce_payload(version, -1, topics);
-        let mut recompressor = Recompressor::new();
-        let result = rewrite_produce(
-            &payload,
-            header_len,
-            version,
-            &policy,
-            &topic_name,
-            &mut recompressor,
-        )
-        .unwrap();
-        assert_eq!(result.stats.batches_rewritten, 1, "v{version}");
+        let (result, stats) = recompress(&payload, header_len, version, policy.clone());
+        assert_eq!(stats.batches_rewritten, 1, "v{version}");
         let after = decode_body(result.payload().unwrap(), header_len, version);
         let records = after.topic_data[0].partition_data[0]
             .records
@@ -274,17 +299,9 @@ fn producer_policy_forwards_the_original_and_counts_the_batches() {
         vec![(0, Some(batch(Codec::Gzip, &["a"])))],
     )];
     let (payload, header_len) = produce_payload(9, 1, topics);
-    let result = rewrite_produce(
-        &payload,
-        header_len,
-        9,
-        &policy,
-        &topic_name,
-        &mut Recompressor::new(),
-    )
-    .unwrap();
+    let (result, stats) = recompress(&payload, header_len, 9, policy);
     assert!(result.payload().is_none());
-    assert_eq!(result.stats.passed_for(PassReason::PolicyProducer), 1);
+    assert_eq!(stats.passed_for(PassReason::PolicyProducer), 1);
 }
 
 #[test]
@@ -295,17 +312,9 @@ fn corrupt_batches_are_forwarded_untouched() {
     corrupt[last] ^= 0xff; // CRC no longer matches
     let topics = vec![topic(9, "orders", ORDERS_ID, vec![(0, Some(corrupt))])];
     let (payload, header_len) = produce_payload(9, 1, topics);
-    let result = rewrite_produce(
-        &payload,
-        header_len,
-        9,
-        &policy,
-        &topic_name,
-        &mut Recompressor::new(),
-    )
-    .unwrap();
+    let (result, stats) = recompress(&payload, header_len, 9, policy);
     assert!(result.payload().is_none());
-    assert_eq!(result.stats.passed_for(PassReason::CrcMismatch), 1);
+    assert_eq!(stats.passed_for(PassReason::CrcMismatch), 1);
 }
 
 #[test]
