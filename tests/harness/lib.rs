@@ -19,12 +19,15 @@ pub mod java_client;
 pub mod kcat;
 pub mod kpress;
 pub mod metadata;
+pub mod node_faults;
 pub mod paths;
 pub mod ports;
 pub mod pre_zstd_client;
+pub mod proc_status;
 pub mod process;
 pub mod raw_batch;
 pub mod raw_produce;
+pub mod steady_producer;
 
 pub use cluster::KafkaCluster;
 pub use compression::Compression;

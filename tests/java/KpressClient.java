@@ -16,6 +16,20 @@
 //       polls one more second for records beyond COUNT;
 //       writes "topic TAB partition TAB offset TAB hex(value)" per record (in offset
 //       order within each partition, partitions sorted) and prints "consumed COUNT sha256=HEX"
+//   produce-steady --bootstrap B --topic T --file F --prefix P [--rate N] [--duration-ms N]
+//           [--stop-file F] [--acked-output F] [--compression C] [--linger-ms N] [--batch-size N]
+//           [--property k=v]...
+//       an idempotent acks=all producer of sequenced records: record n (from 0) is
+//       "P n(9 digits) " followed by line n mod lines of F; sends N records per second
+//       (default 2000) until --duration-ms (default 60000) passed or --stop-file exists;
+//       prints "progress sent=S acked=A failed=F" about every 200 ms and at the end
+//       "steady sent=S acked=A failed=F"; writes the acknowledged n, one per line, to
+//       --acked-output; the first failure goes to stderr
+//   tally --bootstrap B --topic T --file F --prefix P --output F [--timeout-ms N] [--property k=v]...
+//       reads every partition of T from the beginning to the end offsets it finds at
+//       start; writes the n of each record (partitions in order, offsets in order) to
+//       --output and prints "tallied records=R corrupt=C", C counting records that are
+//       not exactly a produce-steady record of that P and F
 //
 // The checksum is SHA-256 over each record value as a 4-byte big-endian length and
 // then the bytes, in order; the harness computes the same over what it expects.
@@ -107,7 +121,7 @@ public final class KpressClient {
 
     public static void main(String[] args) throws Exception {
         if (args.length == 0) {
-            System.err.println("usage: KpressClient create-topic|produce|consume --option value...");
+            System.err.println("usage: KpressClient create-topic|produce|consume|produce-steady|tally --option value...");
             System.exit(2);
         }
         Options opts = new Options(args, 1);
@@ -120,6 +134,12 @@ public final class KpressClient {
                 break;
             case "consume":
                 consume(opts);
+                break;
+            case "produce-steady":
+                produceSteady(opts);
+                break;
+            case "tally":
+                tally(opts);
                 break;
             default:
                 System.err.println("unknown subcommand: " + args[0]);
@@ -351,6 +371,198 @@ public final class KpressClient {
             System.err.println("expected " + expected + " records, consumed " + count);
             System.exit(1);
         }
+    }
+
+    /** The records of produce-steady: "PREFIX n(9 digits) " and a line of the file. */
+    private static final class SequencedRecords {
+        private final byte[] prefix;
+        private final List<byte[]> lines;
+
+        SequencedRecords(Options opts) throws IOException {
+            prefix = (opts.required("prefix") + " ").getBytes(StandardCharsets.UTF_8);
+            lines = readRecords(opts);
+            if (lines.isEmpty()) {
+                throw new IllegalArgumentException("--file holds no lines");
+            }
+        }
+
+        byte[] value(long n) {
+            byte[] number = String.format("%09d ", n).getBytes(StandardCharsets.UTF_8);
+            byte[] line = lines.get((int) (n % lines.size()));
+            byte[] out = new byte[prefix.length + number.length + line.length];
+            System.arraycopy(prefix, 0, out, 0, prefix.length);
+            System.arraycopy(number, 0, out, prefix.length, number.length);
+            System.arraycopy(line, 0, out, prefix.length + number.length, line.length);
+            return out;
+        }
+
+        /** The n of a record this produced, or -1 if it is anything else. */
+        long parse(byte[] value) {
+            int digits = prefix.length;
+            if (value == null || value.length < digits + 10) {
+                return -1;
+            }
+            for (int i = 0; i < prefix.length; i++) {
+                if (value[i] != prefix[i]) {
+                    return -1;
+                }
+            }
+            long n = 0;
+            for (int i = digits; i < digits + 9; i++) {
+                if (value[i] < '0' || value[i] > '9') {
+                    return -1;
+                }
+                n = n * 10 + (value[i] - '0');
+            }
+            return java.util.Arrays.equals(value, value(n)) ? n : -1;
+        }
+    }
+
+    private static void produceSteady(Options opts) throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.required("bootstrap"));
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, opts.get("compression", "none"));
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        props.put(ProducerConfig.LINGER_MS_CONFIG, opts.get("linger-ms", "5"));
+        props.put(ProducerConfig.BATCH_SIZE_CONFIG, opts.get("batch-size", "65536"));
+        // Faults last seconds: retry (unlimited retries, the idempotent default) for
+        // up to two minutes, and give up on a silent request after 15 s, not 30.
+        props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "120000");
+        props.putAll(opts.keyValues("property"));
+        String topic = opts.required("topic");
+        SequencedRecords records = new SequencedRecords(opts);
+        long rate = Long.parseLong(opts.get("rate", "2000"));
+        long durationMs = Long.parseLong(opts.get("duration-ms", "60000"));
+        String stopFile = opts.get("stop-file", null);
+        String ackedOutput = opts.get("acked-output", null);
+
+        java.util.BitSet acked = new java.util.BitSet();
+        java.util.concurrent.atomic.AtomicLong ackedCount = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+        AtomicReference<Exception> firstFailure = new AtomicReference<>();
+        long sent = 0;
+        long start = System.nanoTime();
+        long nextProgress = start;
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            while (true) {
+                long now = System.nanoTime();
+                long elapsedMs = TimeUnit.NANOSECONDS.toMillis(now - start);
+                if (elapsedMs >= durationMs || (stopFile != null && Files.exists(Paths.get(stopFile)))) {
+                    break;
+                }
+                long due = Math.min(rate * elapsedMs / 1000 + 1, Long.MAX_VALUE);
+                while (sent < due) {
+                    final long n = sent;
+                    producer.send(new ProducerRecord<>(topic, null, null, records.value(n)), (metadata, error) -> {
+                        if (error == null) {
+                            synchronized (acked) {
+                                acked.set((int) n);
+                            }
+                            ackedCount.incrementAndGet();
+                        } else {
+                            failed.incrementAndGet();
+                            firstFailure.compareAndSet(null, error);
+                        }
+                    });
+                    sent++;
+                }
+                if (now >= nextProgress) {
+                    System.out.println("progress sent=" + sent + " acked=" + ackedCount.get() + " failed=" + failed.get());
+                    System.out.flush();
+                    nextProgress = now + TimeUnit.MILLISECONDS.toNanos(200);
+                }
+                Thread.sleep(2);
+            }
+            // Everything sent is settled (acked or failed) before the producer closes.
+            producer.flush();
+        }
+        if (ackedOutput != null) {
+            try (Writer out = Files.newBufferedWriter(Paths.get(ackedOutput), StandardCharsets.UTF_8)) {
+                synchronized (acked) {
+                    for (int n = acked.nextSetBit(0); n >= 0; n = acked.nextSetBit(n + 1)) {
+                        out.write(Integer.toString(n));
+                        out.write('\n');
+                    }
+                }
+            }
+        }
+        if (firstFailure.get() != null) {
+            System.err.println("first failed send: " + firstFailure.get());
+            firstFailure.get().printStackTrace();
+        }
+        System.out.println("steady sent=" + sent + " acked=" + ackedCount.get() + " failed=" + failed.get());
+    }
+
+    private static void tally(Options opts) throws Exception {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, opts.required("bootstrap"));
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.CHECK_CRCS_CONFIG, "true");
+        props.putAll(opts.keyValues("property"));
+        String topic = opts.required("topic");
+        SequencedRecords records = new SequencedRecords(opts);
+        long timeoutMs = Long.parseLong(opts.get("timeout-ms", "60000"));
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+
+        long total = 0;
+        long corrupt = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
+                Writer out = Files.newBufferedWriter(Paths.get(opts.required("output")), StandardCharsets.UTF_8)) {
+            List<TopicPartition> assignment = new ArrayList<>();
+            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
+                assignment.add(new TopicPartition(topic, info.partition()));
+            }
+            assignment.sort(java.util.Comparator.comparingInt(TopicPartition::partition));
+            consumer.assign(assignment);
+            consumer.seekToBeginning(assignment);
+            Map<TopicPartition, Long> end = consumer.endOffsets(assignment, Duration.ofMillis(timeoutMs));
+            // partition -> the n of its records in offset order
+            TreeMap<Integer, List<Long>> read = new TreeMap<>();
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : assignment) {
+                    if (consumer.position(tp, Duration.ofMillis(timeoutMs)) < end.get(tp)) {
+                        done = false;
+                    }
+                }
+                if (done) {
+                    break;
+                }
+                if (System.nanoTime() > deadline) {
+                    System.err.println("tally: the end offsets " + end + " not reached within " + timeoutMs + " ms");
+                    System.exit(1);
+                }
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(200))) {
+                    long n = records.parse(record.value());
+                    if (n < 0) {
+                        if (corrupt == 0) {
+                            System.err.println("not a record of this producer at " + record.topic() + "-"
+                                    + record.partition() + "@" + record.offset() + ": "
+                                    + new String(record.value() == null ? new byte[0] : record.value(), StandardCharsets.UTF_8));
+                        }
+                        corrupt++;
+                    } else {
+                        read.computeIfAbsent(record.partition(), p -> new ArrayList<>()).add(n);
+                    }
+                    total++;
+                }
+            }
+            for (List<Long> ns : read.values()) {
+                for (long n : ns) {
+                    out.write(Long.toString(n));
+                    out.write('\n');
+                }
+            }
+        }
+        System.out.println("tallied records=" + total + " corrupt=" + corrupt);
     }
 
     private static int collect(ConsumerRecords<byte[], byte[]> batch,
