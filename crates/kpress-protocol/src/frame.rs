@@ -321,14 +321,14 @@ mod tests {
 
     #[test]
     fn produce_v7_header_is_v1() {
-        let body = request(0, 7, 42, Some("rdkafka"), b"");
+        let body = request(api_key::PRODUCE, 7, 42, Some("rdkafka"), b"");
         let mut full = body.clone();
         full.extend_from_slice(b"BODY");
         let header = peek_request_header(&full).unwrap();
         assert_eq!(
             header,
             RequestHeader {
-                api_key: 0,
+                api_key: api_key::PRODUCE,
                 api_version: 7,
                 correlation_id: 42,
                 header_len: Some(body.len()),
@@ -339,7 +339,7 @@ mod tests {
     #[test]
     fn produce_v9_header_is_v2_with_tagged_fields() {
         // Two tagged fields: tag 0 size 3, tag 1 size 0.
-        let body = request(0, 9, -5, None, &[2, 0, 3, 1, 2, 3, 1, 0]);
+        let body = request(api_key::PRODUCE, 9, -5, None, &[2, 0, 3, 1, 2, 3, 1, 0]);
         let mut full = body.clone();
         full.extend_from_slice(&[0xaa; 10]);
         let header = peek_request_header(&full).unwrap();
@@ -357,19 +357,25 @@ mod tests {
             header_error(&[0, 0, 0]),
             WireError::Truncated { .. }
         ));
-        let mut bad = request(0, 7, 1, None, b"");
+        let mut bad = request(api_key::PRODUCE, 7, 1, None, b"");
         bad[8..10].copy_from_slice(&(-3i16).to_be_bytes());
         assert_eq!(
             header_error(&bad),
             WireError::NegativeLength { at: 8, length: -3 }
         );
-        let mut short = request(0, 7, 1, Some("abcdef"), b"");
+        let mut short = request(api_key::PRODUCE, 7, 1, Some("abcdef"), b"");
         short.truncate(12);
         assert!(matches!(header_error(&short), WireError::Truncated { .. }));
         // Tagged field announcing more bytes than the frame holds.
-        let over = request(3, 12, 1, None, &[1, 0, 100]);
+        let over = request(api_key::METADATA, 12, 1, None, &[1, 0, 100]);
         assert!(matches!(header_error(&over), WireError::Truncated { .. }));
-        let long_varint = request(3, 12, 1, None, &[0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        let long_varint = request(
+            api_key::METADATA,
+            12,
+            1,
+            None,
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+        );
         assert_eq!(
             header_error(&long_varint),
             WireError::VarintTooLong { at: 10 }
@@ -392,21 +398,30 @@ mod tests {
         resp.push(0); // no tagged fields
         resp.extend_from_slice(b"rest");
         assert_eq!(response_correlation_id(&resp), Ok(77));
-        assert_eq!(response_header_len(3, 12, &resp), Ok(Some(5)));
-        assert_eq!(response_header_len(3, 8, &resp), Ok(Some(4)));
+        assert_eq!(
+            response_header_len(api_key::METADATA, 12, &resp),
+            Ok(Some(5))
+        );
+        assert_eq!(
+            response_header_len(api_key::METADATA, 8, &resp),
+            Ok(Some(4))
+        );
         // ApiVersions v3+ still answers with header v0.
-        assert_eq!(response_header_len(18, 3, &resp), Ok(Some(4)));
+        assert_eq!(
+            response_header_len(api_key::API_VERSIONS, 3, &resp),
+            Ok(Some(4))
+        );
         assert_eq!(response_header_len(999, 0, &resp), Ok(None));
-        assert!(response_header_len(3, 12, &[0, 0]).is_err());
+        assert!(response_header_len(api_key::METADATA, 12, &[0, 0]).is_err());
     }
 
     #[test]
     fn flexibility_table_matches_known_points() {
-        assert_eq!(is_flexible(0, 8), Some(false));
-        assert_eq!(is_flexible(0, 13), Some(true));
-        assert_eq!(is_flexible(17, 1), Some(false));
+        assert_eq!(is_flexible(api_key::PRODUCE, 8), Some(false));
+        assert_eq!(is_flexible(api_key::PRODUCE, 13), Some(true));
+        assert_eq!(is_flexible(api_key::SASL_HANDSHAKE, 1), Some(false));
         assert_eq!(is_flexible(47, 0), Some(false));
-        assert_eq!(is_flexible(60, 0), Some(true));
+        assert_eq!(is_flexible(api_key::DESCRIBE_CLUSTER, 0), Some(true));
         assert_eq!(is_flexible(92, 0), Some(true));
         assert_eq!(is_flexible(93, 0), None);
     }

@@ -3,11 +3,12 @@
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::{
-    metadata_request::MetadataRequestTopic, ApiKey, MetadataRequest, RequestHeader,
+    metadata_request::MetadataRequestTopic, MetadataRequest, RequestHeader,
 };
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use uuid::Uuid;
 
+use crate::api_key;
 use crate::error::{check_version, malformed_response, ProtocolError, WireError};
 use crate::response::{encode_failed, ResponseObserver};
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
@@ -299,7 +300,7 @@ pub fn metadata_request(
         request.allow_auto_topic_creation = false;
     }
     let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Metadata as i16)
+        .with_request_api_key(api_key::METADATA)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_static_str("kpress")));
