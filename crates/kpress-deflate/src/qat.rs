@@ -4,14 +4,25 @@
 //! Sessions: a process-wide pool of QATzip sessions per provider and level (level 0:
 //! decompression), each used by one thread at a time, so there are as many as threads
 //! work at once, set up on first use (`qzInit` with the software backup on, then
-//! `qzSetupSessionDeflateExt`) and kept. Not thread-locals: QATzip 1.3.1 without a
-//! device leaks a pthread key (of the process's 1024) each time a session starts, so
-//! sessions must outlive worker threads that come and go; and a process-wide budget
-//! of session starts ([`MAX_SESSION_STARTS_WITHOUT_HARDWARE`]) keeps the leak from
-//! ever exhausting the keys: past it, QAT calls fail and the batch falls back to zlib
-//! (counted). A session is dropped only after a failed call (its stream state is then
-//! unknown), so the budget is spent only by failures.
+//! `qzSetupSessionDeflateExt`) and kept, not thread-locals, so that worker threads
+//! coming and going start none. A payload that leaves a decompression session
+//! mid-stream (one QATzip finds corrupt, one cut short, one over the caller's limit)
+//! does not cost its session: it is set up afresh in place (`qzTeardownSession`, then
+//! `qzSetupSessionDeflateExt` with the same parameters, no `qzInit`) and kept. Only a
+//! failure of the session itself (any other QATzip status, or a reset that fails)
+//! drops it. A process-wide budget of session starts without a device
+//! ([`MAX_SESSION_STARTS_WITHOUT_HARDWARE`]) stops a failing library from being
+//! restarted without end: past it, QAT calls fail and the batch falls back to zlib
+//! (counted).
 //!
+//! pthread keys: without a device, QATzip 1.3.1 leaks a pthread key (glibc has 1024
+//! per process) on every `qzInit`, and `qzCompress` and `qzDecompress` run `qzInit`
+//! on every call (its failed hardware probe leaves the library uninitialized).
+//! Measured: 50 keys for 50 decompressions, 50 for 50 compressions, one per session
+//! start, none for a reset. kpress adds no calls of its own beyond one session start
+//! per level and thread at work, but cannot stop QATzip's per-call leak: after about a
+//! thousand calls without a device the process has no pthread key left (QATzip keeps
+//! working; with the software backup on it ignores its own failure to make one).
 //! Format: QATzip writes raw deflate (`QZ_DEFLATE_RAW`) and kpress wraps it in one
 //! gzip member: QATzip's own gzip output (`QZ_DEFLATE_GZIP_EXT`) can be several
 //! members, and librdkafka reads only the first. Decompression inflates a member's
@@ -105,8 +116,8 @@ pub fn status_name(rc: c_int) -> String {
     format!("{name} ({rc})")
 }
 
-/// How many QATzip sessions may start in a process without a QAT device (each leaks
-/// a pthread key in QATzip 1.3.1; glibc has 1024).
+/// How many QATzip sessions may start in a process without a QAT device (each start
+/// leaks a pthread key in QATzip 1.3.1, as does each call; glibc has 1024).
 pub const MAX_SESSION_STARTS_WITHOUT_HARDWARE: u32 = 200;
 
 static SESSION_STARTS: AtomicU32 = AtomicU32::new(0);
@@ -115,6 +126,20 @@ static SESSION_STARTS: AtomicU32 = AtomicU32::new(0);
 struct Session {
     lib: &'static Qatzip,
     raw: Box<ffi::QzSession_T>,
+    config: QatConfig,
+    level: u32,
+}
+
+/// What a call leaves its session fit for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// The call completed: the session is ready for the next one.
+    Ready,
+    /// The payload stopped the session mid-stream (QZ_DATA_ERROR, a stream cut short,
+    /// the caller's limit): set it up afresh and keep it.
+    Reset,
+    /// The session itself failed: close it.
+    Retire,
 }
 
 impl Session {
@@ -122,16 +147,44 @@ impl Session {
         let f = lib.functions();
         let mut raw = Box::<ffi::QzSession_T>::default();
         // SAFETY: `raw` is a zeroed session that lives in a Box (QATzip keeps no
-        // pointer into our stack); `params` is filled by QATzip's own defaults first.
+        // pointer into our stack).
+        let rc = unsafe { f.qzInit(&mut *raw, u8::from(config.software_backup)) };
+        if rc != ffi::QZ_OK as c_int && rc != ffi::QZ_DUPLICATE as c_int {
+            return Err(rc);
+        }
+        let mut session = Session {
+            lib,
+            raw,
+            config,
+            level,
+        };
+        session.set_up()?;
+        Ok(session)
+    }
+
+    /// Drops the session's stream state (a half-read stream, an inflate that hit bad
+    /// data) by setting the session up afresh with the same parameters.
+    fn reset(&mut self) -> Result<(), c_int> {
+        // SAFETY: a session set up by `open`; QATzip frees its internal state and the
+        // next call sets it up again.
+        unsafe { self.lib.functions().qzTeardownSession(&mut *self.raw) };
+        self.set_up()
+    }
+
+    /// Sets up an initialized session with kpress's deflate parameters.
+    fn set_up(&mut self) -> Result<(), c_int> {
+        let (f, raw, config, level) = (
+            self.lib.functions(),
+            &mut *self.raw,
+            self.config,
+            self.level,
+        );
+        // SAFETY: `raw` is an initialized session in a Box without internal state;
+        // `params` is filled by QATzip's own defaults first.
         unsafe {
-            let rc = f.qzInit(&mut *raw, u8::from(config.software_backup));
-            if rc != ffi::QZ_OK as c_int && rc != ffi::QZ_DUPLICATE as c_int {
-                return Err(rc);
-            }
             let mut params = ffi::QzSessionParamsDeflateExt_T::default();
             let rc = f.qzGetDefaultsDeflateExt(&mut params);
             if rc != ffi::QZ_OK as c_int {
-                f.qzClose(&mut *raw);
                 return Err(rc);
             }
             params.deflate_params.data_fmt = ffi::QzDataFormat_E_QZ_DEFLATE_RAW;
@@ -144,13 +197,12 @@ impl Session {
             // KiB is the largest every QAT generation accepts.
             params.deflate_params.common_params.hw_buff_sz = ffi::QZ_HW_BUFF_MAX_SZ;
             params.stop_decompression_stream_end = 1;
-            let rc = f.qzSetupSessionDeflateExt(&mut *raw, &mut params);
+            let rc = f.qzSetupSessionDeflateExt(raw, &mut params);
             if rc != ffi::QZ_OK as c_int && rc != ffi::QZ_DUPLICATE as c_int {
-                f.qzClose(&mut *raw);
                 return Err(rc);
             }
         }
-        Ok(Session { lib, raw })
+        Ok(())
     }
 }
 
@@ -274,11 +326,11 @@ impl QatProvider {
     }
 
     /// Runs `f` with a session for `level` (0: decompression) from the pool, opening
-    /// one if none is free; `f` says whether the session may be used again.
+    /// one if none is free; `f` says what its call left the session fit for.
     fn with_session<T>(
         &self,
         level: u32,
-        f: impl FnOnce(&mut ffi::QzSession_T) -> (Result<T, DeflateError>, bool),
+        f: impl FnOnce(&mut ffi::QzSession_T) -> (Result<T, DeflateError>, After),
     ) -> Result<T, DeflateError> {
         let key = (self.id, level);
         let pooled = {
@@ -291,7 +343,12 @@ impl QatProvider {
             Some(session) => session,
             None => self.start_session(level)?,
         };
-        let (result, keep) = f(&mut session.raw);
+        let (result, after) = f(&mut session.raw);
+        let keep = match after {
+            After::Ready => true,
+            After::Reset => session.reset().is_ok(),
+            After::Retire => false,
+        };
         if keep {
             POOL.lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -365,9 +422,13 @@ impl GzipProvider for QatProvider {
                 }
                 Ok((written as usize, ()))
             });
-            // A failed call may leave the session mid-stream: start the next afresh.
-            let keep = result.is_ok();
-            (result, keep)
+            // No payload makes qzCompress fail: a failure is the session's own.
+            let after = if result.is_ok() {
+                After::Ready
+            } else {
+                After::Retire
+            };
+            (result, after)
         })
     }
 
@@ -456,9 +517,14 @@ impl GzipProvider for QatProvider {
                     }
                 }
             })();
-            // After a failure the session may be mid-stream: it is not used again.
-            let keep = result.is_ok();
-            (result, keep)
+            let after = match &result {
+                Ok(_) => After::Ready,
+                Err(DeflateError::Corrupt { .. } | DeflateError::LimitExceeded { .. }) => {
+                    After::Reset
+                }
+                Err(DeflateError::Provider { .. }) => After::Retire,
+            };
+            (result, after)
         })
     }
 }

@@ -439,7 +439,7 @@ fn qat_goes_through_the_real_libqatzip_in_software_backup() {
 
 #[test]
 fn qat_sessions_outlive_threads_so_thread_churn_starts_none() {
-    // QATzip 1.3.1 without a device leaks a pthread key per session start: sessions
+    // QATzip 1.3.1 without a device leaks a pthread key per session start (and per call): sessions
     // are pooled, not per thread, so 40 short-lived threads reuse the same few.
     let qat = registry().get(ProviderKind::Qat).unwrap();
     let input = Arc::new(dataset("apache_access.log")[..50_000].to_vec());
