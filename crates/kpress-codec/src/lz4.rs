@@ -74,6 +74,8 @@ enum BlockCompressor {
     Fast(CompressTable),
     /// Any other level: LZ4 HC, with liblz4's state allocated once.
     Hc { state: Vec<u64>, level: c_int },
+    /// liblz4 refused to set up the HC state: compressing any block reports why.
+    Unusable(CodecError),
 }
 
 impl std::fmt::Debug for BlockCompressor {
@@ -81,6 +83,7 @@ impl std::fmt::Debug for BlockCompressor {
         match self {
             BlockCompressor::Fast(_) => f.write_str("Fast"),
             BlockCompressor::Hc { level, .. } => write!(f, "Hc({level})"),
+            BlockCompressor::Unusable(e) => write!(f, "Unusable({e})"),
         }
     }
 }
@@ -94,6 +97,25 @@ pub(crate) struct Lz4Compressor {
     block_bytes: usize,
 }
 
+impl BlockCompressor {
+    /// LZ4 HC at `level`, with a state of `size` bytes set up by liblz4, which refuses
+    /// (NULL) a buffer too small or misaligned for it.
+    fn hc(level: c_int, size: usize) -> BlockCompressor {
+        // u64 words give the 8-byte alignment liblz4 requires of the state.
+        let mut state = vec![0u64; size.div_ceil(8)];
+        // SAFETY: `state` is `size` bytes (rounded up), aligned to 8, and owned by
+        // the compressor for as long as liblz4 uses it; liblz4 writes nothing to a
+        // buffer it refuses.
+        let stream = unsafe { LZ4_initStreamHC(state.as_mut_ptr().cast(), size) };
+        if stream.is_null() {
+            return BlockCompressor::Unusable(compress_error(format!(
+                "LZ4_initStreamHC refused a {size}-byte state"
+            )));
+        }
+        BlockCompressor::Hc { state, level }
+    }
+}
+
 impl Lz4Compressor {
     pub(crate) fn new(level: i32, block_code: u8) -> Lz4Compressor {
         let blocks = if level == LZ4_LEVEL_DEFAULT {
@@ -101,12 +123,7 @@ impl Lz4Compressor {
         } else {
             // SAFETY: a plain query of a constant.
             let size = usize::try_from(unsafe { LZ4_sizeofStateHC() }).unwrap_or(0);
-            // u64 words give the 8-byte alignment liblz4 requires of the state.
-            let mut state = vec![0u64; size.div_ceil(8)];
-            // SAFETY: `state` is `size` bytes (rounded up), aligned to 8, and owned by
-            // the compressor for as long as liblz4 uses it.
-            unsafe { LZ4_initStreamHC(state.as_mut_ptr().cast(), size) };
-            BlockCompressor::Hc { state, level }
+            BlockCompressor::hc(level, size)
         };
         Lz4Compressor {
             blocks,
@@ -143,6 +160,7 @@ impl Lz4Compressor {
     /// did not fit in the block's own size (then the caller stores it).
     fn compress_block(&mut self, block: &[u8], out: &mut Vec<u8>) -> Result<usize, CodecError> {
         match &mut self.blocks {
+            BlockCompressor::Unusable(e) => Err(e.clone()),
             BlockCompressor::Fast(table) => {
                 let at = out.len();
                 out.resize(
@@ -166,7 +184,7 @@ impl Lz4Compressor {
                 // would move everything before it each time.
                 out.reserve(capacity);
                 // SAFETY: liblz4 writes at most `capacity` bytes to `dst` and returns
-                // how many it wrote (0 on failure); `state` was initialized by
+                // how many it wrote (0 on failure); `state` was accepted by
                 // LZ4_initStreamHC and is used by one call at a time.
                 let written = unsafe {
                     append_with(out, capacity, |spare| {
@@ -881,6 +899,31 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(decompress(&frame, decoded, &mut out), Ok(decoded));
         assert!(out.iter().all(|&b| b == b'a'));
+    }
+
+    #[test]
+    fn an_hc_state_liblz4_refuses_is_an_error_on_every_block_never_used() {
+        // SAFETY: a plain query of a constant.
+        let size = usize::try_from(unsafe { LZ4_sizeofStateHC() }).unwrap();
+        for too_small in [0, 8, size - 8] {
+            let mut compressor = Lz4Compressor {
+                blocks: BlockCompressor::hc(12, too_small),
+                block_code: 4,
+                block_bytes: 1 << 16,
+            };
+            for _ in 0..2 {
+                let err = compressor.compress(b"abcabcabcabc", &mut Vec::new());
+                assert!(
+                    matches!(&err, Err(CodecError::Compress { reason, .. }) if reason.contains("LZ4_initStreamHC")),
+                    "{too_small}: {err:?}"
+                );
+            }
+        }
+        let mut frame = Vec::new();
+        Lz4Compressor::new(12, 4)
+            .compress(b"abcabcabcabc", &mut frame)
+            .unwrap();
+        assert_eq!(decompress(&frame, 12, &mut Vec::new()), Ok(12));
     }
 
     #[test]
