@@ -185,8 +185,9 @@ struct Splice {
 /// splice, without the policy lookup.
 ///
 /// The body is walked twice: once to check that all of it parses (nothing is
-/// rewritten in a body that does not), then to rewrite. Neither walk keeps
-/// anything per partition, so memory does not grow with the partition count.
+/// rewritten in a body that does not), then to rewrite. Only rewritten
+/// partitions are remembered (where their new records go), so a request of
+/// many small partitions costs no memory beyond itself and the new records.
 pub fn rewrite_produce_with(
     payload: &[u8],
     header_len: usize,
