@@ -1,9 +1,12 @@
 //! Finding and opening `libqatzip.so.3` at run time.
 //!
 //! Search order: the directory in `QATZIP_LIB_DIR` (when set, it is the only place
-//! looked at, so an operator's choice is never silently replaced); else the project
-//! cache `.cache/qatzip/root/usr/lib/x86_64-linux-gnu` that `scripts/setup.sh` fills
-//! (a development and CI convenience); else the system loader path by soname.
+//! looked at, so an operator's choice is never silently replaced); else the system's
+//! dynamic loader by soname (`LD_LIBRARY_PATH`, `ld.so.cache`, the default
+//! directories), as for any other shared library; only when that finds none, the
+//! project cache `.cache/qatzip/root/usr/lib/x86_64-linux-gnu` that `scripts/setup.sh`
+//! fills, so that the repository's tests and benches run QATzip on a host that has
+//! none installed. A QATzip the host installed is always preferred to that cache.
 //!
 //! libqatzip needs `libqat.so.4` and `libusdm.so.0`. When they sit beside it in a
 //! directory the system loader does not search, they are opened first with
@@ -20,6 +23,7 @@ use crate::ffi::QatzipLibrary;
 pub const LIBRARY_FILE: &str = "libqatzip.so.3";
 /// Libraries libqatzip links against that ship with it, in dependency order.
 const COMPANIONS: [&str; 2] = ["libusdm.so.0", "libqat.so.4"];
+/// The project cache of a checkout: the last place searched (see the module doc).
 const CACHE_LIB_DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../.cache/qatzip/root/usr/lib/x86_64-linux-gnu"
@@ -76,7 +80,7 @@ pub enum LoadError {
 pub fn search_dirs() -> Vec<Option<PathBuf>> {
     match std::env::var_os("QATZIP_LIB_DIR") {
         Some(dir) => vec![Some(PathBuf::from(dir))],
-        None => vec![Some(PathBuf::from(CACHE_LIB_DIR)), None],
+        None => vec![None, Some(PathBuf::from(CACHE_LIB_DIR))],
     }
 }
 
@@ -130,23 +134,51 @@ pub fn load_from_dir(dir: &Path) -> Result<Qatzip, LoadError> {
     from_library(library, path, companions)
 }
 
+/// Opens QATzip through the system's dynamic loader. Only a loader that finds no
+/// `libqatzip.so.3` at all is "not found"; one it finds but cannot load (a missing
+/// dependency, a wrong ABI) is an error, never quietly replaced by another copy.
 fn open_by_soname() -> Result<Qatzip, LoadError> {
     // SAFETY: opening QATzip runs its initialisers; it is the library the operator
     // installed for this purpose, with the ABI the bindings were generated from.
     let library = unsafe { Library::open(Some(LIBRARY_FILE), RTLD_NOW | RTLD_GLOBAL) };
     match library {
         Ok(library) => from_library(library, PathBuf::from(LIBRARY_FILE), Vec::new()),
-        Err(_) => Err(LoadError::NotFound {
-            searched: vec!["the system library path".to_owned()],
-        }),
+        Err(e) => {
+            let reason = describe(&e);
+            // glibc's dlerror for a name it finds nowhere: "<name>: cannot open shared
+            // object file: ..."; a dependency missing names the dependency instead.
+            let nowhere = format!("dlopen failed: {LIBRARY_FILE}: cannot open shared object file");
+            if reason.starts_with(&nowhere) {
+                Err(LoadError::NotFound {
+                    searched: vec!["the system library path".to_owned()],
+                })
+            } else {
+                Err(LoadError::Open {
+                    path: LIBRARY_FILE.to_owned(),
+                    reason,
+                })
+            }
+        }
     }
+}
+
+/// A libloading error with the system's own message (libloading's says only which
+/// call failed and keeps `dlerror`'s text as its source).
+fn describe(e: &libloading::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 fn open(path: &Path) -> Result<Library, LoadError> {
     // SAFETY: as in `open_by_soname`: a QATzip library or one of its companions.
     unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| LoadError::Open {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        reason: describe(&e),
     })
 }
 
@@ -160,7 +192,7 @@ fn from_library(
     let functions =
         unsafe { QatzipLibrary::from_library(library) }.map_err(|e| LoadError::Open {
             path: path.display().to_string(),
-            reason: e.to_string(),
+            reason: describe(&e),
         })?;
     Ok(Qatzip {
         functions,
