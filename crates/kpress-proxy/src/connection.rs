@@ -34,7 +34,7 @@ use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, Frame, ReadFrameError};
 use crate::metrics;
-use crate::produce::{rewrite_produce, ProduceRewrite};
+use crate::produce::{rewrite_produce, ProduceRewrite, RewriteLimits};
 use crate::shared::{Shared, UpstreamTarget};
 use crate::topic_ids::LookupResult;
 
@@ -298,21 +298,24 @@ fn finish_rewrite(
     let record_metrics = |rewrite: &ProduceRewrite| {
         rewrite.record_metrics(&shared.topic_labels, |topic| shared.is_known_topic(topic))
     };
-    let Some(bytes) = rewrite.frame.take() else {
-        record_metrics(&rewrite);
-        return Ok(Forward::Original(frame));
+    let over_max_frame = |bytes: &BytesMut| bytes.len() - SIZE_PREFIX_LEN > shared.max_frame_bytes;
+    let bytes = match rewrite.frame.take() {
+        None if !rewrite.over_max_frame => {
+            record_metrics(&rewrite);
+            return Ok(Forward::Original(frame));
+        }
+        Some(bytes) if !over_max_frame(&bytes) => bytes,
+        // Kafka refuses frames over socket.request.max.bytes; a rewrite that grew the
+        // request past kpress's own frame limit is not sent.
+        _ => {
+            metrics::rewrite_dropped("max_frame_bytes");
+            tracing::debug!(
+                correlation_id = header.correlation_id,
+                "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
+            );
+            return Ok(Forward::Original(frame));
+        }
     };
-    // Kafka refuses frames over socket.request.max.bytes; a rewrite that grew the
-    // request past kpress's own frame limit is not sent.
-    if bytes.len() - SIZE_PREFIX_LEN > shared.max_frame_bytes {
-        metrics::rewrite_dropped("max_frame_bytes");
-        tracing::debug!(
-            correlation_id = header.correlation_id,
-            bytes = bytes.len(),
-            "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
-        );
-        return Ok(Forward::Original(frame));
-    }
     // The output is counted too; if the budget has no room for it right now, the
     // original goes (waiting here while holding the input could deadlock the pool).
     let Some(permit) = pool.try_acquire(bytes.len()) else {
@@ -359,7 +362,10 @@ async fn run_rewrite(
             &frame.bytes[SIZE_PREFIX_LEN..],
             header_len,
             header.api_version,
-            shared.max_request_decompressed_bytes,
+            RewriteLimits {
+                max_request_decompressed_bytes: shared.max_request_decompressed_bytes,
+                max_frame_bytes: shared.max_frame_bytes,
+            },
             &*shared.policies,
             &|id| shared.cluster.topic_name(id),
         );

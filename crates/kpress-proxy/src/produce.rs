@@ -28,6 +28,9 @@ pub(crate) struct ProduceRewrite {
     pub(crate) unknown_topic_ids: Vec<[u8; 16]>,
     /// Further distinct unknown ids, beyond those listed.
     pub(crate) unknown_topic_ids_omitted: usize,
+    /// The rewritten records alone outgrew `max_frame_bytes`, so the rewrite was
+    /// stopped and `frame` is `None`.
+    pub(crate) over_max_frame: bool,
     /// Each batch's outcome, grouped by topic in request order.
     pub(crate) outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
 }
@@ -71,14 +74,23 @@ impl ProduceRewrite {
     }
 }
 
-/// Rewrites a Produce request payload (header + body, no size prefix) whose batches
-/// may decompress to `max_request_decompressed_bytes` together. Blocking: run it on
-/// a blocking thread.
+/// What bounds one Produce rewrite.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RewriteLimits {
+    /// What all the request's batches may decompress to together.
+    pub(crate) max_request_decompressed_bytes: usize,
+    /// Kafka's frame limit: rewritten records past it could never be sent, so the
+    /// rewrite stops there instead of holding more.
+    pub(crate) max_frame_bytes: usize,
+}
+
+/// Rewrites a Produce request payload (header + body, no size prefix). Blocking: run
+/// it on a blocking thread.
 pub(crate) fn rewrite_produce(
     payload: &[u8],
     header_len: usize,
     api_version: i16,
-    max_request_decompressed_bytes: usize,
+    limits: RewriteLimits,
     policies: &dyn PolicyLookup,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
 ) -> Result<ProduceRewrite, ProtocolError> {
@@ -88,13 +100,17 @@ pub(crate) fn rewrite_produce(
         let mut rewriter = PolicyRewriter {
             policies,
             recompressor: &mut recompressor,
-            request: ProduceAllowance::new(api_version, max_request_decompressed_bytes),
+            request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
+            max_records_bytes: limits.max_frame_bytes,
+            over_max_frame: false,
             outcomes: Vec::new(),
         };
         let splice =
             rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
+        let over_max_frame = rewriter.over_max_frame;
         Ok(ProduceRewrite {
-            frame: splice.frame,
+            frame: splice.frame.filter(|_| !over_max_frame),
+            over_max_frame,
             unknown_topic_ids: splice.unknown_topic_ids,
             unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
             outcomes: rewriter.outcomes,
@@ -106,6 +122,9 @@ struct PolicyRewriter<'a> {
     policies: &'a dyn PolicyLookup,
     recompressor: &'a mut Recompressor,
     request: ProduceAllowance,
+    /// Rewritten records held at most before the rewrite gives up.
+    max_records_bytes: usize,
+    over_max_frame: bool,
     outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
 }
 
@@ -125,6 +144,9 @@ fn topic_outcomes<'a>(
 
 impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        if self.over_max_frame {
+            return false;
+        }
         let policy = self.policies.policy_for(topic);
         let outcomes = topic_outcomes(&mut self.outcomes, topic);
         let first = outcomes.len();
@@ -135,6 +157,10 @@ impl RecordsRewriter for PolicyRewriter<'_> {
             out,
             |outcome, _| outcomes.push(*outcome),
         );
+        if out.len() > self.max_records_bytes {
+            self.over_max_frame = true;
+            return false;
+        }
         outcomes[first..]
             .iter()
             .any(|o| matches!(o, Outcome::Rewritten { .. }))
