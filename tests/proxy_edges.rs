@@ -88,15 +88,11 @@ fn topic_ids(broker: SocketAddr) -> Vec<([u8; 16], String)> {
 /// directly, sent to a kpress that has relayed no Metadata at all: kpress asks the
 /// broker for the id's name itself and rewrites every batch into the policy's zstd.
 ///
-/// The crate-local predecessor of this test failed once with "a 6-record gzip batch
-/// stayed gzip". Its Java producer (ProducerPerformance) sent records of 200 random
-/// letters and its policy kept only rewrites that were smaller. Six such records
-/// compress to within ~10 bytes in gzip and zstd, and zstd-3 is no smaller than gzip-6
-/// for 39 of 40 random draws (measured with zlib and the zstd CLI), so kpress correctly
-/// kept that batch as gzip (`not_smaller`); it happened only when linger timing left
-/// such a small final batch. Here the records are fixed and the policy has
-/// `allow_growth`, so any batch left in gzip is a real failure (e.g. an id kpress could
-/// not name), and the 6-record batch is sent on purpose.
+/// The records are fixed and the policy has `allow_growth`, because a small batch of
+/// random text is often no smaller in zstd-3 than in gzip-6 (six records of 200 random
+/// letters: 39 of 40 draws, measured with zlib and the zstd CLI), which a size-guarded
+/// policy correctly keeps as gzip (`not_smaller`). So any batch left in gzip here is a
+/// real failure (e.g. an id kpress could not name); a 6-record batch is sent on purpose.
 #[test]
 fn produce_v13_for_a_topic_created_behind_kpress() {
     let cluster = shared_cluster();

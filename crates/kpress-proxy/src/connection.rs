@@ -494,7 +494,7 @@ fn rewrite_addresses(
 #[cfg(test)]
 mod tests {
     //! The pipeline against in-memory streams: the broker side is played by the test,
-    //! frame by frame (the real broker is in tests/real_broker.rs).
+    //! frame by frame (tests/proxy.rs runs a real broker).
 
     use super::*;
     use crate::error::Fault;

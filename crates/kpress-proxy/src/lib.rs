@@ -290,8 +290,8 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
 #[cfg(test)]
 mod tests {
     //! `run`'s start and shutdown against a stand-in broker that answers kpress's
-    //! Metadata request and then never answers anything (the real broker is in
-    //! tests/real_broker.rs).
+    //! Metadata request and then never answers anything (tests/proxy.rs runs a real
+    //! broker).
 
     use super::*;
     use bytes::BytesMut;
