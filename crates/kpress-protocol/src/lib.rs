@@ -6,14 +6,13 @@
 //! # Requests (from clients: hostile input)
 //!
 //! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
-//! - [`rewrite_produce`]: each partition's records of a Produce request
-//!   (v3-v13) are recompressed by kpress-batch's `Recompressor` with the
-//!   topic's policy; returns the new request frame (size prefix, header,
-//!   body), ready to write, or `None` to forward the original, and the batch
-//!   stats. v13
-//!   topic ids without a known name are listed and left untouched. Hostile
-//!   counts and lengths are errors, never allocations.
-//!   [`rewrite_produce_with`] takes any [`RecordsRewriter`] instead.
+//! - [`rewrite_produce_with`]: each partition's records of a Produce request
+//!   (v3-v13) go through a [`RecordsRewriter`] (kpress-proxy's recompresses
+//!   them with the topic's policy); returns the new request frame (size
+//!   prefix, header, body), ready to write, or `None` to forward the
+//!   original. v13 topic ids without a known name are listed (at most
+//!   [`MAX_UNKNOWN_TOPIC_IDS`], the rest counted) and left untouched.
+//!   Hostile counts and lengths are errors, never allocations.
 //! - [`answer_unsupported_api_versions`]: an ApiVersions request newer than
 //!   kpress parses is answered by kpress itself, as a broker answers a
 //!   version it does not know, so the client retries with an older one.
@@ -81,7 +80,7 @@ pub use api_versions::{
 pub use error::{Fault, ProtocolError, WireError};
 pub use metadata::metadata_request;
 pub use produce::{
-    produce_acks, rewrite_produce, rewrite_produce_with, ProduceRewrite, ProduceSplice,
-    RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
+    produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS,
+    PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
 pub use response::{rewrite_response, rewrites_response, ResponseObserver};

@@ -13,7 +13,6 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::{BufMut, BytesMut};
-use kpress_batch::{PolicyLookup, Recompressor, RewriteStats};
 
 use crate::error::{self, malformed_request, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
@@ -44,75 +43,6 @@ pub trait RecordsRewriter {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool;
 }
 
-/// Outcome of [`rewrite_produce`].
-#[derive(Debug, Default)]
-pub struct ProduceRewrite {
-    /// The whole new request frame (size prefix, header, body), ready to
-    /// write, or `None` when no batch changed: forward the original bytes.
-    pub frame: Option<BytesMut>,
-    /// See [`ProduceSplice::unknown_topic_ids`].
-    pub unknown_topic_ids: Vec<[u8; 16]>,
-    /// See [`ProduceSplice::unknown_topic_ids_omitted`].
-    pub unknown_topic_ids_omitted: usize,
-    /// What happened to every batch of the topics kpress could name.
-    pub stats: RewriteStats,
-}
-
-impl ProduceRewrite {
-    /// The new request payload (header + body, no size prefix), if any.
-    pub fn payload(&self) -> Option<&[u8]> {
-        frame_payload(&self.frame)
-    }
-}
-
-/// Recompresses each partition's records with its topic's policy.
-struct PolicyRewriter<'a> {
-    policies: &'a dyn PolicyLookup,
-    recompressor: &'a mut Recompressor,
-    stats: RewriteStats,
-}
-
-impl RecordsRewriter for PolicyRewriter<'_> {
-    fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
-        let policy = self.policies.policy_for(topic);
-        let mut stats = RewriteStats::default();
-        self.recompressor
-            .rewrite_records(records, policy, out, &mut stats);
-        self.stats.merge(&stats);
-        stats.batches_rewritten > 0
-    }
-}
-
-/// Recompresses the records of every partition of a Produce request (v3-v13)
-/// with the policy `policies` names for its topic.
-///
-/// `payload` is the request header and body (no size prefix); `header_len`
-/// is the request header's length. v13 topic ids are named by `topic_name`;
-/// ids it does not know are listed in the result and their records left alone.
-/// On error nothing was changed: forward the original bytes and let the
-/// broker answer the client.
-pub fn rewrite_produce(
-    payload: &[u8],
-    header_len: usize,
-    api_version: i16,
-    policies: &dyn PolicyLookup,
-    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
-    recompressor: &mut Recompressor,
-) -> Result<ProduceRewrite, ProtocolError> {
-    let mut rewriter = PolicyRewriter {
-        policies,
-        recompressor,
-        stats: RewriteStats::default(),
-    };
-    let splice = rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
-    Ok(ProduceRewrite {
-        frame: splice.frame,
-        unknown_topic_ids: splice.unknown_topic_ids,
-        unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
-        stats: rewriter.stats,
-    })
-}
-
 /// The most distinct unknown v13 topic ids one Produce request reports in
 /// [`ProduceSplice::unknown_topic_ids`]: how many ids kpress names with one
 /// Metadata lookup. It also bounds the memory of the request's dedupe, which
@@ -141,12 +71,8 @@ pub struct ProduceSplice {
 impl ProduceSplice {
     /// The new request payload (header + body, no size prefix), if any.
     pub fn payload(&self) -> Option<&[u8]> {
-        frame_payload(&self.frame)
+        self.frame.as_deref().map(|frame| &frame[SIZE_PREFIX_LEN..])
     }
-}
-
-fn frame_payload(frame: &Option<BytesMut>) -> Option<&[u8]> {
-    frame.as_deref().map(|frame| &frame[SIZE_PREFIX_LEN..])
 }
 
 fn check_version(api_version: i16) -> Result<(), ProtocolError> {
@@ -181,8 +107,15 @@ struct Splice {
     new: Range<usize>,
 }
 
-/// [`rewrite_produce`] with any [`RecordsRewriter`]: the request walk and
-/// splice, without the policy lookup.
+/// Rewrites the records of every partition of a Produce request (v3-v13)
+/// with `rewriter` (kpress-proxy's recompresses them with each topic's
+/// policy) and splices the new records in.
+///
+/// `payload` is the request header and body (no size prefix); `header_len`
+/// is the request header's length. v13 topic ids are named by `topic_name`;
+/// ids it does not know are listed in the result and their records left
+/// alone. On error nothing was changed: forward the original bytes and let
+/// the broker answer the client.
 ///
 /// The body is walked twice: once to check that all of it parses (nothing is
 /// rewritten in a body that does not), then to rewrite. Only rewritten
