@@ -167,32 +167,43 @@ fn another_process(addr: &SocketAddr, file: &impl fmt::Display) -> String {
     )
 }
 
-/// Completes on the first Ctrl-C (SIGINT) or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::warn!("cannot watch Ctrl-C: {err}");
+/// Completes on the first Ctrl-C (SIGINT) or SIGTERM. The handlers are installed when
+/// this is called, not when first polled, so a signal while kpress is still starting
+/// stops it gracefully too.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &'static str| {
+            let registered = signal(kind);
+            async move {
+                match registered {
+                    Ok(mut signal) => {
+                        signal.recv().await;
+                    }
+                    Err(err) => {
+                        tracing::warn!("cannot watch {name}: {err}");
+                        std::future::pending::<()>().await;
+                    }
+                }
+            }
+        };
+        let interrupt = watch(SignalKind::interrupt(), "Ctrl-C (SIGINT)");
+        let terminate = watch(SignalKind::terminate(), "SIGTERM");
+        async move {
+            tokio::select! {
+                () = interrupt => tracing::info!("Ctrl-C: shutting down"),
+                () = terminate => tracing::info!("SIGTERM: shutting down"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            tracing::info!("Ctrl-C: shutting down");
+        } else {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut sigterm) => {
-                sigterm.recv().await;
-            }
-            Err(err) => {
-                tracing::warn!("cannot watch SIGTERM: {err}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C: shutting down"),
-        () = terminate => tracing::info!("SIGTERM: shutting down"),
     }
 }
 
