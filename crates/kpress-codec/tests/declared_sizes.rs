@@ -127,3 +127,13 @@ fn zstd_window_beyond_java_limit_is_corrupt() {
     let frame = zstd_frame(0x00, &[18 << 3], b"hello");
     assert_refused(Codec::Zstd, &frame, "window", 0);
 }
+
+#[test]
+fn gzip_trailer_claiming_more_than_the_member_can_inflate_to_is_not_reserved() {
+    // A member of a few bytes whose ISIZE claims 60 MiB: deflate inflates to at most
+    // 1032 bytes per byte, so the claim is no guide to the room it needs.
+    let mut gz = compress(Codec::Gzip, &options(&[]), b"a small payload");
+    let n = gz.len();
+    gz[n - 4..].copy_from_slice(&(60u32 << 20).to_le_bytes());
+    assert_refused(Codec::Gzip, &gz, "trailer", 1032 * n);
+}
