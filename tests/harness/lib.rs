@@ -7,6 +7,7 @@
 //! process started here is killed when its handle drops (or, for a handle kept in a
 //! `static`, by a watchdog when the test process exits).
 
+pub mod bare_requests;
 pub mod capture;
 mod client_cli;
 pub mod cluster;
