@@ -19,6 +19,7 @@ pub mod java;
 pub mod java_client;
 pub mod kcat;
 pub mod kpress;
+pub mod liveness_producer;
 pub mod metadata;
 pub mod node_faults;
 pub mod paths;
