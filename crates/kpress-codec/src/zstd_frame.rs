@@ -46,7 +46,8 @@ pub(crate) struct DataFrame {
     /// The window the frame needs (the content size for a single-segment frame).
     pub(crate) window_size: u64,
     /// The most the frame's blocks can decode to: raw and RLE blocks exactly, a
-    /// compressed block at most the frame's block maximum.
+    /// compressed block at most the frame's block maximum. At most 32 KiB per byte of
+    /// the frame (a 4-byte RLE or compressed block producing 128 KiB).
     pub(crate) max_output: u64,
 }
 
@@ -148,6 +149,10 @@ pub(crate) fn read_frame(input: &[u8]) -> Result<Frame, CodecError> {
         let (stored, produced) = match block_type {
             BLOCK_RAW => (size, size),
             BLOCK_RLE => (1, size),
+            // An empty compressed block is corrupt (zstd refuses it) and produces
+            // nothing; any other counts as the block maximum, so no byte of a frame
+            // stands for more than 32 KiB.
+            BLOCK_COMPRESSED if size == 0 => (0, 0),
             BLOCK_COMPRESSED => (size, block_max),
             _ => return Err(corrupt("reserved block type")),
         };
@@ -278,5 +283,11 @@ mod tests {
         assert_eq!(read.len, frame.len());
         assert_eq!(read.window_size, 1 << 20);
         assert_eq!(read.max_output, 1000 + BLOCK_SIZE_MAX);
+        // Empty compressed blocks produce nothing: 3 bytes never stand for 128 KiB.
+        let mut frame = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 10 << 3];
+        for last in [0, 0, 1] {
+            frame.extend(&((BLOCK_COMPRESSED << 1) | last).to_le_bytes()[..3]);
+        }
+        assert_eq!(data(&frame).max_output, 0);
     }
 }
