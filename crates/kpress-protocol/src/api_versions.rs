@@ -139,16 +139,33 @@ fn walk_api_versions_response(body: &[u8], v: i16) -> Result<(), WireError> {
     if flex {
         let mut tag_error = Ok(());
         r.tagged_fields(|field| {
-            // supported_features (0) and finalized_features (2): arrays of
-            // {name, i16, i16, tagged fields}.
-            if tag_error.is_ok() && (field.tag == 0 || field.tag == 2) {
-                tag_error =
-                    walk_features(field.content).map_err(|e| e.shifted(field.content_start));
+            if tag_error.is_err() {
+                return;
             }
+            // kafka-protocol reads a known tag's value by its type, whatever size
+            // the tag declares: a size that disagrees would send it reading the
+            // next bytes as another field (and sizing vectors from them).
+            tag_error = match field.tag {
+                // supported_features (0) and finalized_features (2): arrays of
+                // {name, i16, i16, tagged fields}.
+                0 | 2 => walk_features(field.content).map_err(|e| e.shifted(field.content_start)),
+                // finalized_features_epoch: int64.
+                1 => exact_size(field.content, 8, field.content_start),
+                // zk_migration_ready: bool.
+                3 => exact_size(field.content, 1, field.content_start),
+                _ => Ok(()),
+            };
         })?;
         tag_error?;
     }
     r.finish()
+}
+
+/// A fixed-size tagged field's content must be exactly `size` bytes.
+fn exact_size(content: &[u8], size: usize, at: usize) -> Result<(), WireError> {
+    let mut r = Reader::new(content);
+    r.skip(size).map_err(|e| e.shifted(at))?;
+    r.finish().map_err(|e| e.shifted(at))
 }
 
 fn walk_features(content: &[u8]) -> Result<(), WireError> {

@@ -312,3 +312,27 @@ proptest! {
         let _ = rewrite_response(api, version, &body, &mut Proxy);
     }
 }
+
+/// Found by the `response_rewrite` fuzz target: an ApiVersions v3 body whose known
+/// tag 3 (a bool) declares more than one byte. kafka-protocol would read one byte and
+/// take the rest as further tagged fields, sizing a vector from them; the guard
+/// refuses the body first.
+#[test]
+fn api_versions_tags_declaring_the_wrong_size_are_refused() {
+    let body = [
+        0x4f, 0xcf, 0x01, 0xf7, 0xff, 0xff, 0xff, 0x02, 0x03, 0x08, 0x02, 0x02, 0xa3, 0x10, 0xff,
+        0xe4, 0xff, 0xff, 0x33, 0x0b, 0xff, 0x05, 0xff, 0x23, 0xff, 0x10, 0x00, 0x00, 0x00, 0xb0,
+        0x02,
+    ];
+    let refused = rewrite_response(18, 3, &body, &mut Proxy);
+    assert!(refused.is_err(), "{refused:?}");
+    // Well-sized tags 1 (int64) and 3 (bool) still pass: error 0, no apis,
+    // throttle 0, two tags.
+    let mut good = vec![0, 0, 1, 0, 0, 0, 0, 2];
+    good.extend_from_slice(&[1, 8, 0, 0, 0, 0, 0, 0, 0, 7]);
+    good.extend_from_slice(&[3, 1, 1]);
+    assert!(rewrite_response(18, 3, &good, &mut Proxy).is_ok());
+    let mut short = vec![0, 0, 1, 0, 0, 0, 0, 1];
+    short.extend_from_slice(&[1, 2, 0, 7]);
+    assert!(rewrite_response(18, 3, &short, &mut Proxy).is_err());
+}
