@@ -209,7 +209,8 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         let f = self.lib.functions();
-        // SAFETY: the session was set up by `open` and is released exactly once.
+        // SAFETY: the session was initialized by `open` and is released once here;
+        // a teardown finds nothing to free if a failed reset already freed it.
         unsafe {
             f.qzTeardownSession(&mut *self.raw);
             f.qzClose(&mut *self.raw);
