@@ -25,7 +25,9 @@ ALL_TARGETS=(request_frame response_rewrite codec_decode batch_rewrite policy_pa
 MALLOC_LIMIT_MB=512
 RSS_LIMIT_MB=2048
 TIMEOUT_S=30
-MAX_SEED_BYTES=$((256 * 1024))
+# Corpus files above this are dropped when minimizing: small inputs fuzz faster, and
+# the committed corpora stay small.
+MAX_SEED_BYTES=$((64 * 1024))
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 2; }
@@ -65,17 +67,18 @@ ensure_tools() {
   fi
 }
 
-# Minimizes one corpus, then drops what is over the seed size limit.
+# Minimizes one corpus on edge coverage alone (-use_counters=0: hit counts would keep
+# many inputs per edge), then drops what is over the seed size limit.
 minimize() {
   local target=$1 dir=fuzz/corpus/$1
   [ -d "$dir" ] || return 0
   local before
   before=$(find "$dir" -type f | wc -l)
-  cargo +nightly fuzz cmin "$target" "$dir" -- -rss_limit_mb=$RSS_LIMIT_MB \
+  cargo +nightly fuzz cmin "$target" "$dir" -- -use_counters=0 -rss_limit_mb=$RSS_LIMIT_MB \
     -malloc_limit_mb=$MALLOC_LIMIT_MB -timeout=$TIMEOUT_S >"fuzz/artifacts/$target.cmin.log" 2>&1 ||
     die "cargo fuzz cmin $target failed: fuzz/artifacts/$target.cmin.log"
   find "$dir" -type f -size +${MAX_SEED_BYTES}c -delete
-  log "$target: $before -> $(find "$dir" -type f | wc -l) inputs, $(du -sh "$dir" | cut -f1)"
+  log "$target: $before -> $(find "$dir" -type f | wc -l) inputs, $(du -sb "$dir" | cut -f1) bytes"
 }
 
 policy_seeds() {

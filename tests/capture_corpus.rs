@@ -36,9 +36,10 @@ use std::time::Duration;
 
 /// Records per producer run: enough for several batches, small enough that every
 /// frame stays a small seed.
-const RECORDS: usize = 300;
-/// Seeds larger than this are not written (libFuzzer's inputs stay small).
-const MAX_SEED_BYTES: usize = 256 << 10;
+const RECORDS: usize = 200;
+/// Seeds larger than this are not written: small inputs keep fuzzing fast and the
+/// committed corpora small (`scripts/fuzz.sh` applies the same cap).
+const MAX_SEED_BYTES: usize = 64 << 10;
 
 /// kpress listens on 127.0.0.1 and advertises 127.0.0.2, where the relay listens on
 /// the same ports: every connection a client makes after bootstrap goes through it.
