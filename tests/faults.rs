@@ -31,6 +31,7 @@ use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::KpressProxy;
 use kpress_tests::node_faults::{kill_node, move_leader, partition_leader};
 use kpress_tests::ports::{free_port, free_port_range};
+use kpress_tests::proc_status;
 use kpress_tests::steady_producer::{tally, Accounting, SteadyOptions, SteadyProducer};
 use kpress_tests::{kafka_version, KafkaCluster};
 use std::io::{Read, Write};
@@ -623,4 +624,210 @@ fn sigterm_under_load_drains_then_exits_0() {
         "{topic}: batches not rewritten into zstd: {not_zstd:?}; {:?}",
         dump.problems
     );
+}
+
+/// `name` from the environment as a number, or `default`.
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+/// kpress's threads now (`Threads:` of /proc/<pid>/status).
+fn thread_count(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The soak that `scripts/soak.sh` runs (with a release `kpress` in `KPRESS_BIN`):
+/// two idempotent `acks=all` producers (lz4 and gzip, `SOAK_RATE` records/s together,
+/// default 10000) write through kpress into zstd-policy topics for `SOAK_SECONDS`
+/// (default 540), then everything is read back through kpress. kpress's VmRSS is
+/// sampled every 5 s. Fails if a record acknowledged is missing or doubled, anything
+/// failed (sends, corrupt records, refused frames), or memory grows:
+///
+/// - flat: RSS at the end ≤ 1.25 × RSS after warm-up (a fifth of the run, at most
+///   60 s) + 32 MiB;
+/// - bounded: peak RSS (VmHWM) ≤ RSS at start + max_inflight_bytes + rewrite threads ×
+///   (max_decompressed_bytes + max_batch_bytes), with the default limits (256 MiB,
+///   64 MiB, 1 MiB) and, for rewrite threads, every thread kpress ever had.
+#[test]
+#[ignore = "a ~10 minute soak: scripts/soak.sh runs it"]
+fn soak() {
+    let seconds = env_number("SOAK_SECONDS", 540);
+    let rate = env_number("SOAK_RATE", 10_000);
+    let duration = Duration::from_secs(seconds);
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let topics = [
+        ("zstd.soak-lz4", Compression::Lz4),
+        ("zstd.soak-gzip", Compression::Gzip),
+    ];
+    for (topic, _) in topics {
+        create_topic(&cluster, topic, 1);
+    }
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let config = proxy
+        .log_file()
+        .parent()
+        .expect("the proxy's dir")
+        .join("kpress.toml");
+    let pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+    let start = proc_status::memory(pid).expect("kpress's memory");
+    let context = || format!("{}\n{}", proxy.log(), cluster.describe_logs());
+
+    let mut producers: Vec<(&str, SteadyProducer)> = topics
+        .iter()
+        .map(|(topic, codec)| {
+            let mut options = SteadyOptions::new(*codec, (rate / 2) as u32, &lines());
+            options.max_duration = duration + Duration::from_secs(120);
+            let producer = SteadyProducer::start(&proxy.bootstrap(), topic, "soak", &options)
+                .expect("starting a producer");
+            (*topic, producer)
+        })
+        .collect();
+    let began = Instant::now();
+    let warm_up_at = (duration / 5).min(Duration::from_secs(60));
+    let mut warm_up = None;
+    let mut threads = thread_count(pid);
+    let mut samples = Vec::new();
+    while began.elapsed() < duration {
+        std::thread::sleep(Duration::from_secs(5));
+        let memory = proc_status::memory(pid)
+            .unwrap_or_else(|e| panic!("kpress is gone: {e:#}\n{}", context()));
+        threads = threads.max(thread_count(pid));
+        samples.push((began.elapsed().as_secs(), memory.rss));
+        if warm_up.is_none() && began.elapsed() >= warm_up_at {
+            warm_up = Some(memory.rss);
+        }
+        for (topic, producer) in &producers {
+            let progress = producer.progress();
+            assert_eq!(
+                progress.failed,
+                0,
+                "{topic}: {progress}\n{}\n{}",
+                producer.stderr(),
+                context()
+            );
+        }
+    }
+    let after_producing = proc_status::memory(pid).expect("kpress's memory");
+    let mut accountings = Vec::new();
+    for (topic, producer) in producers.drain(..) {
+        let prefix = producer.prefix().to_string();
+        let report = producer
+            .finish(FINISH)
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", context()));
+        let tally = tally(
+            &proxy.bootstrap(),
+            topic,
+            &prefix,
+            &lines(),
+            Duration::from_secs(600),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", context()));
+        accountings.push((topic, Accounting::of(&report, &tally)));
+    }
+    let end = proc_status::memory(pid).expect("kpress's memory");
+    // Whole counts (a sum of no samples is -0.0).
+    let count = |name: &str, labels: &[(&str, &str)]| {
+        proxy
+            .counter(name, labels)
+            .expect("kpress metrics")
+            .max(0.0) as u64
+    };
+    let refused = count("kpress_frames_refused_total", &[]);
+    let rewritten = count("kpress_batches_rewritten_total", &[("to", "zstd")]);
+    let passed = count("kpress_batches_passed_total", &[]);
+
+    let warm_up = warm_up.unwrap_or(after_producing.rss);
+    let flat_bound = 1.25 * warm_up as f64 + 32.0 * MIB;
+    let formula = 256.0 * MIB + threads as f64 * (64.0 * MIB + 1_048_588.0);
+    let peak_bound = start.rss as f64 + formula;
+    let sent: u64 = accountings.iter().map(|(_, a)| a.sent).sum();
+    let read: u64 = accountings.iter().map(|(_, a)| a.read).sum();
+    let mut problems: Vec<String> = accountings
+        .iter()
+        .flat_map(|(topic, a)| {
+            a.problems()
+                .into_iter()
+                .map(move |p| format!("{topic}: {p}"))
+        })
+        .collect();
+    let errors = accountings
+        .iter()
+        .map(|(_, a)| a.failed + a.corrupt + a.lost.len() as u64 + a.duplicated.len() as u64)
+        .sum::<u64>()
+        + refused;
+    let mut report = format!(
+        "soak: {seconds} s at {rate} records/s asked ({:.0} achieved), kpress {}\n",
+        sent as f64 / seconds as f64,
+        kpress_tests::kpress::kpress_binary().display()
+    );
+    for (topic, a) in &accountings {
+        report.push_str(&format!("  {topic}: {a}\n"));
+    }
+    report.push_str(&format!(
+        "  records sent {sent}, read back {read}, errors {errors} (failed sends, lost, \
+         duplicated, corrupt, frames refused {refused})\n  batches rewritten to zstd \
+         {rewritten}, passed through {passed}\n  kpress RSS: start {:.1} MiB, after warm-up \
+         ({}s) {:.1} MiB, after producing {:.1} MiB, end {:.1} MiB, peak (VmHWM) {:.1} MiB; \
+         threads at most {threads}\n  flat bound: end <= 1.25 x warm-up + 32 MiB = {:.1} MiB\n  \
+         peak bound: start + 256 MiB in flight + {threads} threads x (64 MiB + 1 MiB) = {:.1} \
+         MiB\n  RSS samples (s, MiB): {}\n",
+        start.rss as f64 / MIB,
+        warm_up_at.as_secs(),
+        warm_up as f64 / MIB,
+        after_producing.rss as f64 / MIB,
+        end.rss as f64 / MIB,
+        end.peak_rss as f64 / MIB,
+        flat_bound / MIB,
+        peak_bound / MIB,
+        samples
+            .iter()
+            .map(|(s, rss)| format!("{s}:{:.0}", *rss as f64 / MIB))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    match std::env::var("SOAK_REPORT") {
+        Ok(path) => {
+            std::fs::write(&path, &report).unwrap_or_else(|e| panic!("writing {path}: {e}"))
+        }
+        Err(_) => eprintln!("{report}"),
+    }
+    if sent != read {
+        problems.push(format!("{sent} records sent, {read} read back"));
+    }
+    if refused > 0 {
+        problems.push(format!("kpress refused {refused} frames"));
+    }
+    if rewritten == 0 {
+        problems.push("kpress rewrote no batch into zstd".to_string());
+    }
+    if end.rss as f64 > flat_bound {
+        problems.push(format!(
+            "RSS grew: {:.1} MiB at the end, bound {:.1} MiB",
+            end.rss as f64 / MIB,
+            flat_bound / MIB
+        ));
+    }
+    if end.peak_rss as f64 > peak_bound {
+        problems.push(format!(
+            "peak RSS {:.1} MiB over the bound {:.1} MiB",
+            end.peak_rss as f64 / MIB,
+            peak_bound / MIB
+        ));
+    }
+    assert!(problems.is_empty(), "{}\n{report}", problems.join("\n"));
 }
