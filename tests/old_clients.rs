@@ -185,6 +185,7 @@ fn old_client_into_zstd_policy_topics_keeps_its_codec() {
     ];
     let (batches, mut problems) = produce_store_and_read_back(&pairs, |_, source| source);
     let passed = passed_for_zstd_v7(proxy) - before;
+    eprintln!("{ZSTD_NEEDS_V7}: {passed} batches passed through; {batches} batches stored");
     if passed < batches as f64 || passed == 0.0 {
         problems.push(format!(
             "{PASSED}{{reason=\"{ZSTD_NEEDS_V7}\"}} rose by {passed}, expected at least \
@@ -228,6 +229,11 @@ fn old_client_into_gzip_and_lz4_policy_topics_is_recompressed() {
     let (batches, mut problems) = produce_store_and_read_back(&pairs, |topic, _| policy(topic));
     let after = (rewritten("gzip"), rewritten("lz4"));
     let rewrites = (after.0 - before.0) + (after.1 - before.1);
+    eprintln!(
+        "rewritten to gzip {}, to lz4 {}; {batches} batches stored",
+        after.0 - before.0,
+        after.1 - before.1
+    );
     if after.0 <= before.0 || after.1 <= before.1 || rewrites < batches as f64 {
         problems.push(format!(
             "{REWRITTEN} rose by {} (to gzip) and {} (to lz4); expected at least the {batches} \
