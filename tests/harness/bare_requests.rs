@@ -1,7 +1,7 @@
 //! Bare Kafka requests of any shape a hostile client might send, built byte by byte:
 //! Produce v7 (topics by name) and v13 (topics by id) with many topics and partitions
-//! in one request, ApiVersions at any version (also ones no broker knows), and the
-//! frames and answers read back on the same connection.
+//! in one request, ApiVersions at any version (also ones no broker knows), a Fetch
+//! with large answers, and the frames and answers read back on the same connection.
 //!
 //! Unlike `raw_produce.rs` (one partition, one connection per request), these build
 //! whole frames and leave the connection to the caller, so a test can pipeline them,
@@ -13,6 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 
 const PRODUCE: i16 = 0;
+const FETCH: i16 = 1;
 const API_VERSIONS: i16 = 18;
 /// The first ApiVersions version with a flexible (compact, tagged) request.
 const API_VERSIONS_FIRST_FLEXIBLE: i16 = 3;
@@ -76,6 +77,33 @@ pub fn produce_v13(
         body.push(0); // topic tagged fields
     }
     body.push(0); // request tagged fields
+    framed(body)
+}
+
+/// A size-prefixed Fetch v4 request (request header v1, classic encoding, the oldest
+/// version Kafka 4 serves) of `topic`-`partition` from `offset`, answered at once
+/// (no wait) with up to `max_bytes`: a way to ask for large answers with tiny requests.
+pub fn fetch_v4(
+    correlation_id: i32,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    max_bytes: i32,
+) -> Vec<u8> {
+    let mut body = header_v1(FETCH, 4, correlation_id);
+    body.extend_from_slice(&(-1i32).to_be_bytes()); // replica id: a consumer
+    body.extend_from_slice(&0i32.to_be_bytes()); // max wait ms
+    body.extend_from_slice(&1i32.to_be_bytes()); // min bytes
+    body.extend_from_slice(&max_bytes.to_be_bytes());
+    body.push(0); // isolation level: read uncommitted
+    put_len_i32(&mut body, 1);
+    let len = i16::try_from(topic.len()).expect("a topic name fits an int16 length");
+    body.extend_from_slice(&len.to_be_bytes());
+    body.extend_from_slice(topic.as_bytes());
+    put_len_i32(&mut body, 1);
+    body.extend_from_slice(&partition.to_be_bytes());
+    body.extend_from_slice(&offset.to_be_bytes());
+    body.extend_from_slice(&max_bytes.to_be_bytes()); // partition max bytes
     framed(body)
 }
 
@@ -324,6 +352,9 @@ mod tests {
         let mut tail = ids[0].to_vec();
         tail.extend_from_slice(&[2, 0, 0, 0, 0, 4, 1, 2, 3, 0, 0, 0]);
         assert!(v13.ends_with(&tail));
+        let fetch = fetch_v4(2, "t", 3, 5, 1 << 20);
+        assert_eq!(&fetch[4..8], &[0, 1, 0, 4]);
+        assert!(fetch.ends_with(&[0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 5, 0, 16, 0, 0]));
     }
 
     #[test]
