@@ -38,6 +38,10 @@ pub enum WireError {
     UnexpectedNull { at: usize, field: &'static str },
     #[error("{trailing} trailing bytes after the message body")]
     TrailingBytes { trailing: usize },
+    /// A tagged field whose tag or size Kafka cannot read (over `i32::MAX`), or
+    /// whose tag is not above the previous one (Kafka requires ascending tags).
+    #[error("invalid tagged field at offset {at}: tag {tag}, {size} bytes")]
+    InvalidTaggedField { at: usize, tag: u32, size: u32 },
     #[error("header length {header_len} exceeds the {payload_len}-byte payload")]
     HeaderBeyondPayload {
         header_len: usize,
@@ -81,6 +85,11 @@ impl WireError {
             WireError::NotUtf8 { at, field } => WireError::NotUtf8 {
                 at: at + offset,
                 field,
+            },
+            WireError::InvalidTaggedField { at, tag, size } => WireError::InvalidTaggedField {
+                at: at + offset,
+                tag,
+                size,
             },
             other => other,
         }

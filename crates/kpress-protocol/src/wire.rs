@@ -166,12 +166,24 @@ impl<'a> Reader<'a> {
                 remaining: self.remaining(),
             });
         }
+        let mut previous: Option<u32> = None;
         for _ in 0..count {
             let start = self.pos;
             let tag = self.uvarint()?;
-            let size = self.uvarint()? as usize;
+            let size = self.uvarint()?;
+            // Kafka reads tags and sizes as int32 and wants tags in ascending order;
+            // anything else it refuses, and re-encoding would not give it back.
+            let limit = i32::MAX as u32;
+            if tag > limit || size > limit || previous.is_some_and(|p| tag <= p) {
+                return Err(WireError::InvalidTaggedField {
+                    at: start,
+                    tag,
+                    size,
+                });
+            }
+            previous = Some(tag);
             let content_start = self.pos;
-            let content = self.take(size)?;
+            let content = self.take(size as usize)?;
             on_field(TaggedField {
                 tag,
                 start,

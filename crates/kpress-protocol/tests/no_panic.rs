@@ -336,3 +336,24 @@ fn api_versions_tags_declaring_the_wrong_size_are_refused() {
     short.extend_from_slice(&[1, 2, 0, 7]);
     assert!(rewrite_response(18, 3, &short, &mut Proxy).is_err());
 }
+
+/// Found by the `response_rewrite` fuzz target: tags over `i32::MAX` (Kafka reads
+/// tags as int32) were accepted, then re-encoded into bodies kpress could not read
+/// back. Such tags, sizes over `i32::MAX` and tags out of ascending order are refused.
+#[test]
+fn tagged_fields_kafka_cannot_read_are_refused() {
+    // FindCoordinator v3 (flexible): throttle, error, null message, node, host, port,
+    // then the top-level tagged fields.
+    let mut body = vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, b'h', 0, 0, 0x23, 0x84];
+    let valid_tail = [1, 5, 1, 0];
+    let mut good = body.clone();
+    good.extend_from_slice(&valid_tail);
+    assert!(rewrite_response(10, 3, &good, &mut Proxy).is_ok());
+    // One tagged field, tag 2^31 (uvarint 80 80 80 80 08), size 0.
+    body.extend_from_slice(&[1, 0x80, 0x80, 0x80, 0x80, 0x08, 0]);
+    assert!(rewrite_response(10, 3, &body, &mut Proxy).is_err());
+    // Two fields out of order (tag 5 then tag 1).
+    let mut unordered = good[..good.len() - valid_tail.len()].to_vec();
+    unordered.extend_from_slice(&[2, 5, 0, 1, 0]);
+    assert!(rewrite_response(10, 3, &unordered, &mut Proxy).is_err());
+}
