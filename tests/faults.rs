@@ -650,6 +650,27 @@ fn thread_count(pid: u32) -> u64 {
 
 const MIB: f64 = (1u64 << 20) as f64;
 
+/// The CPUs kpress sees: its runtime workers and concurrent rewrites by default.
+fn cpus() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
+
+/// The README's "Peak memory" bound for the soak's kpress: default limits
+/// (max_inflight_bytes 256 MiB, max_frame_bytes 100 MiB, max_decompressed_bytes
+/// 64 MiB), T = W = CPUs, and the one compressor its rules name (zstd level 3,
+/// 3.5 MiB of state at most).
+fn readme_peak_memory_bound() -> f64 {
+    let (base, inflight, frame, decompressed) = (40.0, 256.0, 100.0, 64.0);
+    // ZSTD_compressBound: the input plus 1/256 of it (and a few bytes).
+    let compress_bound = decompressed * (1.0 + 1.0 / 256.0);
+    let (decoder_state, zstd_3_state) = (0.3, 3.5);
+    let (t, w) = (cpus() as f64, cpus() as f64);
+    MIB * (base
+        + inflight
+        + w * frame
+        + t * (decompressed + 3.0 * frame + compress_bound + decoder_state + zstd_3_state))
+}
+
 /// The soak that `scripts/soak.sh` runs (with a release `kpress` in `KPRESS_BIN`):
 /// two idempotent `acks=all` producers (lz4 and gzip, `SOAK_RATE` records/s together,
 /// default 10000) write through kpress into zstd-policy topics for `SOAK_SECONDS`
@@ -659,9 +680,10 @@ const MIB: f64 = (1u64 << 20) as f64;
 ///
 /// - flat: RSS at the end ≤ 1.25 × RSS after warm-up (a fifth of the run, at most
 ///   60 s) + 32 MiB;
-/// - bounded: peak RSS (VmHWM) ≤ RSS at start + max_inflight_bytes + rewrite threads ×
-///   (max_decompressed_bytes + max_batch_bytes), with the default limits (256 MiB,
-///   64 MiB, 1 MiB) and, for rewrite threads, every thread kpress ever had.
+/// - bounded: peak RSS (VmHWM) ≤ the README's "Peak memory" formula at the default
+///   limits, with T = W = CPUs and the rules' one compressor (zstd level 3):
+///   40 MiB + 256 MiB + W × 100 MiB + T × (64 MiB + 3 × 100 MiB + zstd's bound of
+///   64 MiB + 0.3 MiB + 3.5 MiB).
 #[test]
 #[ignore = "a ~10 minute soak: scripts/soak.sh runs it"]
 fn soak() {
@@ -752,9 +774,9 @@ fn soak() {
     let passed = count("kpress_batches_passed_total", &[]);
 
     let warm_up = warm_up.unwrap_or(after_producing.rss);
+    let cpus = cpus();
     let flat_bound = 1.25 * warm_up as f64 + 32.0 * MIB;
-    let formula = 256.0 * MIB + threads as f64 * (64.0 * MIB + 1_048_588.0);
-    let peak_bound = start.rss as f64 + formula;
+    let peak_bound = readme_peak_memory_bound();
     let sent: u64 = accountings.iter().map(|(_, a)| a.sent).sum();
     let read: u64 = accountings.iter().map(|(_, a)| a.read).sum();
     let mut problems: Vec<String> = accountings
@@ -784,8 +806,7 @@ fn soak() {
          {rewritten}, passed through {passed}\n  kpress RSS: start {:.1} MiB, after warm-up \
          ({}s) {:.1} MiB, after producing {:.1} MiB, end {:.1} MiB, peak (VmHWM) {:.1} MiB; \
          threads at most {threads}\n  flat bound: end <= 1.25 x warm-up + 32 MiB = {:.1} MiB\n  \
-         peak bound: start + 256 MiB in flight + {threads} threads x (64 MiB + 1 MiB) = {:.1} \
-         MiB\n  RSS samples (s, MiB): {}\n",
+         peak bound (README, default limits, {cpus} CPUs): {:.1} MiB\n  RSS samples (s, MiB): {}\n",
         start.rss as f64 / MIB,
         warm_up_at.as_secs(),
         warm_up as f64 / MIB,
