@@ -31,6 +31,7 @@ use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::KpressProxy;
 use kpress_tests::liveness_producer::LivenessProducer;
+use kpress_tests::ports::wait_for_port;
 use kpress_tests::proc_stat::{cpu_seconds, proc_stat};
 use kpress_tests::proc_status::pid_with_argument;
 use kpress_tests::{kafka_version, KafkaCluster};
@@ -173,6 +174,14 @@ impl Scene {
         let node_id = cluster.node_ids()[0];
         let node_port = proxy.node_port_base().expect("node ports") + node_id as u16;
         let node = SocketAddr::from(([127, 0, 0, 1], node_port));
+        // The bootstrap listener accepts before the node listeners are bound (clients
+        // learn node ports from Metadata, which waits for them); this producer does not
+        // ask Metadata, so it waits for the port.
+        assert!(
+            wait_for_port(node, ANSWER),
+            "kpress does not serve node {node_id} on {node}\n{}",
+            proxy.log()
+        );
         let started = Instant::now();
         let producer =
             LivenessProducer::start(node, GOOD_TOPIC, good_batch(), Duration::from_millis(100));
