@@ -655,22 +655,6 @@ fn cpus() -> u64 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
 }
 
-/// The README's "Peak memory" bound for the soak's kpress: default limits
-/// (max_inflight_bytes 256 MiB, max_frame_bytes 100 MiB, max_decompressed_bytes
-/// 64 MiB), T = W = CPUs, and the one compressor its rules name (zstd level 3,
-/// 3.5 MiB of state at most).
-fn readme_peak_memory_bound() -> f64 {
-    let (base, inflight, frame, decompressed) = (40.0, 256.0, 100.0, 64.0);
-    // ZSTD_compressBound: the input plus 1/256 of it (and a few bytes).
-    let compress_bound = decompressed * (1.0 + 1.0 / 256.0);
-    let (decoder_state, zstd_3_state) = (0.3, 3.5);
-    let (t, w) = (cpus() as f64, cpus() as f64);
-    MIB * (base
-        + inflight
-        + w * frame
-        + t * (decompressed + 3.0 * frame + compress_bound + decoder_state + zstd_3_state))
-}
-
 /// The soak that `scripts/soak.sh` runs (with a release `kpress` in `KPRESS_BIN`):
 /// two idempotent `acks=all` producers (lz4 and gzip, `SOAK_RATE` records/s together,
 /// default 10000) write through kpress into zstd-policy topics for `SOAK_SECONDS`
@@ -776,7 +760,8 @@ fn soak() {
     let warm_up = warm_up.unwrap_or(after_producing.rss);
     let cpus = cpus();
     let flat_bound = 1.25 * warm_up as f64 + 32.0 * MIB;
-    let peak_bound = readme_peak_memory_bound();
+    // The one compressor its rules name: zstd level 3, 3.5 MiB of state at most.
+    let peak_bound = proc_status::readme_peak_memory_bound(3.5) as f64;
     let sent: u64 = accountings.iter().map(|(_, a)| a.sent).sum();
     let read: u64 = accountings.iter().map(|(_, a)| a.read).sum();
     let mut problems: Vec<String> = accountings

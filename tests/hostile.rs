@@ -33,7 +33,7 @@ use kpress_tests::kpress::KpressProxy;
 use kpress_tests::liveness_producer::LivenessProducer;
 use kpress_tests::ports::wait_for_port;
 use kpress_tests::proc_stat::{cpu_seconds, proc_stat};
-use kpress_tests::proc_status::pid_with_argument;
+use kpress_tests::proc_status::{memory, pid_with_argument, readme_peak_memory_bound};
 use kpress_tests::{kafka_version, KafkaCluster};
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
@@ -269,6 +269,20 @@ impl Scene {
             });
         assert_eq!(answer.error_code, 0, "{attack}: ApiVersions v3 afterwards");
         drop(fresh);
+        // Its rules name zstd level 3 (3.5 MiB of state) and gzip level 6 (0.4 MiB).
+        let bound = readme_peak_memory_bound(3.9);
+        let peak = memory(self.pid)
+            .unwrap_or_else(|e| panic!("kpress's memory: {e:#}"))
+            .peak_rss;
+        eprintln!(
+            "hostile: {attack}: kpress peak RSS {:.1} MiB (README bound {:.1} MiB)",
+            peak as f64 / (1u64 << 20) as f64,
+            bound as f64 / (1u64 << 20) as f64
+        );
+        assert!(
+            peak <= bound,
+            "{attack}: kpress's peak RSS {peak} bytes is over the README's bound {bound}"
+        );
         let inflight = self.wait_for("kpress_inflight_bytes", &[], ANSWER, |v| v == 0.0);
         assert_eq!(
             inflight,

@@ -61,6 +61,24 @@ fn parse_memory(status: &str) -> Option<Memory> {
     })
 }
 
+/// The README's "Peak memory" bound in bytes for a kpress at the default limits
+/// (max_inflight_bytes 256 MiB, max_frame_bytes 100 MiB, max_decompressed_bytes
+/// 64 MiB) with T = W = this machine's CPUs, whose rules name compressors holding
+/// `compressor_state_mib` of state per rewrite thread together.
+pub fn readme_peak_memory_bound(compressor_state_mib: f64) -> u64 {
+    let (base, inflight, frame, decompressed) = (40.0, 256.0, 100.0, 64.0);
+    // ZSTD_compressBound: the input plus 1/256 of it (and a few bytes).
+    let compress_bound = decompressed * (1.0 + 1.0 / 256.0);
+    let decoder_state = 0.3;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let mib = base
+        + inflight
+        + cpus * frame
+        + cpus
+            * (decompressed + 3.0 * frame + compress_bound + decoder_state + compressor_state_mib);
+    (mib * (1u64 << 20) as f64) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
