@@ -28,7 +28,7 @@ use kpress_codec::Codec;
 use kpress_tests::compression::Compression;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::KpressProxy;
+use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::node_faults::{kill_node, move_leader, partition_leader};
 use kpress_tests::ports::{free_port, free_port_range};
 use kpress_tests::proc_status;
@@ -40,15 +40,9 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Every `zstd.*` topic's batches are rewritten into zstd, larger or not.
-const RULES: &str = r#"
-[defaults]
-compression.type = "producer"
-
-[[topics]]
-match = "zstd.*"
-compression.type = "zstd"
-allow_growth = true
-"#;
+fn rules() -> String {
+    storing_rules(&["zstd"])
+}
 
 /// How long a producer may take to be acknowledged again after a fault: a broker
 /// restart, an election, the producer's retry backoff.
@@ -172,7 +166,7 @@ fn broker_killed_mid_request_and_restarted() {
     let mut cluster = three_nodes();
     let topic = "zstd.fault-kill";
     create_topic(&cluster, topic, 3);
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+    let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let mut producer = SteadyProducer::start(
         &proxy.bootstrap(),
@@ -223,7 +217,7 @@ fn leadership_moves_to_another_node() {
     let cluster = three_nodes();
     let topic = "zstd.fault-leader";
     create_topic(&cluster, topic, 3);
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+    let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let mut producer = SteadyProducer::start(
         &proxy.bootstrap(),
@@ -267,7 +261,7 @@ fn upstream_unreachable_at_start_and_again_later() {
     let topic = "zstd.fault-unreachable";
     create_topic(&cluster, topic, 1);
     cluster.stop_node(0).expect("stopping the broker");
-    let started = KpressProxy::start_in_front_of(&cluster, RULES);
+    let started = KpressProxy::start_in_front_of(&cluster, &rules());
     let proxy = match started {
         Ok(proxy) => proxy,
         Err(e) => {
@@ -388,7 +382,7 @@ fn client_disconnects_mid_frame() {
     let cluster = one_node();
     let topic = "zstd.fault-half-frame";
     create_topic(&cluster, topic, 1);
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+    let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let context = || format!("{}\n{}", proxy.log(), cluster.describe_logs());
     let mut producer = SteadyProducer::start(
@@ -484,7 +478,8 @@ impl FixedPortsProxy {
         let config = format!(
             "[listener]\nbind = \"{listen}\"\nadvertised_host = \"127.0.0.1\"\n\
              node_port_base = {node_port_base}\n\
-             [upstream]\nbootstrap_servers = [{upstream}]\n{RULES}\n"
+             [upstream]\nbootstrap_servers = [{upstream}]\n{}\n",
+            rules()
         );
         FixedPortsProxy { config, listen }
     }
@@ -682,7 +677,7 @@ fn soak() {
     for (topic, _) in topics {
         create_topic(&cluster, topic, 1);
     }
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+    let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let config = proxy
         .log_file()

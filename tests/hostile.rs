@@ -29,7 +29,7 @@ use kpress_tests::bare_requests::{
 use kpress_tests::codec_bombs::snappy_block_declaring;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::KpressProxy;
+use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::liveness_producer::LivenessProducer;
 use kpress_tests::ports::wait_for_port;
 use kpress_tests::proc_stat::{cpu_seconds, proc_stat};
@@ -44,20 +44,9 @@ use std::time::{Duration, Instant};
 
 /// `zstd.*` topics are rewritten into zstd and `gzip.*` into gzip, larger or not, so
 /// every well-formed batch is rewritten and any pass-through has an attack's reason.
-const RULES: &str = r#"
-[defaults]
-compression.type = "producer"
-
-[[topics]]
-match = "zstd.*"
-compression.type = "zstd"
-allow_growth = true
-
-[[topics]]
-match = "gzip.*"
-compression.type = "gzip"
-allow_growth = true
-"#;
+fn rules() -> String {
+    storing_rules(&["zstd", "gzip"])
+}
 
 /// The well-behaved producer's topic. Attacks name topics nobody created, so the
 /// broker answers them at once and kpress alone does the work.
@@ -153,10 +142,10 @@ struct Scene {
 }
 
 impl Scene {
-    /// kpress with [`RULES`] and `limits` (a `[limits]` section or nothing), and the
+    /// kpress with [`rules`] and `limits` (a `[limits]` section or nothing), and the
     /// well-behaved producer acknowledged at least once through it.
     fn start(limits: &str) -> Scene {
-        Scene::start_with(RULES, limits)
+        Scene::start_with(&rules(), limits)
     }
 
     /// [`start`](Self::start) with other `rules`.
@@ -889,7 +878,7 @@ fn connections_past_max_connections_are_refused_and_counted() {
     scene.finish("connections over max_connections", cpu);
 }
 
-/// [`RULES`] with `[defaults]` rewriting into zstd too: topics no rule names are
+/// [`rules`] with `[defaults]` rewriting into zstd too: topics no rule names are
 /// rewritten (and counted) as well.
 const LABEL_RULES: &str = r#"
 [defaults]

@@ -11,7 +11,7 @@ use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, Dataset};
 use kpress_tests::dump::DumpedSegment;
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
-use kpress_tests::kpress::KpressProxy;
+use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::{kafka_version, KafkaCluster};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -20,25 +20,9 @@ use std::time::Duration;
 /// Topics named `<codec>.<anything>` get that codec, even where it is larger than the
 /// producer's batch (`allow_growth`), so a batch left in its source codec can only be
 /// one kpress chose not to rewrite.
-const RULES: &str = r#"
-[defaults]
-compression.type = "producer"
-
-[[topics]]
-match = "zstd.*"
-compression.type = "zstd"
-allow_growth = true
-
-[[topics]]
-match = "gzip.*"
-compression.type = "gzip"
-allow_growth = true
-
-[[topics]]
-match = "lz4.*"
-compression.type = "lz4"
-allow_growth = true
-"#;
+fn rules() -> String {
+    storing_rules(&["zstd", "gzip", "lz4"])
+}
 
 const PASSED: &str = "kpress_batches_passed_total";
 const REWRITTEN: &str = "kpress_batches_rewritten_total";
@@ -50,7 +34,7 @@ fn shared() -> &'static (KafkaCluster, KpressProxy) {
     static SHARED: OnceLock<(KafkaCluster, KpressProxy)> = OnceLock::new();
     SHARED.get_or_init(|| {
         let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
-        let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
             .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
         (cluster, proxy)
     })

@@ -9,7 +9,7 @@ use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, write_records, Dataset};
 use kpress_tests::dump::DumpedSegment;
 use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
-use kpress_tests::kpress::KpressProxy;
+use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::raw_produce::produce_raw_by_id;
 use kpress_tests::{kafka_version, kcat, KafkaCluster};
 use std::io::{Read, Write};
@@ -19,15 +19,9 @@ use std::time::Duration;
 
 /// `zstd.*` topics store zstd even where it is larger than the producer's batch, so a
 /// batch left in its source codec can only mean kpress did not rewrite it.
-const RULES: &str = r#"
-[defaults]
-compression.type = "producer"
-
-[[topics]]
-match = "zstd.*"
-compression.type = "zstd"
-allow_growth = true
-"#;
+fn rules() -> String {
+    storing_rules(&["zstd"])
+}
 
 /// The one-node broker of this binary's plain (no SASL) tests.
 fn shared_cluster() -> &'static KafkaCluster {
@@ -106,7 +100,7 @@ fn produce_v13_for_a_topic_created_behind_kpress() {
         .map(|(id, _)| id)
         .expect("the broker names the topic");
     // Started after the topic exists, and no client has asked it for Metadata.
-    let proxy = KpressProxy::start_in_front_of(cluster, RULES)
+    let proxy = KpressProxy::start_in_front_of(cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let node_port = proxy.node_port_base().expect("node port base") + 1;
     let node = SocketAddr::from(([127, 0, 0, 1], node_port));
@@ -188,7 +182,7 @@ fn sasl_plain_clients_authenticate_through_kpress() {
     let proxy = KpressProxy::start_in_front_of_listeners(
         &cluster.sasl_addresses(),
         &cluster.node_ids(),
-        RULES,
+        &rules(),
     )
     .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let bootstrap = proxy.bootstrap();
@@ -288,7 +282,7 @@ fn sigterm_stops_kpress_with_exit_status_0() {
     let topic = "zstd.sigterm";
     java.create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let mut proxy = KpressProxy::start_in_front_of(cluster, RULES)
+    let mut proxy = KpressProxy::start_in_front_of(cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let dataset = Dataset::NginxPlusStatus;
     let expected = dataset.records();

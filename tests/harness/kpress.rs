@@ -146,6 +146,19 @@ pub fn recompress_to(
     RecompressSummary::parse(&finished.stdout_text())
 }
 
+/// Policy rules under which each `<codec>.*` topic stores `<codec>` whether or not it
+/// is smaller (`allow_growth`), and every other topic keeps the producer's codec: a
+/// batch left in its source codec can then only be one kpress chose not to rewrite.
+pub fn storing_rules(codecs: &[&str]) -> String {
+    let mut rules = String::from("[defaults]\ncompression.type = \"producer\"\n");
+    for codec in codecs {
+        rules.push_str(&format!(
+            "\n[[topics]]\nmatch = \"{codec}.*\"\ncompression.type = \"{codec}\"\nallow_growth = true\n"
+        ));
+    }
+    rules
+}
+
 /// A running `kpress run` proxy, killed on drop; its config and log live in a temp dir.
 #[derive(Debug)]
 pub struct KpressProxy {
