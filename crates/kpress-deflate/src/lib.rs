@@ -33,7 +33,8 @@ pub use isal::{isal_level, IsalProvider};
 pub use libdeflate::LibdeflateProvider;
 pub use provider::{GzipProvider, ProviderKind, ProviderStatus};
 pub use qat::{
-    status_name as qat_status_name, QatConfig, QatProvider, MAX_SESSION_STARTS_WITHOUT_HARDWARE,
+    status_name as qat_status_name, QatConfig, QatProvider, MAX_CALLS_WITHOUT_HARDWARE,
+    MAX_SESSION_STARTS_WITHOUT_HARDWARE,
 };
 pub use registry::{
     compress_fallbacks, compress_with_fallback, decompress_fallbacks, decompress_with_fallback,

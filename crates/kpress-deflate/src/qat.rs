@@ -20,9 +20,10 @@
 //! on every call (its failed hardware probe leaves the library uninitialized).
 //! Measured: 50 keys for 50 decompressions, 50 for 50 compressions, one per session
 //! start, none for a reset. kpress adds no calls of its own beyond one session start
-//! per level and thread at work, but cannot stop QATzip's per-call leak: after about a
-//! thousand calls without a device the process has no pthread key left (QATzip keeps
-//! working; with the software backup on it ignores its own failure to make one).
+//! per level and thread at work, and stops calling QATzip without a device after
+//! [`MAX_CALLS_WITHOUT_HARDWARE`] calls: past them the provider refuses and payloads
+//! fall back to zlib (counted; QATzip's software backup is zlib anyway), so the process
+//! keeps pthread keys for everything else.
 //! Format: QATzip writes raw deflate (`QZ_DEFLATE_RAW`) and kpress wraps it in one
 //! gzip member: QATzip's own gzip output (`QZ_DEFLATE_GZIP_EXT`) can be several
 //! members, and librdkafka reads only the first. Decompression inflates a member's
@@ -120,7 +121,14 @@ pub fn status_name(rc: c_int) -> String {
 /// leaks a pthread key in QATzip 1.3.1, as does each call; glibc has 1024).
 pub const MAX_SESSION_STARTS_WITHOUT_HARDWARE: u32 = 200;
 
+/// How many QATzip compress and decompress calls a process makes without a QAT device:
+/// each leaks a pthread key in QATzip 1.3.1 and glibc has 1024, so past this the
+/// provider refuses and the payload falls back to zlib (counted), leaving keys for the
+/// rest of the process. Without a device QATzip's software backup is zlib anyway.
+pub const MAX_CALLS_WITHOUT_HARDWARE: u32 = 600;
+
 static SESSION_STARTS: AtomicU32 = AtomicU32::new(0);
+static CALLS_WITHOUT_HARDWARE: AtomicU32 = AtomicU32::new(0);
 
 /// One QATzip session, torn down and closed on drop.
 struct Session {
@@ -333,6 +341,22 @@ impl QatProvider {
         level: u32,
         f: impl FnOnce(&mut ffi::QzSession_T) -> (Result<T, DeflateError>, After),
     ) -> Result<T, DeflateError> {
+        if !self.hardware {
+            let calls = CALLS_WITHOUT_HARDWARE.fetch_add(1, Ordering::Relaxed);
+            if calls >= MAX_CALLS_WITHOUT_HARDWARE {
+                if calls == MAX_CALLS_WITHOUT_HARDWARE {
+                    tracing::warn!(
+                        "{MAX_CALLS_WITHOUT_HARDWARE} QATzip calls without a QAT device (each leaks a pthread key); gzip goes through zlib from now on"
+                    );
+                }
+                return Err(DeflateError::Provider {
+                    provider: ProviderKind::Qat,
+                    reason: format!(
+                        "{MAX_CALLS_WITHOUT_HARDWARE} QATzip calls made without a QAT device; no more (each leaks a pthread key)"
+                    ),
+                });
+            }
+        }
         let key = (self.id, level);
         let pooled = {
             let mut pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
