@@ -8,8 +8,7 @@
 //! gzip, lz4 (and snappy) targets.
 
 use kpress_tests::compression::Compression;
-use kpress_tests::data::{diff_records, Dataset};
-use kpress_tests::dump::DumpedSegment;
+use kpress_tests::data::Dataset;
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
@@ -57,32 +56,6 @@ fn old_producer(compression: Compression) -> ProduceOptions {
     }
 }
 
-/// Problems with what the broker stored: every batch valid, in `codec`, holding `expected`.
-fn stored_problems(
-    topic: &str,
-    dump: &DumpedSegment,
-    codec: Compression,
-    expected: &[Vec<u8>],
-) -> Vec<String> {
-    let mut problems: Vec<String> = dump
-        .problems
-        .iter()
-        .map(|p| format!("{topic}: DumpLogSegments: {p}"))
-        .collect();
-    for batch in dump.batches.iter().filter(|b| !b.is_control) {
-        if !batch.is_valid || batch.compresscodec != codec.dump_name() {
-            problems.push(format!(
-                "{topic}: batch at {} ({} records) stored as {}, valid {}; expected {codec}",
-                batch.base_offset, batch.count, batch.compresscodec, batch.is_valid
-            ));
-        }
-    }
-    if let Some(diff) = diff_records(expected, &dump.payloads()) {
-        problems.push(format!("{topic}: stored records: {diff}"));
-    }
-    problems
-}
-
 /// Produces the apache log with the old client into each `(topic, codec)` through
 /// kpress, then checks the stored codec (`stored(codec)`, from DumpLogSegments) and
 /// reads every topic back through kpress with the old and the current client.
@@ -122,12 +95,7 @@ fn produce_store_and_read_back(
     let mut batches = 0;
     for ((topic, codec), dump) in pairs.iter().zip(&dumps) {
         batches += dump.batches.len();
-        problems.extend(stored_problems(
-            topic,
-            dump,
-            stored(topic, *codec),
-            &expected,
-        ));
+        problems.extend(dump.problems_storing(topic, stored(topic, *codec), &expected));
     }
     let options = ConsumeOptions {
         timeout: Duration::from_secs(120),

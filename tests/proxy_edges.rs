@@ -7,7 +7,6 @@ use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, write_records, Dataset};
-use kpress_tests::dump::DumpedSegment;
 use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
 use kpress_tests::kpress::{storing_rules, KpressProxy};
 use kpress_tests::raw_produce::produce_raw_by_id;
@@ -27,28 +26,6 @@ fn rules() -> String {
 fn shared_cluster() -> &'static KafkaCluster {
     static CLUSTER: OnceLock<KafkaCluster> = OnceLock::new();
     CLUSTER.get_or_init(|| KafkaCluster::start(kafka_version(), 1).expect("starting Kafka"))
-}
-
-/// Problems with what the broker stored: every batch valid, in `codec`, holding `expected`.
-fn stored_problems(
-    topic: &str,
-    dump: &DumpedSegment,
-    codec: Compression,
-    expected: &[Vec<u8>],
-) -> Vec<String> {
-    let mut problems: Vec<String> = dump.problems.clone();
-    for batch in &dump.batches {
-        if !batch.is_valid || batch.compresscodec != codec.dump_name() {
-            problems.push(format!(
-                "{topic}: batch at {} ({} records) stored as {}, valid {}; the policy says {codec}",
-                batch.base_offset, batch.count, batch.compresscodec, batch.is_valid
-            ));
-        }
-    }
-    if let Some(diff) = diff_records(expected, &dump.payloads()) {
-        problems.push(format!("{topic}: stored records: {diff}"));
-    }
-    problems
 }
 
 /// Topic ids by name, from a Metadata v12 request sent straight to the broker.
@@ -126,12 +103,7 @@ fn produce_v13_for_a_topic_created_behind_kpress() {
         }
     }
     let dump = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
-    failures.extend(stored_problems(
-        topic,
-        &dump[0],
-        Compression::Zstd,
-        &expected,
-    ));
+    failures.extend(dump[0].problems_storing(topic, Compression::Zstd, &expected));
     if dump[0].batches.len() != 3 {
         failures.push(format!("{} batches stored, 3 sent", dump[0].batches.len()));
     }
@@ -231,7 +203,7 @@ fn sasl_plain_clients_authenticate_through_kpress() {
         .iter()
         .zip(cluster.dump_partition_0(&topics).expect("DumpLogSegments"))
     {
-        failures.extend(stored_problems(topic, &dump, Compression::Zstd, &expected));
+        failures.extend(dump.problems_storing(topic, Compression::Zstd, &expected));
         failures.extend(kcat::read_back_problem(
             &bootstrap,
             topic,
@@ -299,12 +271,13 @@ fn sigterm_stops_kpress_with_exit_status_0() {
         kcat::read_back_problem(&proxy.bootstrap(), topic, 0, &[], &expected)
             .into_iter()
             .collect();
-    failures.extend(stored_problems(
-        topic,
-        &cluster.dump_partition_0(&[topic]).expect("DumpLogSegments")[0],
-        Compression::Zstd,
-        &expected,
-    ));
+    failures.extend(
+        cluster.dump_partition_0(&[topic]).expect("DumpLogSegments")[0].problems_storing(
+            topic,
+            Compression::Zstd,
+            &expected,
+        ),
+    );
 
     let status = proxy.terminate(Duration::from_secs(20));
     let log = proxy.log();

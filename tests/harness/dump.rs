@@ -2,6 +2,8 @@
 //! --print-data-log`, parsed per batch (offsets, count, codec, CRC, validity) and per
 //! record (offset and payload).
 
+use crate::compression::Compression;
+use crate::data::diff_records;
 use crate::java;
 use crate::process::run_ok;
 use anyhow::{bail, Context};
@@ -62,6 +64,35 @@ pub struct DumpedSegment {
 }
 
 impl DumpedSegment {
+    /// What is wrong with `topic`'s stored segment, if it should hold exactly
+    /// `expected` in data batches of `codec`, each valid: one line per finding
+    /// (DumpLogSegments' own, a batch in another codec or invalid, a record missing,
+    /// extra or different). Control batches (transaction markers) are not data.
+    pub fn problems_storing(
+        &self,
+        topic: &str,
+        codec: Compression,
+        expected: &[Vec<u8>],
+    ) -> Vec<String> {
+        let mut problems: Vec<String> = self
+            .problems
+            .iter()
+            .map(|p| format!("{topic}: DumpLogSegments: {p}"))
+            .collect();
+        for batch in self.batches.iter().filter(|b| !b.is_control) {
+            if !batch.is_valid || batch.compresscodec != codec.dump_name() {
+                problems.push(format!(
+                    "{topic}: batch at {} ({} records) stored as {}, valid {}; expected {codec}",
+                    batch.base_offset, batch.count, batch.compresscodec, batch.is_valid
+                ));
+            }
+        }
+        if let Some(diff) = diff_records(expected, &self.payloads()) {
+            problems.push(format!("{topic}: stored records: {diff}"));
+        }
+        problems
+    }
+
     /// Every record payload of the segment, in order.
     pub fn payloads(&self) -> Vec<Vec<u8>> {
         self.batches
