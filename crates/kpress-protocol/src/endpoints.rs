@@ -185,6 +185,17 @@ fn rewrite_endpoints<E: NodeEndpoint>(
     if count == 0 {
         return Ok(None);
     }
+    // The bounds-checked walk first: kafka-protocol would take tagged fields Kafka
+    // cannot read (tags over i32::MAX) and drop them when re-encoding.
+    let mut walk = Reader::new(&content[reader.position()..]);
+    for _ in 0..count {
+        walk.i32().map_err(&malformed)?; // node_id
+        walk.skip_string(true).map_err(&malformed)?; // host
+        walk.i32().map_err(&malformed)?; // port
+        walk.skip_string(true).map_err(&malformed)?; // rack, nullable
+        walk.skip_tagged_fields().map_err(&malformed)?;
+    }
+    walk.finish().map_err(&malformed)?;
     let mut buf = &content[reader.position()..];
     let mut endpoints = Vec::with_capacity(count);
     for _ in 0..count {
