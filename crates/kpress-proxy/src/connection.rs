@@ -298,23 +298,17 @@ fn finish_rewrite(
     let record_metrics = |rewrite: &ProduceRewrite| {
         rewrite.record_metrics(&shared.topic_labels, |topic| shared.is_known_topic(topic))
     };
-    let over_max_frame = |bytes: &BytesMut| bytes.len() - SIZE_PREFIX_LEN > shared.max_frame_bytes;
-    let bytes = match rewrite.frame.take() {
-        None if !rewrite.over_max_frame => {
-            record_metrics(&rewrite);
-            return Ok(Forward::Original(frame));
-        }
-        Some(bytes) if !over_max_frame(&bytes) => bytes,
-        // Kafka refuses frames over socket.request.max.bytes; a rewrite that grew the
-        // request past kpress's own frame limit is not sent.
-        _ => {
-            metrics::rewrite_dropped("max_frame_bytes");
-            tracing::debug!(
-                correlation_id = header.correlation_id,
-                "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
-            );
-            return Ok(Forward::Original(frame));
-        }
+    if rewrite.over_max_frame {
+        metrics::rewrite_dropped("max_frame_bytes");
+        tracing::debug!(
+            correlation_id = header.correlation_id,
+            "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
+        );
+        return Ok(Forward::Original(frame));
+    }
+    let Some(bytes) = rewrite.frame.take() else {
+        record_metrics(&rewrite);
+        return Ok(Forward::Original(frame));
     };
     // The output is counted too; if the budget has no room for it right now, the
     // original goes (waiting here while holding the input could deadlock the pool).

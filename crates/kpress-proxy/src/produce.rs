@@ -28,8 +28,8 @@ pub(crate) struct ProduceRewrite {
     pub(crate) unknown_topic_ids: Vec<[u8; 16]>,
     /// Further distinct unknown ids, beyond those listed.
     pub(crate) unknown_topic_ids_omitted: usize,
-    /// The rewritten records alone outgrew `max_frame_bytes`, so the rewrite was
-    /// stopped and `frame` is `None`.
+    /// The rewrite would be a frame over `max_frame_bytes` (it was stopped once its
+    /// records alone outgrew it), so `frame` is `None`: forward the original.
     pub(crate) over_max_frame: bool,
     /// Each batch's outcome, grouped by topic in request order.
     pub(crate) outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
@@ -107,7 +107,12 @@ pub(crate) fn rewrite_produce(
         };
         let splice =
             rewrite_produce_with(payload, header_len, api_version, topic_name, &mut rewriter)?;
-        let over_max_frame = rewriter.over_max_frame;
+        // Kafka refuses frames over socket.request.max.bytes: neither rewritten records
+        // that outgrew it nor a whole new request over it is ever sent.
+        let over_max_frame = rewriter.over_max_frame
+            || splice
+                .payload()
+                .is_some_and(|payload| payload.len() > limits.max_frame_bytes);
         Ok(ProduceRewrite {
             frame: splice.frame.filter(|_| !over_max_frame),
             over_max_frame,
