@@ -17,6 +17,12 @@ use crate::budget::{BudgetPermit, ConnectionPool, OverBudget};
 /// never waits ahead of small ones for one big reservation.
 const CHUNK_BYTES: usize = 64 << 10;
 
+/// Capacity set aside when a frame begins: Kafka's default `max.request.size`, so a
+/// typical request lands in one allocation without being moved as it grows. It is
+/// address space until written (budget is taken per chunk as bytes arrive); larger
+/// frames grow from there.
+const FIRST_CAPACITY: usize = 1 << 20;
+
 /// A frame as read: its size prefix and body, and the budget bytes it holds.
 #[derive(Debug)]
 pub(crate) struct Frame {
@@ -127,7 +133,7 @@ async fn read_rest<R: AsyncRead + Unpin>(
     let frame_len = SIZE_PREFIX_LEN + body_len;
     progress.expected = frame_len;
     let mut permit = pool.acquire(frame_len.min(CHUNK_BYTES)).await?;
-    let mut bytes = BytesMut::with_capacity(permit.bytes());
+    let mut bytes = BytesMut::with_capacity(frame_len.min(FIRST_CAPACITY));
     bytes.put_slice(&prefix);
     // `take` stops at the frame's end so the next frame stays in the stream.
     let mut body = AsyncReadExt::take(&mut *reader, body_len as u64);
