@@ -504,7 +504,7 @@ mod tests {
 
     /// Settings for in-memory tests: 1 MiB frames, a connection may hold one.
     fn settings(max_inflight_bytes: usize, node_port_base: u16) -> ProxySettings {
-        let mut settings = ProxySettings::new(
+        let mut settings = ProxySettings::for_tests(
             SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             "kpress.test".into(),
             node_port_base,

@@ -36,9 +36,6 @@ use crate::budget::Direction;
 use crate::cluster::AddressObserver;
 use crate::shared::{Shared, SharedConfig, UpstreamTarget};
 
-/// Kafka's `socket.request.max.bytes` default: the largest frame kpress accepts.
-pub const DEFAULT_MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
-
 /// How the proxy listens, where the brokers are, and its limits.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
@@ -76,21 +73,25 @@ pub struct ProxySettings {
 }
 
 impl ProxySettings {
-    /// Settings with kpress's default limits (Kafka's where Kafka has one).
-    pub fn new(
+    /// Settings for in-crate tests: the binary takes every value from the policy
+    /// file (kpress-config holds the defaults), so these are only plausible ones.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
         bind: SocketAddr,
         advertised_host: String,
         node_port_base: u16,
         bootstrap_servers: Vec<String>,
     ) -> ProxySettings {
+        // Kafka's socket.request.max.bytes.
+        const MAX_FRAME_BYTES: usize = 100 << 20;
         ProxySettings {
             bind,
             advertised_host,
             node_port_base,
             bootstrap_servers,
-            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_frame_bytes: MAX_FRAME_BYTES,
             max_inflight_bytes: 256 << 20,
-            max_connection_inflight_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_connection_inflight_bytes: MAX_FRAME_BYTES,
             max_connections: 10_000,
             frame_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(600),
@@ -364,7 +365,7 @@ mod tests {
             max_inflight_bytes: 4 << 20,
             max_connection_inflight_bytes: 1 << 20,
             shutdown_grace: Duration::from_millis(500),
-            ..ProxySettings::new(
+            ..ProxySettings::for_tests(
                 bind,
                 "127.0.0.1".into(),
                 node_port_base,
@@ -419,7 +420,7 @@ mod tests {
         let node_port_base = free_port();
         let settings = ProxySettings {
             shutdown_grace: Duration::from_millis(100),
-            ..ProxySettings::new(
+            ..ProxySettings::for_tests(
                 bind,
                 "127.0.0.1".into(),
                 node_port_base,
@@ -465,8 +466,8 @@ mod tests {
     #[test]
     fn settings_that_cannot_work_are_refused() {
         let base = ProxySettings {
-            max_inflight_bytes: 2 * DEFAULT_MAX_FRAME_BYTES,
-            ..ProxySettings::new(
+            max_inflight_bytes: 2 * (100 << 20),
+            ..ProxySettings::for_tests(
                 SocketAddr::from(([127, 0, 0, 1], 0)),
                 "h".into(),
                 20000,
