@@ -157,6 +157,24 @@ fn assert_rewritten(proxy: &KpressProxy, topic: &str) {
     );
 }
 
+/// An idempotent `acks=all` producer of sequenced dataset lines writing `codec`
+/// batches into `topic` at `rate` records/s through `bootstrap`; `name` tags its files.
+fn steady_producer(
+    bootstrap: &str,
+    topic: &str,
+    name: &str,
+    codec: Compression,
+    rate: u32,
+) -> SteadyProducer {
+    SteadyProducer::start(
+        bootstrap,
+        topic,
+        name,
+        &SteadyOptions::new(codec, rate, &lines()),
+    )
+    .expect("starting the producer")
+}
+
 /// A broker killed with SIGKILL while it leads the partition a producer writes to:
 /// requests through kpress to it are cut off mid-flight, the two other nodes elect a
 /// new leader, the producer (through kpress) finds it and goes on; the killed node is
@@ -168,13 +186,7 @@ fn broker_killed_mid_request_and_restarted() {
     create_topic(&cluster, topic, 3);
     let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let mut producer = SteadyProducer::start(
-        &proxy.bootstrap(),
-        topic,
-        "kill",
-        &SteadyOptions::new(Compression::Lz4, 3000, &lines()),
-    )
-    .expect("starting the producer");
+    let mut producer = steady_producer(&proxy.bootstrap(), topic, "kill", Compression::Lz4, 3000);
     let context = |cluster: &KafkaCluster| format!("{}\n{}", proxy.log(), cluster.describe_logs());
     producer
         .wait_acked(STEP, RECOVERY)
@@ -219,13 +231,8 @@ fn leadership_moves_to_another_node() {
     create_topic(&cluster, topic, 3);
     let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let mut producer = SteadyProducer::start(
-        &proxy.bootstrap(),
-        topic,
-        "leader",
-        &SteadyOptions::new(Compression::Gzip, 3000, &lines()),
-    )
-    .expect("starting the producer");
+    let mut producer =
+        steady_producer(&proxy.bootstrap(), topic, "leader", Compression::Gzip, 3000);
     let context = || format!("{}\n{}", proxy.log(), cluster.describe_logs());
     producer
         .wait_acked(STEP, RECOVERY)
@@ -269,13 +276,13 @@ fn upstream_unreachable_at_start_and_again_later() {
             panic!("kpress run did not come up while its upstream was unreachable: {e:#}");
         }
     };
-    let mut producer = SteadyProducer::start(
+    let mut producer = steady_producer(
         &proxy.bootstrap(),
         topic,
         "unreachable",
-        &SteadyOptions::new(Compression::Lz4, 2000, &lines()),
-    )
-    .expect("starting the producer");
+        Compression::Lz4,
+        2000,
+    );
     std::thread::sleep(Duration::from_secs(3));
     let early = producer.progress();
     assert_eq!(
@@ -385,13 +392,13 @@ fn client_disconnects_mid_frame() {
     let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let context = || format!("{}\n{}", proxy.log(), cluster.describe_logs());
-    let mut producer = SteadyProducer::start(
+    let mut producer = steady_producer(
         &proxy.bootstrap(),
         topic,
         "half-frame",
-        &SteadyOptions::new(Compression::Gzip, 2000, &lines()),
-    )
-    .expect("starting the producer");
+        Compression::Gzip,
+        2000,
+    );
     producer
         .wait_acked(STEP, RECOVERY)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", context()));
@@ -523,13 +530,8 @@ fn sigterm_under_load_drains_then_exits_0() {
     create_topic(&cluster, idle, 1);
     let ports = FixedPortsProxy::new(&cluster);
     let mut proxy = ports.start();
-    let mut producer = SteadyProducer::start(
-        &proxy.bootstrap(),
-        topic,
-        "sigterm",
-        &SteadyOptions::new(Compression::Lz4, 5000, &lines()),
-    )
-    .expect("starting the producer");
+    let mut producer =
+        steady_producer(&proxy.bootstrap(), topic, "sigterm", Compression::Lz4, 5000);
     producer
         .wait_acked(2 * STEP, RECOVERY)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
