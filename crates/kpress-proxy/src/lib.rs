@@ -207,7 +207,12 @@ async fn rediscover(shared: Arc<Shared>) {
         match discover(&shared).await {
             Ok(nodes) => {
                 if let Err(err) = shared.ensure_node_listeners(&nodes) {
-                    tracing::error!(error = %err, "cannot serve the broker nodes");
+                    // Retried by the next Metadata response a client gets through kpress.
+                    tracing::error!(
+                        error = %err,
+                        "cannot serve the broker nodes: check [listener] bind and node_port_base \
+                         (node N listens on node_port_base + N, and the port must be free)"
+                    );
                 }
                 return;
             }
