@@ -96,14 +96,28 @@ impl Recompressor {
         policy: &RewritePolicy,
         out: &mut Vec<u8>,
     ) -> Outcome {
-        let reason = match RecordBatch::parse(batch) {
-            Ok(parsed) if parsed.bytes().len() == batch.len() => {
-                return self.rewrite_parsed(parsed, policy, None, out)
+        self.rewrite_one(batch, policy, None, PassReason::Malformed, out)
+    }
+
+    /// Rewrites `bytes` if they are exactly one batch, else copies them with the
+    /// reason: `after_first` when a whole batch is followed by more bytes.
+    fn rewrite_one(
+        &mut self,
+        bytes: &[u8],
+        policy: &RewritePolicy,
+        request: Option<&mut ProduceAllowance>,
+        after_first: PassReason,
+        out: &mut Vec<u8>,
+    ) -> Outcome {
+        let reason = match RecordBatch::parse(bytes) {
+            Ok(parsed) if parsed.bytes().len() == bytes.len() => {
+                return self.rewrite_parsed(parsed, policy, request, out)
             }
+            Ok(_) => after_first,
             Err(BatchError::NotMagicV2 { .. }) => PassReason::NotMagicV2,
-            Ok(_) | Err(_) => PassReason::Malformed,
+            Err(_) => PassReason::Malformed,
         };
-        out.extend_from_slice(batch);
+        out.extend_from_slice(bytes);
         Outcome::PassedThrough(reason)
     }
 
@@ -190,23 +204,13 @@ impl Recompressor {
         out: &mut Vec<u8>,
         mut on_batch: impl FnMut(&Outcome, usize),
     ) {
-        let outcome = match RecordBatch::parse(records) {
-            Ok(batch) if batch.bytes().len() == records.len() => {
-                self.rewrite_parsed(batch, policy, Some(request), out)
-            }
-            Ok(_) => {
-                out.extend_from_slice(records);
-                Outcome::PassedThrough(PassReason::MultipleBatches)
-            }
-            Err(BatchError::NotMagicV2 { .. }) => {
-                out.extend_from_slice(records);
-                Outcome::PassedThrough(PassReason::NotMagicV2)
-            }
-            Err(_) => {
-                out.extend_from_slice(records);
-                Outcome::PassedThrough(PassReason::Malformed)
-            }
-        };
+        let outcome = self.rewrite_one(
+            records,
+            policy,
+            Some(request),
+            PassReason::MultipleBatches,
+            out,
+        );
         on_batch(&outcome, records.len());
     }
 
