@@ -10,6 +10,7 @@ pub const METADATA: i16 = ApiKey::Metadata as i16;
 pub const FIND_COORDINATOR: i16 = ApiKey::FindCoordinator as i16;
 pub const SASL_HANDSHAKE: i16 = ApiKey::SaslHandshake as i16;
 pub const API_VERSIONS: i16 = ApiKey::ApiVersions as i16;
+pub const SASL_AUTHENTICATE: i16 = ApiKey::SaslAuthenticate as i16;
 pub const DESCRIBE_QUORUM: i16 = ApiKey::DescribeQuorum as i16;
 pub const DESCRIBE_CLUSTER: i16 = ApiKey::DescribeCluster as i16;
 pub const SHARE_FETCH: i16 = ApiKey::ShareFetch as i16;
@@ -29,12 +30,13 @@ mod tests {
                 FIND_COORDINATOR,
                 SASL_HANDSHAKE,
                 API_VERSIONS,
+                SASL_AUTHENTICATE,
                 DESCRIBE_QUORUM,
                 DESCRIBE_CLUSTER,
                 SHARE_FETCH,
                 SHARE_ACKNOWLEDGE
             ],
-            [0, 1, 3, 10, 17, 18, 55, 60, 78, 79]
+            [0, 1, 3, 10, 17, 18, 36, 55, 60, 78, 79]
         );
     }
 }

@@ -71,6 +71,7 @@ pub mod frame;
 mod metadata;
 mod produce;
 mod response;
+pub mod sasl;
 mod wire;
 
 pub use api_versions::{
