@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 use kpress_batch::RecompressMode;
 use kpress_codec::gzip_providers::{ProviderKind, Registry};
@@ -15,11 +16,11 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
-use crate::settings::{
-    Compression, Config, Limits, ListenerSettings, MetricsSettings, TopicPolicy, TopicRule,
-    UpstreamSettings,
-};
+use crate::settings::{Compression, Config, Limits, MetricsSettings, TopicPolicy, TopicRule};
 use crate::topic_match::TopicPattern;
+
+mod listener;
+mod upstream;
 
 const SECTIONS: [&str; 6] = [
     "listener", "upstream", "limits", "metrics", "defaults", "topics",
@@ -52,7 +53,15 @@ struct FlatKey<'a, 'i> {
 }
 
 /// Parses a whole policy file; `Err` holds every problem, in file order.
-pub(crate) fn parse_document(text: &str, source_name: &str) -> Result<Config, Vec<Problem>> {
+///
+/// With `base_dir` (the policy file's directory), relative file paths in the policy are
+/// resolved against it and every named file must be there and readable; without it the
+/// text alone is checked and paths are kept as written.
+pub(crate) fn parse_document(
+    text: &str,
+    source_name: &str,
+    base_dir: Option<&Path>,
+) -> Result<Config, Vec<Problem>> {
     let (root, syntax_errors) = DeTable::parse_recoverable(text);
     if !syntax_errors.is_empty() {
         // Past a syntax error the document is a guess: report the syntax only.
@@ -75,6 +84,7 @@ pub(crate) fn parse_document(text: &str, source_name: &str) -> Result<Config, Ve
     }
     let mut walk = Walk {
         sink: ProblemSink::new(text, source_name),
+        base_dir,
     };
     let config = walk.document(root.get_ref());
     match config {
@@ -85,6 +95,8 @@ pub(crate) fn parse_document(text: &str, source_name: &str) -> Result<Config, Ve
 
 struct Walk<'t> {
     sink: ProblemSink<'t>,
+    /// Set by `load`: where relative paths start, and that named files are checked.
+    base_dir: Option<&'t Path>,
 }
 
 /// The start of the file, for problems with no place of their own (a missing section).
@@ -99,10 +111,16 @@ impl Walk<'_> {
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
+        // A declared SASL cluster changes listener.rewrite_before_auth's default.
+        let upstream_sasl = root
+            .get("upstream")
+            .is_some_and(|u| matches!(u.get_ref(), DeValue::Table(t) if t.contains_key("sasl")));
         for (key, value) in root.iter() {
             match key.get_ref().as_ref() {
                 "listener" => {
-                    listener = self.table(key, value).and_then(|t| self.listener(t, value))
+                    listener = self
+                        .table(key, value)
+                        .and_then(|t| self.listener(t, value, upstream_sasl))
                 }
                 "upstream" => {
                     upstream = self.table(key, value).and_then(|t| self.upstream(t, value))
@@ -212,11 +230,31 @@ impl Walk<'_> {
         table: &'a DeTable<'i>,
         known: &[&str],
     ) -> HashMap<String, Entry<'a, 'i>> {
+        self.known_keys_refusing(section, table, known, &[])
+    }
+
+    /// As [`Walk::known_keys`], and each key of `refused` is reported with its reason
+    /// (a key people write that kpress must never take). Its value is not shown.
+    fn known_keys_refusing<'a, 'i>(
+        &mut self,
+        section: &str,
+        table: &'a DeTable<'i>,
+        known: &[&str],
+        refused: &[(&str, &str)],
+    ) -> HashMap<String, Entry<'a, 'i>> {
         let mut found = HashMap::new();
         for (key, value) in table.iter() {
             let name = key.get_ref().as_ref();
             if known.contains(&name) {
                 found.insert(name.to_owned(), (key, value));
+            } else if let Some((_, why)) = refused.iter().find(|(r, _)| *r == name) {
+                self.sink.report(
+                    &key.span(),
+                    Some(&format!("{section}.{name}")),
+                    None,
+                    *why,
+                    None,
+                );
             } else {
                 self.sink.unknown_name(
                     &key.span(),
@@ -239,124 +277,6 @@ impl Walk<'_> {
             format!("missing key in [{section}]"),
             None,
         );
-    }
-
-    /// `Some(None)`: problems were reported; the section is unusable but the walk goes on.
-    fn listener(
-        &mut self,
-        table: &DeTable<'_>,
-        section: &Spanned<DeValue<'_>>,
-    ) -> Option<ListenerSettings> {
-        let keys = self.known_keys(
-            "listener",
-            table,
-            &["bind", "advertised_host", "node_port_base"],
-        );
-        let bind = match keys.get("bind") {
-            Some((_, v)) => self.socket_addr("listener.bind", v),
-            None => {
-                self.missing_key("listener", "bind", section);
-                None
-            }
-        };
-        let node_port_base = match keys.get("node_port_base") {
-            Some((_, v)) => self
-                .integer_in("listener.node_port_base", v, 1, u16::MAX.into(), "1..65535")
-                .map(|p| p as u16),
-            None => {
-                self.missing_key("listener", "node_port_base", section);
-                None
-            }
-        };
-        let advertised_host = match keys.get("advertised_host") {
-            Some((_, v)) => self.string("listener.advertised_host", v).and_then(|host| {
-                if host.is_empty() || host.contains(char::is_whitespace) {
-                    self.sink.bad_value(
-                        "listener.advertised_host",
-                        &v.span(),
-                        "must be a host name or IP address without spaces",
-                        None,
-                    );
-                    None
-                } else {
-                    Some(host.to_owned())
-                }
-            }),
-            // Clients can reach the bind address itself unless it is a wildcard.
-            None => match bind {
-                Some(b) if !b.ip().is_unspecified() => Some(b.ip().to_string()),
-                Some(b) => {
-                    let at = keys.get("bind").map_or(FILE_START, |(_, v)| v.span());
-                    self.sink.report(
-                        &at,
-                        Some("listener.advertised_host"),
-                        None,
-                        format!(
-                            "missing: listener.bind is the wildcard {}, so clients need a host to be sent to",
-                            b.ip()
-                        ),
-                        None,
-                    );
-                    None
-                }
-                None => None,
-            },
-        };
-        Some(ListenerSettings {
-            bind: bind?,
-            advertised_host: advertised_host?,
-            node_port_base: node_port_base?,
-        })
-    }
-
-    fn upstream(
-        &mut self,
-        table: &DeTable<'_>,
-        section: &Spanned<DeValue<'_>>,
-    ) -> Option<UpstreamSettings> {
-        let keys = self.known_keys("upstream", table, &["bootstrap_servers"]);
-        let Some((_, value)) = keys.get("bootstrap_servers") else {
-            self.missing_key("upstream", "bootstrap_servers", section);
-            return None;
-        };
-        const KEY: &str = "upstream.bootstrap_servers";
-        let DeValue::Array(items) = value.get_ref() else {
-            self.sink.bad_value(
-                KEY,
-                &value.span(),
-                format!(
-                    "must be an array of \"host:port\" strings, not {}",
-                    value.get_ref().type_str()
-                ),
-                None,
-            );
-            return None;
-        };
-        if items.is_empty() {
-            self.sink
-                .bad_value(KEY, &value.span(), "needs at least one \"host:port\"", None);
-            return None;
-        }
-        let mut servers = Vec::with_capacity(items.len());
-        let mut all_ok = true;
-        for item in items.iter() {
-            match self.string(KEY, item) {
-                Some(s) if is_host_port(s) => servers.push(s.to_owned()),
-                Some(_) => {
-                    self.sink.bad_value(
-                        KEY,
-                        &item.span(),
-                        "not a \"host:port\" address",
-                        Some("host:port with port 1..65535, [IPv6]:port".to_owned()),
-                    );
-                    all_ok = false;
-                }
-                None => all_ok = false,
-            }
-        }
-        all_ok.then_some(UpstreamSettings {
-            bootstrap_servers: servers,
-        })
     }
 
     fn limits(&mut self, table: &DeTable<'_>) -> Option<Limits> {
@@ -871,6 +791,114 @@ impl Walk<'_> {
             }
         }
     }
+
+    /// A table nested in a section (`[listener.tls]`), named in full in problems.
+    fn subtable<'a, 'i>(
+        &mut self,
+        key: &str,
+        value: &'a Spanned<DeValue<'i>>,
+    ) -> Option<&'a DeTable<'i>> {
+        match value.get_ref() {
+            DeValue::Table(t) => Some(t),
+            other => {
+                self.sink.bad_value(
+                    key,
+                    &value.span(),
+                    format!("must be a table, not {}", other.type_str()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// One of the names in `choices`, spelt exactly; `what` names the kind of thing.
+    fn choice<T: Copy>(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+        what: &str,
+        choices: &[(&str, T)],
+    ) -> Option<T> {
+        let allowed = || {
+            choices
+                .iter()
+                .map(|(name, _)| format!("\"{name}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let DeValue::String(text) = value.get_ref() else {
+            self.sink.bad_value(
+                key,
+                &value.span(),
+                format!("must be a string, not {}", value.get_ref().type_str()),
+                Some(allowed()),
+            );
+            return None;
+        };
+        let text: &str = text.as_ref();
+        if let Some((_, chosen)) = choices.iter().find(|(name, _)| *name == text) {
+            return Some(*chosen);
+        }
+        let message = match choices
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(text))
+        {
+            Some((name, _)) => {
+                format!("unknown {what}: names are case-sensitive, write \"{name}\"")
+            }
+            None => format!("unknown {what}"),
+        };
+        self.sink
+            .bad_value(key, &value.span(), message, Some(allowed()));
+        None
+    }
+
+    /// A non-empty string without control characters, such as a name.
+    fn name_text(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<String> {
+        let text = self.string(key, value)?;
+        if text.is_empty() || text.contains(char::is_control) {
+            self.sink.bad_value(
+                key,
+                &value.span(),
+                "must not be empty or hold control characters",
+                None,
+            );
+            return None;
+        }
+        Some(text.to_owned())
+    }
+
+    /// A file the policy names (a certificate, a key, a password). As written by
+    /// `parse`; under `load`, resolved against the policy file's directory when
+    /// relative, and checked to be a readable file.
+    fn file_path(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<PathBuf> {
+        let written = PathBuf::from(self.name_text(key, value)?);
+        let Some(base_dir) = self.base_dir else {
+            return Some(written);
+        };
+        let path = base_dir.join(&written);
+        let shown = path.display();
+        let problem = match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Some(format!("file not found: {shown}"))
+            }
+            Err(e) => Some(format!("cannot read {shown}: {e}")),
+            Ok(meta) if meta.is_dir() => Some(format!("{shown} is a directory, not a file")),
+            // Opening a FIFO or a device could block or read without end.
+            Ok(meta) if !meta.is_file() => Some(format!("{shown} is not a regular file")),
+            Ok(_) => std::fs::File::open(&path)
+                .err()
+                .map(|e| format!("cannot read {shown}: {e}")),
+        };
+        match problem {
+            Some(message) => {
+                self.sink.bad_value(key, &value.span(), message, None);
+                None
+            }
+            None => Some(path),
+        }
+    }
 }
 
 /// Joins TOML's nested tables back into Kafka's dotted names: `compression.zstd.level = 3`
@@ -907,19 +935,4 @@ fn conflicts(a: SocketAddr, b: SocketAddr) -> bool {
     a.port() == b.port()
         && a.port() != 0
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
-}
-
-/// `host:port` or `[v6]:port` with a port in 1..=65535.
-fn is_host_port(s: &str) -> bool {
-    let Some((host, port)) = s.rsplit_once(':') else {
-        return false;
-    };
-    let host_ok = if let Some(inner) = host.strip_prefix('[') {
-        inner
-            .strip_suffix(']')
-            .is_some_and(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok())
-    } else {
-        !host.is_empty() && !host.contains(|c: char| c.is_whitespace() || c == ':' || c == '/')
-    };
-    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
 }

@@ -1,5 +1,6 @@
-//! kpress's TOML policy file: where to listen, which brokers to front, memory limits,
-//! the metrics endpoint, and per-topic compression rules under Kafka's property names.
+//! kpress's TOML policy file: where to listen, which brokers to front, TLS and SASL on
+//! either side, memory limits, the metrics endpoint, and per-topic compression rules
+//! under Kafka's property names.
 //!
 //! [`parse`] checks a text and reports every problem as
 //! `FILE:LINE:COL: key = value: what is wrong (allowed: …)`; [`load`] reads a file
@@ -9,10 +10,28 @@
 //! ```toml
 //! [listener]
 //! bind = "127.0.0.1:19092"
-//! advertised_host = "127.0.0.1"
-//! node_port_base = 19100          # broker node N is served on port node_port_base + N
+//! mode = "ports"                  # default: a port per broker node; or "sni"
+//! advertised_host = "127.0.0.1"   # ports mode; default: bind's IP unless a wildcard
+//! node_port_base = 19100          # ports mode: broker node N is served on port node_port_base + N
+//! rewrite_before_auth = true      # default: false with [upstream.sasl], true without
+//! [listener.tls]                  # optional: TLS from clients (required in sni mode)
+//! cert = "certs/kpress.pem"       # PEM certificate chain, leaf first
+//! key = "certs/kpress.key"        # PEM private key
+//! client_ca = "certs/clients-ca.pem"   # optional: clients must present a certificate it signed
+//! client_auth = "required"        # with client_ca: "required" (default) or "requested"
+//! min_version = "1.2"             # "1.2" (default) or "1.3"
 //! [upstream]
 //! bootstrap_servers = ["127.0.0.1:9092"]
+//! [upstream.tls]                  # optional: TLS to the brokers
+//! ca = "certs/kafka-ca.pem"       # optional; absent: the system's roots
+//! cert = "certs/kpress-client.pem"     # optional, with key: a client certificate for brokers
+//! key = "certs/kpress-client.key"
+//! server_name = "kafka.internal"  # optional: the name checked in brokers' certificates
+//! verify = true                   # false accepts any certificate (a warning at every start)
+//! [upstream.sasl]                 # optional: kpress's own credentials for its side connections
+//! mechanism = "SCRAM-SHA-512"     # "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512"
+//! username = "kpress"
+//! password_file = "secrets/kpress-password"   # or password_env = "KPRESS_SASL_PASSWORD"
 //! [limits]                        # optional
 //! max_batch_bytes = 1048588
 //! [metrics]                       # optional Prometheus endpoint
@@ -36,37 +55,69 @@
 //! codec. Every `compression.*` option of `kpress_codec` is accepted, with its range;
 //! `compression.gzip.provider` (KIP-1121) is a string and also selects the provider that
 //! reads gzip input of the topic, whatever its target codec.
+//!
+//! **sni mode** (`mode = "sni"`) serves every broker node on `bind`'s port and tells them
+//! apart by the TLS server name (SNI) clients send, so it needs `[listener.tls]`. Its keys
+//! replace `advertised_host` and `node_port_base`, which are errors there (and its keys
+//! are errors in ports mode, never silently ignored):
+//! `advertised_host_pattern = "broker-{node}.kafka.example.com"` (required: a DNS name with
+//! `{node}` once, see [`HostPattern`]), `bootstrap_host` (optional: the bootstrap's own
+//! name, which must not be a node's; connections without SNI reach the bootstrap too),
+//! and `advertised_port` (optional: the port handed out, default `bind`'s).
+//!
+//! **`rewrite_before_auth`**: with `false`, a connection's batches pass through untouched
+//! until it has authenticated with SASL, so an unauthenticated client cannot spend kpress's
+//! CPU. The default is `false` when `[upstream.sasl]` is present (the file declares a SASL
+//! cluster) and `true` otherwise; the resolved value is in [`ListenerSettings`].
+//!
+//! **Secrets** never sit in the policy file: `[upstream.sasl]` refuses `password` and takes
+//! `password_file` or `password_env` (exactly one).
+//!
+//! **Files**: relative paths of certificates, keys, CAs and the password file are relative
+//! to the policy file's directory (containers mount them beside the policy). [`parse`]
+//! reads text alone and keeps paths as written; [`load`] resolves them and reports a named
+//! file that is missing or unreadable as a problem at its key. Neither reads PEM contents
+//! (the proxy's TLS loader does) nor the variable `password_env` names (it may be set only
+//! where kpress runs).
 
 mod document;
+mod host_name;
 mod policy_set;
 mod problem;
 mod settings;
 mod topic_match;
 
+pub use host_name::{
+    check_dns_name, HostNameError, HostPattern, DNS_LABEL_MAX_CHARS, DNS_NAME_MAX_CHARS,
+};
 pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
-    Compression, Config, Limits, ListenerSettings, MetricsSettings, TopicPolicy, TopicRule,
-    UpstreamSettings, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, MAX_BATCH_BYTES_DEFAULT,
-    MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT,
-    MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
-    MAX_TOPIC_LABELS_DEFAULT,
+    ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls, MetricsSettings,
+    NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule, UpstreamSasl,
+    UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
+    MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
+    MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
+    MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
 };
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
 
 use std::path::Path;
 
 /// Parses a policy file's text; `source_name` (usually the path) prefixes every problem.
+/// Looks at no file: paths in the policy are kept as written.
 pub fn parse(text: &str, source_name: &str) -> Result<Config, ConfigError> {
-    document::parse_document(text, source_name).map_err(ConfigError::Invalid)
+    document::parse_document(text, source_name, None).map_err(ConfigError::Invalid)
 }
 
-/// Reads and parses a policy file.
+/// Reads and parses a policy file, resolving relative paths in it against the file's
+/// directory and checking that every file it names can be read.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: name.clone(),
         source,
     })?;
-    parse(&text, &name)
+    let dir = path.parent().unwrap_or(Path::new(""));
+    document::parse_document(&text, &name, Some(dir)).map_err(ConfigError::Invalid)
 }

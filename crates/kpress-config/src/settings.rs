@@ -2,12 +2,14 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use kpress_batch::RecompressMode;
 use kpress_codec::gzip_providers::{ProviderChoice, Registry};
 use kpress_codec::options::GZIP_PROVIDER;
 use kpress_codec::{Codec, CompressionOptions};
 
+use crate::host_name::HostPattern;
 use crate::topic_match::TopicPattern;
 
 /// Kafka's `message.max.bytes` default: the largest record batch a broker accepts.
@@ -46,15 +48,97 @@ pub struct Config {
     pub topics: Vec<TopicRule>,
 }
 
-/// `[listener]`: where clients connect.
+/// `[listener]`: where clients connect, and how they tell broker nodes apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenerSettings {
     /// The bootstrap address clients put in `bootstrap.servers`.
     pub bind: SocketAddr,
-    /// The host written into rewritten broker addresses (Metadata and the like).
-    pub advertised_host: String,
-    /// Broker node N is served on port `node_port_base + N`.
-    pub node_port_base: u16,
+    /// `mode`: a port per broker node, or one port with nodes named by SNI.
+    pub routing: NodeRouting,
+    /// `[listener.tls]`: `None` is plaintext.
+    pub tls: Option<ListenerTls>,
+    /// Whether a connection's batches are rewritten before it has authenticated
+    /// (SaslAuthenticate succeeded). Default: `false` when `[upstream.sasl]` declares
+    /// a SASL cluster (an unauthenticated client must not spend kpress's CPU), `true`
+    /// otherwise.
+    pub rewrite_before_auth: bool,
+}
+
+/// `listener.mode`: how a client's connection reaches the broker node it wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeRouting {
+    /// `mode = "ports"` (the default): broker node N is served on its own port.
+    Ports {
+        /// The host written into rewritten broker addresses (Metadata and the like).
+        advertised_host: String,
+        /// Broker node N is served on port `node_port_base + N`.
+        node_port_base: u16,
+    },
+    /// `mode = "sni"`: every node on `bind`'s port, told apart by the TLS server name.
+    Sni {
+        /// `advertised_host_pattern`: node N's name, handed out in Metadata and the like.
+        advertised_host_pattern: HostPattern,
+        /// A name of the bootstrap's own; connections without SNI reach it too.
+        bootstrap_host: Option<String>,
+        /// The port written into rewritten broker addresses (default: `bind`'s).
+        advertised_port: u16,
+    },
+}
+
+/// `[listener.tls]`: TLS from clients. Paths are as written by [`crate::parse`] and
+/// resolved against the policy file's directory by [`crate::load`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerTls {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key of the leaf certificate.
+    pub key: PathBuf,
+    /// PEM CA certificates that client certificates must be signed by (mTLS).
+    pub client_ca: Option<PathBuf>,
+    /// [`ClientAuth::None`] exactly when `client_ca` is `None`.
+    pub client_auth: ClientAuth,
+    pub min_version: TlsVersion,
+}
+
+/// `listener.tls.client_auth`: whether clients present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// No `client_ca`: no certificate is asked for.
+    None,
+    /// `"requested"`: asked for; a client without one is let in, one with a bad one is not.
+    Requested,
+    /// `"required"` (the default with `client_ca`): a client without one is refused.
+    Required,
+}
+
+impl ClientAuth {
+    /// The policy file's spelling (`none` is never written: it is the absence of `client_ca`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientAuth::None => "none",
+            ClientAuth::Requested => "requested",
+            ClientAuth::Required => "required",
+        }
+    }
+}
+
+/// `listener.tls.min_version`: the oldest TLS version clients may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// `"1.2"`, the default.
+    Tls12,
+    /// `"1.3"`.
+    Tls13,
+}
+
+impl TlsVersion {
+    /// The policy file's spelling: `1.2`, `1.3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
 }
 
 /// `[upstream]`: the real brokers.
@@ -62,6 +146,70 @@ pub struct ListenerSettings {
 pub struct UpstreamSettings {
     /// `host:port` entries, as in Kafka's `bootstrap.servers`.
     pub bootstrap_servers: Vec<String>,
+    /// `[upstream.tls]`: `None` is plaintext to the brokers.
+    pub tls: Option<UpstreamTls>,
+    /// `[upstream.sasl]`: kpress's own credentials, for its side connections only.
+    pub sasl: Option<UpstreamSasl>,
+}
+
+/// `[upstream.tls]`: TLS to the brokers. Paths as in [`ListenerTls`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTls {
+    /// PEM CA certificates brokers' certificates are checked against; `None`: the
+    /// system's roots.
+    pub ca: Option<PathBuf>,
+    /// `cert` and `key`: kpress's certificate chain and private key, for brokers that
+    /// require client certificates (mTLS).
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// The name checked in brokers' certificates instead of the host kpress connects to
+    /// (a DNS name or an IP address).
+    pub server_name: Option<String>,
+    /// `false` accepts any certificate: the binary warns at every start.
+    pub verify: bool,
+}
+
+/// `[upstream.sasl]`: how kpress authenticates its own connections to the brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSasl {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    /// Where the password is read from; never the policy file itself.
+    pub password: PasswordSource,
+}
+
+/// `upstream.sasl.mechanism`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    pub const ALL: [SaslMechanism; 3] = [
+        SaslMechanism::Plain,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::ScramSha512,
+    ];
+
+    /// Kafka's spelling (`sasl.mechanism`), the one the policy file takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// Where kpress's SASL password is: the policy file names its place, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PasswordSource {
+    /// `password_file`: the file's contents, less one trailing line break (`echo` and
+    /// secret stores add one).
+    File(PathBuf),
+    /// `password_env`: the environment variable's value, read when kpress starts.
+    Env(String),
 }
 
 /// `[limits]`: bounds on memory, with Kafka-aligned defaults.

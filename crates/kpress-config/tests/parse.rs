@@ -3,19 +3,25 @@
 use kpress_batch::{PolicyLookup, RecompressMode, Target};
 use kpress_codec::options::{allowed_values, OPTION_KEYS};
 use kpress_codec::Codec;
-use kpress_config::{parse, Compression, ConfigError, PolicySet};
+use std::path::PathBuf;
+
+use kpress_config::{
+    parse, Compression, Config, ConfigError, PasswordSource, PolicySet, UpstreamSasl,
+};
 
 mod common;
 
-use common::{one_problem, problem_texts, problems, HEAD};
+use common::{one_problem, ports, problem_texts, problems, TempDir, HEAD};
 
 #[test]
 fn minimal_file_gets_kafka_defaults() {
     let c = parse(HEAD, "t.toml").unwrap();
     assert_eq!(c.listener.bind.to_string(), "127.0.0.1:19092");
-    assert_eq!(c.listener.advertised_host, "127.0.0.1");
-    assert_eq!(c.listener.node_port_base, 19100);
+    assert_eq!(ports(&c), ("127.0.0.1", 19100));
+    assert_eq!(c.listener.tls, None);
+    assert!(c.listener.rewrite_before_auth);
     assert_eq!(c.upstream.bootstrap_servers, ["127.0.0.1:9092"]);
+    assert_eq!((&c.upstream.tls, &c.upstream.sasl), (&None, &None));
     assert_eq!(c.limits.max_batch_bytes, 1_048_588);
     assert_eq!(c.limits.max_decompressed_bytes, 64 << 20);
     assert_eq!(c.limits.max_frame_bytes, 100 << 20);
@@ -220,7 +226,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
         p,
         [
             "t.toml:1:1: listener.node_port_base: missing key in [listener]",
-            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, advertised_host, node_port_base); did you mean node_port_base?"
+            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, mode, advertised_host, node_port_base, advertised_host_pattern, bootstrap_host, advertised_port, rewrite_before_auth, tls); did you mean node_port_base?"
         ]
     );
 }
@@ -317,7 +323,7 @@ fn missing_sections_and_keys() {
 #[test]
 fn advertised_host_defaults_to_a_specific_bind_address() {
     let c = parse(&HEAD.replace("advertised_host = \"127.0.0.1\"\n", ""), "t").unwrap();
-    assert_eq!(c.listener.advertised_host, "127.0.0.1");
+    assert_eq!(ports(&c).0, "127.0.0.1");
     let p = one_problem(&HEAD.replace("\"127.0.0.1\"\n", "\"\"\n"));
     assert!(
         p.contains("listener.advertised_host = \"\": must be a host name"),
@@ -417,7 +423,7 @@ fn limit_bounds_and_cross_checks() {
 fn node_port_base_bounds() {
     for v in [1, 65535] {
         let text = HEAD.replace("node_port_base = 19100", &format!("node_port_base = {v}"));
-        assert_eq!(parse(&text, "t").unwrap().listener.node_port_base, v);
+        assert_eq!(ports(&parse(&text, "t").unwrap()).1, v);
     }
     for v in [0, 65536, -1] {
         let text = HEAD.replace("node_port_base = 19100", &format!("node_port_base = {v}"));
@@ -547,19 +553,69 @@ fn load_names_the_file_and_reports_unreadable_files() {
     assert!(err.problems().is_empty());
 }
 
+/// Every file a policy names (certificates, keys, CAs, the password file).
+fn named_files(config: &Config) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(tls) = &config.listener.tls {
+        files.extend([tls.cert.clone(), tls.key.clone()]);
+        files.extend(tls.client_ca.clone());
+    }
+    if let Some(tls) = &config.upstream.tls {
+        files.extend(tls.ca.clone());
+        if let Some((cert, key)) = &tls.client_cert {
+            files.extend([cert.clone(), key.clone()]);
+        }
+    }
+    if let Some(UpstreamSasl {
+        password: PasswordSource::File(path),
+        ..
+    }) = &config.upstream.sasl
+    {
+        files.push(path.clone());
+    }
+    files
+}
+
+/// The examples name certificates and secrets that do not ship: `load` reports exactly
+/// those, and accepts each example once they are beside it (its paths are relative).
 #[test]
 fn the_shipped_example_files_parse() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
     let mut seen = 0;
+    let mut naming_files = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "toml") {
-            let config = kpress_config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-            assert!(!config.topics.is_empty(), "{}", path.display());
-            seen += 1;
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
         }
+        seen += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let config = parse(&text, "example.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert!(!config.topics.is_empty(), "{}", path.display());
+        let files = named_files(&config);
+        if files.is_empty() {
+            kpress_config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            continue;
+        }
+        naming_files += 1;
+        let in_place = kpress_config::load(&path).unwrap_err();
+        assert_eq!(in_place.problems().len(), files.len(), "{in_place}");
+        for problem in in_place.problems() {
+            assert!(problem.message.starts_with("file not found: "), "{problem}");
+        }
+        let beside = TempDir::new(&format!("example-{seen}"));
+        let copy = beside.write("kpress.toml", &text);
+        for file in &files {
+            assert!(file.is_relative(), "{}: {}", path.display(), file.display());
+            beside.write(file.to_str().unwrap(), "");
+        }
+        let loaded = kpress_config::load(&copy).unwrap_or_else(|e| panic!("{e}"));
+        assert!(named_files(&loaded)
+            .iter()
+            .all(|f| f.starts_with(beside.path())));
     }
-    assert!(seen >= 3, "config/kpress.toml and the examples");
+    assert!(seen >= 5, "config/kpress.toml and the examples");
+    assert_eq!(naming_files, 2, "tls-sasl-ssl.toml and sni.toml");
 }
 
 #[test]

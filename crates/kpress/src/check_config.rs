@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use kpress_config::{Config, ConfigError};
+use std::fmt::Write as _;
+
+use kpress_config::{Config, ConfigError, ListenerTls, NodeRouting, PasswordSource, UpstreamTls};
 
 use crate::gzip_providers;
 
@@ -65,16 +67,59 @@ pub(crate) fn load_reporting(path: &Path) -> Result<Config, ConfigError> {
 
 /// What the file makes kpress do, in a few lines.
 pub(crate) fn summary(config: &Config) -> String {
-    use std::fmt::Write;
     let mut out = String::new();
     let l = &config.listener;
+    let servers = config.upstream.bootstrap_servers.join(", ");
+    let _ = match &l.routing {
+        NodeRouting::Ports {
+            advertised_host,
+            node_port_base,
+        } => writeln!(
+            out,
+            "  listen {} (advertised as {advertised_host}, broker node N on port {node_port_base}+N) -> {servers}",
+            l.bind,
+        ),
+        NodeRouting::Sni {
+            advertised_host_pattern,
+            bootstrap_host,
+            advertised_port,
+        } => writeln!(
+            out,
+            "  listen {} (sni mode: broker nodes as {advertised_host_pattern}:{advertised_port}, \
+             bootstrap {}) -> {servers}",
+            l.bind,
+            match bootstrap_host {
+                Some(host) => format!("as {host}:{advertised_port} or without SNI"),
+                None => "without SNI".to_owned(),
+            }
+        ),
+    };
+    let _ = writeln!(out, "  clients: {}", listener_tls(l.tls.as_ref()));
     let _ = writeln!(
         out,
-        "  listen {} (advertised as {}, broker node N on port {}+N) -> {}",
-        l.bind,
-        l.advertised_host,
-        l.node_port_base,
-        config.upstream.bootstrap_servers.join(", ")
+        "  brokers: {}",
+        upstream_tls(config.upstream.tls.as_ref())
+    );
+    if let Some(sasl) = &config.upstream.sasl {
+        let password = match &sasl.password {
+            PasswordSource::File(path) => format!("from file {}", path.display()),
+            PasswordSource::Env(name) => format!("from ${name}"),
+        };
+        let _ = writeln!(
+            out,
+            "  kpress's own SASL: {} as {:?}, password {password}",
+            sasl.mechanism.name(),
+            sasl.username
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  rewrite_before_auth {}",
+        if l.rewrite_before_auth {
+            "true: batches are rewritten from a connection's first request"
+        } else {
+            "false: a connection's batches pass untouched until it has authenticated (SASL)"
+        }
     );
     match &config.metrics {
         Some(m) => {
@@ -96,4 +141,138 @@ pub(crate) fn summary(config: &Config) -> String {
     }
     let _ = writeln!(out, "  other topics: {}", config.defaults);
     out
+}
+
+/// TLS from clients, as one line.
+fn listener_tls(tls: Option<&ListenerTls>) -> String {
+    let Some(tls) = tls else {
+        return "plaintext".to_owned();
+    };
+    let mut line = format!(
+        "TLS {}+ (cert {}, key {})",
+        tls.min_version.name(),
+        tls.cert.display(),
+        tls.key.display()
+    );
+    if let Some(ca) = &tls.client_ca {
+        let _ = write!(
+            line,
+            ", client certificates {} (signed by {})",
+            tls.client_auth.name(),
+            ca.display()
+        );
+    }
+    line
+}
+
+/// TLS to brokers, as one line.
+fn upstream_tls(tls: Option<&UpstreamTls>) -> String {
+    let Some(tls) = tls else {
+        return "plaintext".to_owned();
+    };
+    let mut line = "TLS".to_owned();
+    if tls.verify {
+        match &tls.ca {
+            Some(ca) => {
+                let _ = write!(line, ", certificates checked against {}", ca.display());
+            }
+            None => line.push_str(", certificates checked against the system's roots"),
+        }
+    } else {
+        line.push_str(", certificates NOT verified (verify = false: any certificate is accepted)");
+    }
+    if let Some(name) = &tls.server_name {
+        let _ = write!(line, " for the name {name}");
+    }
+    if let Some((cert, key)) = &tls.client_cert {
+        let _ = write!(
+            line,
+            ", client certificate {} (key {})",
+            cert.display(),
+            key.display()
+        );
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UPSTREAM: &str = "[upstream]\nbootstrap_servers = [\"k1:9093\", \"k2:9093\"]\n";
+
+    fn summary_of(text: &str) -> String {
+        summary(&kpress_config::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn a_plaintext_ports_file_says_so() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n{UPSTREAM}"
+        ));
+        let lines: Vec<&str> = out.lines().take(4).collect();
+        assert_eq!(
+            lines,
+            [
+                "  listen 127.0.0.1:19092 (advertised as 127.0.0.1, broker node N on port 19100+N) -> k1:9093, k2:9093",
+                "  clients: plaintext",
+                "  brokers: plaintext",
+                "  rewrite_before_auth true: batches are rewritten from a connection's first request",
+            ]
+        );
+    }
+
+    #[test]
+    fn tls_sasl_and_sni_settings_each_get_a_line() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"0.0.0.0:9093\"\nmode = \"sni\"\n\
+             advertised_host_pattern = \"b-{{node}}.kafka.example.com\"\n\
+             bootstrap_host = \"bootstrap.kafka.example.com\"\n\
+             [listener.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nclient_ca = \"ca.pem\"\n\
+             client_auth = \"requested\"\nmin_version = \"1.3\"\n{UPSTREAM}\
+             [upstream.tls]\nca = \"kafka-ca.pem\"\ncert = \"kp.pem\"\nkey = \"kp.key\"\n\
+             server_name = \"kafka.internal\"\n\
+             [upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
+             password_file = \"secrets/pw\"\n"
+        ));
+        let lines: Vec<&str> = out.lines().take(5).collect();
+        assert_eq!(
+            lines,
+            [
+                "  listen 0.0.0.0:9093 (sni mode: broker nodes as b-{node}.kafka.example.com:9093, bootstrap as bootstrap.kafka.example.com:9093 or without SNI) -> k1:9093, k2:9093",
+                "  clients: TLS 1.3+ (cert c.pem, key k.pem), client certificates requested (signed by ca.pem)",
+                "  brokers: TLS, certificates checked against kafka-ca.pem for the name kafka.internal, client certificate kp.pem (key kp.key)",
+                "  kpress's own SASL: SCRAM-SHA-512 as \"kpress\", password from file secrets/pw",
+                "  rewrite_before_auth false: a connection's batches pass untouched until it has authenticated (SASL)",
+            ]
+        );
+    }
+
+    #[test]
+    fn unverified_broker_certificates_stand_out() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n\
+             rewrite_before_auth = true\n{UPSTREAM}\
+             [upstream.tls]\nverify = false\n\
+             [upstream.sasl]\nmechanism = \"PLAIN\"\nusername = \"kpress\"\n\
+             password_env = \"KPRESS_SASL_PASSWORD\"\n"
+        ));
+        let lines: Vec<&str> = out.lines().skip(1).take(4).collect();
+        assert_eq!(
+            lines,
+            [
+                "  clients: plaintext",
+                "  brokers: TLS, certificates NOT verified (verify = false: any certificate is accepted)",
+                "  kpress's own SASL: PLAIN as \"kpress\", password from $KPRESS_SASL_PASSWORD",
+                "  rewrite_before_auth true: batches are rewritten from a connection's first request",
+            ]
+        );
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n{UPSTREAM}[upstream.tls]\n"
+        ));
+        assert!(
+            out.contains("  brokers: TLS, certificates checked against the system's roots\n"),
+            "{out}"
+        );
+    }
 }

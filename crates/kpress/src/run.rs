@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_batch::PolicyLookup;
-use kpress_config::{Config, ConfigError, PolicySet};
+use kpress_config::{Config, ConfigError, NodeRouting, PolicySet};
 use kpress_proxy::{ProxyError, ProxySettings};
 
 use crate::{check_config, gzip_providers};
@@ -99,10 +99,25 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn proxy_settings(config: &Config, shutdown_grace: Duration) -> ProxySettings {
+    // lead: listener.tls, listener.rewrite_before_auth, upstream.tls and upstream.sasl are
+    // not mapped (ProxySettings has no fields for them yet), so kpress still runs them as
+    // plaintext. sni mode has no ProxySettings either: these stand-ins only keep the binary
+    // building and are not sni mode.
+    let (advertised_host, node_port_base) = match &config.listener.routing {
+        NodeRouting::Ports {
+            advertised_host,
+            node_port_base,
+        } => (advertised_host.clone(), *node_port_base),
+        NodeRouting::Sni {
+            advertised_host_pattern,
+            advertised_port,
+            ..
+        } => (advertised_host_pattern.to_string(), *advertised_port),
+    };
     ProxySettings {
         bind: config.listener.bind,
-        advertised_host: config.listener.advertised_host.clone(),
-        node_port_base: config.listener.node_port_base,
+        advertised_host,
+        node_port_base,
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),
         max_frame_bytes: config.limits.max_frame_bytes,
         max_inflight_bytes: config.limits.max_inflight_bytes,
@@ -218,6 +233,15 @@ mod tests {
             "k.toml",
         )
         .unwrap()
+    }
+
+    #[test]
+    fn ports_routing_gives_the_proxy_its_host_and_node_ports() {
+        let settings = proxy_settings(&config(), Duration::from_secs(3));
+        assert_eq!(settings.bind, "127.0.0.1:19092".parse().unwrap());
+        assert_eq!(settings.advertised_host, "127.0.0.1");
+        assert_eq!(settings.node_port_base, 19090);
+        assert_eq!(settings.shutdown_grace, Duration::from_secs(3));
     }
 
     fn in_use(listener: &str, addr: &str) -> ProxyError {

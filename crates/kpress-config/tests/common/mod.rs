@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use kpress_config::{parse, ConfigError, Problem};
+use kpress_config::{parse, Config, ConfigError, NodeRouting, Problem};
 
 /// The smallest valid file: a listener and an upstream, no policy.
 pub(crate) const HEAD: &str = r#"[listener]
@@ -36,4 +36,47 @@ pub(crate) fn one_problem(text: &str) -> String {
     let p = problems(text);
     assert_eq!(p.len(), 1, "{p:#?}");
     p[0].to_string()
+}
+
+/// `advertised_host` and `node_port_base` of a ports-mode listener; panics in sni mode.
+pub(crate) fn ports(config: &Config) -> (&str, u16) {
+    match &config.listener.routing {
+        NodeRouting::Ports {
+            advertised_host,
+            node_port_base,
+        } => (advertised_host, *node_port_base),
+        other => panic!("not ports mode: {other:?}"),
+    }
+}
+
+/// A directory of its own under the system's temp dir, removed when dropped.
+pub(crate) struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// `name` tells tests apart; the process id tells runs apart.
+    pub(crate) fn new(name: &str) -> TempDir {
+        let path =
+            std::env::temp_dir().join(format!("kpress-config-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `relative` under the directory, creating its parents.
+    pub(crate) fn write(&self, relative: &str, contents: &str) -> std::path::PathBuf {
+        let path = self.0.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
