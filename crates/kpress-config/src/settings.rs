@@ -177,30 +177,8 @@ pub struct UpstreamSasl {
     pub password: PasswordSource,
 }
 
-/// `upstream.sasl.mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    ScramSha256,
-    ScramSha512,
-}
-
-impl SaslMechanism {
-    pub const ALL: [SaslMechanism; 3] = [
-        SaslMechanism::Plain,
-        SaslMechanism::ScramSha256,
-        SaslMechanism::ScramSha512,
-    ];
-
-    /// Kafka's spelling (`sasl.mechanism`), the one the policy file takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
-            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-}
+/// `upstream.sasl.mechanism`, spelled as Kafka's `sasl.mechanism`.
+pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
 
 /// Where kpress's SASL password is: the policy file names its place, never the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

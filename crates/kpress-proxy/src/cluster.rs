@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use kpress_protocol::ResponseObserver;
 
 use crate::error::ProxyError;
+use kpress_config::NodeRouting;
 
 /// A broker's real address, as the broker advertised it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +47,7 @@ pub(crate) const UNRESOLVED_CAPACITY: usize = 10_000;
 /// Shared knowledge of the cluster. Locks are held only for map operations.
 #[derive(Debug)]
 pub(crate) struct Cluster {
-    advertised_host: String,
-    node_port_base: u16,
+    routing: NodeRouting,
     nodes: RwLock<HashMap<i32, BrokerAddress>>,
     /// Nodes with a bound listener; held while binding, so no response naming a node
     /// is relayed before its port is served.
@@ -60,10 +60,9 @@ pub(crate) struct Cluster {
 }
 
 impl Cluster {
-    pub(crate) fn new(advertised_host: String, node_port_base: u16) -> Cluster {
+    pub(crate) fn new(routing: NodeRouting) -> Cluster {
         Cluster {
-            advertised_host,
-            node_port_base,
+            routing,
             nodes: RwLock::default(),
             listening: Mutex::default(),
             topic_names: RwLock::default(),
@@ -72,8 +71,9 @@ impl Cluster {
         }
     }
 
-    pub(crate) fn node_port_base(&self) -> u16 {
-        self.node_port_base
+    /// How nodes are handed out to clients.
+    pub(crate) fn routing(&self) -> &NodeRouting {
+        &self.routing
     }
 
     pub(crate) fn node_address(&self, node_id: i32) -> Option<BrokerAddress> {
@@ -214,12 +214,25 @@ impl ResponseObserver for AddressObserver<'_> {
             // "No node" (e.g. FindCoordinator with an error): there is nothing to serve.
             return no_address();
         }
-        let proxied_port = match node_port(self.cluster.node_port_base, node_id) {
-            Ok(port) => port,
-            Err(err) => {
-                self.problems.push(err);
-                return no_address();
-            }
+        let handed_out = match &self.cluster.routing {
+            NodeRouting::Ports {
+                advertised_host,
+                node_port_base,
+            } => match node_port(*node_port_base, node_id) {
+                Ok(port) => (advertised_host.clone(), i32::from(port)),
+                Err(err) => {
+                    self.problems.push(err);
+                    return no_address();
+                }
+            },
+            NodeRouting::Sni {
+                advertised_host_pattern,
+                advertised_port,
+                ..
+            } => match advertised_host_pattern.host(node_id) {
+                Some(host) => (host, i32::from(*advertised_port)),
+                None => return no_address(),
+            },
         };
         match u16::try_from(port) {
             Ok(port) => {
@@ -230,20 +243,19 @@ impl ResponseObserver for AddressObserver<'_> {
                         port,
                     },
                 );
-                if !self.cluster.has_listener(node_id)
+                let needs_listener = matches!(self.cluster.routing, NodeRouting::Ports { .. });
+                if needs_listener
+                    && !self.cluster.has_listener(node_id)
                     && !self.nodes_without_listener.contains(&node_id)
                 {
                     self.nodes_without_listener.push(node_id);
                 }
             }
-            // An unusable real port: kpress's port for the node is handed out anyway
+            // An unusable real port: kpress's address for the node is handed out anyway
             // (a connection to it will fail with a log line), never the broker's.
             Err(_) => tracing::warn!(node_id, host, port, "broker advertised an invalid port"),
         }
-        (
-            self.cluster.advertised_host.clone(),
-            i32::from(proxied_port),
-        )
+        handed_out
     }
 
     fn topic(&mut self, id: [u8; 16], name: &str) {
@@ -254,6 +266,33 @@ impl ResponseObserver for AddressObserver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpress_config::HostPattern;
+
+    fn ports(host: &str, node_port_base: u16) -> NodeRouting {
+        NodeRouting::Ports {
+            advertised_host: host.into(),
+            node_port_base,
+        }
+    }
+
+    #[test]
+    fn in_sni_mode_nodes_get_names_on_one_port_and_no_listener() {
+        let cluster = Cluster::new(NodeRouting::Sni {
+            advertised_host_pattern: HostPattern::new("broker-{node}.kafka.test").unwrap(),
+            bootstrap_host: None,
+            advertised_port: 9093,
+        });
+        let mut observer = AddressObserver::new(&cluster);
+        assert_eq!(
+            observer.broker(2, "10.0.0.2", 9092),
+            ("broker-2.kafka.test".to_owned(), 9093)
+        );
+        assert!(observer.nodes_without_listener.is_empty());
+        assert_eq!(
+            cluster.node_address(2).unwrap().to_string(),
+            "10.0.0.2:9092"
+        );
+    }
 
     #[test]
     fn node_ports_are_base_plus_id_and_overflow_is_an_error() {
@@ -270,7 +309,7 @@ mod tests {
 
     #[test]
     fn observer_records_real_address_and_hands_out_kpress_address() {
-        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let cluster = Cluster::new(ports("kpress.local", 20000));
         let mut observer = AddressObserver::new(&cluster);
         assert_eq!(
             observer.broker(3, "10.0.0.3", 9092),
@@ -297,7 +336,7 @@ mod tests {
 
     #[test]
     fn ids_asked_in_vain_are_not_asked_again_soon() {
-        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let cluster = Cluster::new(ports("kpress.local", 20000));
         let (a, b) = ([1; 16], [2; 16]);
         assert_eq!(cluster.ids_to_resolve(&[a, b]), vec![a, b]);
         AddressObserver::new(&cluster).topic(b, "named");
@@ -308,7 +347,7 @@ mod tests {
 
     #[test]
     fn the_unresolved_set_is_bounded() {
-        let cluster = Cluster::new("kpress.local".into(), 20000);
+        let cluster = Cluster::new(ports("kpress.local", 20000));
         let id = |i: u32| {
             let mut id = [0u8; 16];
             id[..4].copy_from_slice(&i.to_be_bytes());
@@ -326,7 +365,7 @@ mod tests {
 
     #[test]
     fn observer_never_leaks_an_address_it_cannot_serve() {
-        let cluster = Cluster::new("kpress.local".into(), 65530);
+        let cluster = Cluster::new(ports("kpress.local", 65530));
         let mut observer = AddressObserver::new(&cluster);
         assert_eq!(observer.broker(10, "10.0.0.10", 9092), (String::new(), -1));
         assert_eq!(observer.problems.len(), 1);

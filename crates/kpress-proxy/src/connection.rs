@@ -9,12 +9,13 @@
 //! with acks=0 gets no entry because the broker sends nothing back, and a request
 //! kpress answers itself gets its response in the same FIFO, so order holds.
 //!
-//! Generic over both streams so TLS can wrap either side later; SASL already works,
-//! as its frames are relayed like any other.
+//! Generic over both streams, which may be TLS (`transport`). A client's SASL frames
+//! are relayed like any other; kpress only watches them to know when the connection has
+//! authenticated, for `rewrite_before_auth`.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::{BufMut, BytesMut};
 use kpress_protocol::api_key;
@@ -22,6 +23,7 @@ use kpress_protocol::frame::{
     peek_request_header, response_correlation_id, response_header_len, RequestHeader,
     SIZE_PREFIX_LEN,
 };
+use kpress_protocol::sasl::AuthProgress;
 use kpress_protocol::{
     answer_unsupported_api_versions, produce_acks, rewrite_response, rewrites_response,
     Fault as ProtocolFault,
@@ -33,6 +35,7 @@ use crate::budget::{BudgetPermit, ConnectionPool, Direction};
 use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, Frame, ReadFrameError};
+use crate::listeners::ensure_node_listeners;
 use crate::metrics;
 use crate::produce::{rewrite_produce, ProduceRewrite, RewriteLimits};
 use crate::shared::{Shared, UpstreamTarget};
@@ -81,6 +84,8 @@ where
     let (pending_tx, pending_rx) = mpsc::unbounded_channel();
     // Responses queued and not yet relayed: while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
+    // Watched only when batches wait for authentication.
+    let auth = (!shared.rewrite_before_auth).then(|| Mutex::new(AuthProgress::default()));
     let requests = relay_requests(
         &mut client_read,
         &mut upstream_write,
@@ -88,6 +93,7 @@ where
             pending: pending_tx,
             owed: &owed,
         },
+        auth.as_ref(),
         &shared,
         &info,
         &mut shutdown,
@@ -97,6 +103,7 @@ where
         &mut client_write,
         pending_rx,
         &owed,
+        auth.as_ref(),
         &shared,
     );
     tokio::try_join!(requests, responses)?;
@@ -120,10 +127,12 @@ impl Queue<'_> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn relay_requests<C, U>(
     client: &mut ReadHalf<C>,
     upstream: &mut WriteHalf<U>,
     queue: Queue<'_>,
+    auth: Option<&Mutex<AuthProgress>>,
     shared: &Arc<Shared>,
     info: &ConnectionInfo,
     shutdown: &mut watch::Receiver<bool>,
@@ -171,6 +180,15 @@ where
             continue;
         }
         let mut expects_response = true;
+        let authenticated = match (auth, header.header_len) {
+            (Some(auth), Some(header_len)) => {
+                let body = frame.body().get(header_len..).unwrap_or_default();
+                let mut auth = auth.lock().unwrap_or_else(PoisonError::into_inner);
+                auth.on_request(header.api_key, header.api_version, body);
+                auth.is_authenticated()
+            }
+            _ => true,
+        };
         let forward = match header.header_len {
             Some(header_len) if header.api_key == api_key::PRODUCE => {
                 let body = frame.body().get(header_len..).unwrap_or_default();
@@ -183,7 +201,14 @@ where
                         .map_err(ConnectionError::ProduceAcks)?;
                     // acks=0: the broker answers nothing, so nothing may be awaited.
                     expects_response = acks != 0;
-                    rewrite_produce_frame(frame, header, header_len, &pool, shared, info).await?
+                    if authenticated {
+                        rewrite_produce_frame(frame, header, header_len, &pool, shared, info)
+                            .await?
+                    } else {
+                        // The broker refuses it anyway; kpress spends no CPU on it.
+                        metrics::produce_not_rewritten("before_auth");
+                        Forward::Original(frame)
+                    }
                 }
             }
             _ => Forward::Original(frame),
@@ -374,6 +399,7 @@ async fn relay_responses<C, U>(
     client: &mut WriteHalf<C>,
     mut pending: mpsc::UnboundedReceiver<Pending>,
     owed: &AtomicUsize,
+    auth: Option<&Mutex<AuthProgress>>,
     shared: &Arc<Shared>,
 ) -> Result<(), ConnectionError>
 where
@@ -424,6 +450,9 @@ where
                 received,
             });
         }
+        if let Some(auth) = auth {
+            note_response(auth, &frame, next)?;
+        }
         let rewritten = if rewrites_response(next.api_key, next.api_version) {
             rewrite_addresses(&frame, next, shared)?
         } else {
@@ -444,6 +473,28 @@ where
         .map_err(ConnectionError::client_write)?;
         owed.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Tells the connection's authentication progress about a response.
+fn note_response(
+    auth: &Mutex<AuthProgress>,
+    frame: &Frame,
+    expected: Expected,
+) -> Result<(), ConnectionError> {
+    let body = frame.body();
+    let Some(header_len) = response_header_len(expected.api_key, expected.api_version, body)
+        .map_err(ConnectionError::BrokerFrame)?
+    else {
+        // An API kpress does not know: not SASL, so only "answered" matters.
+        auth.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_response(expected.api_key, expected.api_version, &[]);
+        return Ok(());
+    };
+    auth.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .on_response(expected.api_key, expected.api_version, &body[header_len..]);
+    Ok(())
 }
 
 /// The response with every broker address replaced by kpress's, or `None` if it needs
@@ -470,8 +521,7 @@ fn rewrite_addresses(
     if let Some(problem) = observer.problems.into_iter().next() {
         return Err(ConnectionError::Listener(problem));
     }
-    shared
-        .ensure_node_listeners(&observer.nodes_without_listener)
+    ensure_node_listeners(shared, &observer.nodes_without_listener)
         .map_err(ConnectionError::Listener)?;
     let Some(new_body) = new_body else {
         return Ok(None);
@@ -518,7 +568,7 @@ mod tests {
 
     fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
         let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
-        let (shared, control) = Shared::new(SharedConfig { policies, settings });
+        let (shared, control) = Shared::new(SharedConfig { policies, settings }).unwrap();
         // The shutdown senders live for the whole test: dropping them means shutdown.
         std::mem::forget(control);
         shared

@@ -31,6 +31,9 @@ pub enum ProxyError {
     /// No bootstrap server answered kpress's Metadata request.
     #[error("no bootstrap server answered kpress's Metadata request: {attempts}")]
     Bootstrap { attempts: String },
+    /// TLS files named by the policy could not be loaded.
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Who caused a connection to close: decides what an operator looks at.
@@ -109,6 +112,14 @@ pub(crate) enum ConnectionError {
     ResponseTooLarge(usize),
     #[error("kpress has no address for broker node {0}")]
     UnknownNode(i32),
+    #[error("TLS handshake with the client failed: {0}")]
+    TlsHandshake(#[source] io::Error),
+    #[error("client spoke plaintext to a TLS listener: set the client's security.protocol to SSL or SASL_SSL")]
+    PlaintextOnTls,
+    #[error("client asked for TLS server name {0:?}, which is neither the bootstrap's name nor a broker node's: refused with a TLS alert")]
+    UnknownServerName(String),
+    #[error("kpress's own SASL authentication ([upstream.sasl]) failed: {0}")]
+    SideAuthentication(String),
 }
 
 impl ConnectionError {
@@ -121,7 +132,10 @@ impl ConnectionError {
             | ClientTimedOut { .. }
             | ClientIdle(_)
             | ProduceAcks(_)
-            | LegacySaslHandshake => Fault::Client,
+            | LegacySaslHandshake
+            | TlsHandshake(_)
+            | PlaintextOnTls
+            | UnknownServerName(_) => Fault::Client,
             BrokerIo(_)
             | Connect { .. }
             | BrokerFrame(_)
@@ -131,6 +145,8 @@ impl ConnectionError {
             | BrokerClosedIdle
             | BrokerUnsolicited
             | CorrelationMismatch { .. } => Fault::Broker,
+            // Credentials or mechanism the brokers refuse: the policy's to fix.
+            SideAuthentication(_) => Fault::Proxy,
             Response(err) => match err.fault() {
                 kpress_protocol::Fault::Client => Fault::Client,
                 kpress_protocol::Fault::Broker => Fault::Broker,

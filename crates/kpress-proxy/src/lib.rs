@@ -1,9 +1,12 @@
 //! The tokio I/O of the kpress proxy.
 //!
 //! [`run`] learns the brokers from a bootstrap server, then serves a bootstrap listener
-//! and one listener per broker node (node N on port `node_port_base + N`). Every
-//! client connection gets its own upstream connection: from the bootstrap listener to
-//! a bootstrap server, from a node's listener to that node. Frames are relayed as raw
+//! and one listener per broker node (node N on port `node_port_base + N`), or, in SNI
+//! mode, every node on the bootstrap port under a TLS server name of its own. Every
+//! client connection gets its own upstream connection: from the bootstrap to a
+//! bootstrap server, from a node's listener (or name) to that node. Either side may be
+//! TLS (`transport`); clients' SASL is relayed untouched, and kpress's own side
+//! connections log in with credentials of their own. Frames are relayed as raw
 //! bytes, in order, with correlation ids untouched; Produce batches are recompressed
 //! into each topic's policy codec (off the reactor), and every response that carries
 //! broker addresses is rewritten to kpress's, so no real broker address reaches a
@@ -12,40 +15,76 @@
 //! The Kafka parsing is in `kpress-protocol` (sans-IO) and the batch rewrite in
 //! `kpress-batch`; this crate only does I/O, scheduling and bookkeeping.
 
+use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
+use tokio::sync::watch;
 
 mod budget;
 mod cluster;
 mod connection;
 mod error;
 mod frame_io;
+mod listeners;
 pub mod metrics;
 mod produce;
+mod routing;
 mod shared;
+pub mod tls;
 mod topic_ids;
+mod transport;
 mod upstream;
 
 pub use error::ProxyError;
+pub use kpress_config::{HostPattern, NodeRouting};
+pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
-use crate::shared::{Shared, SharedConfig, UpstreamTarget};
+use crate::listeners::ensure_node_listeners;
+use crate::shared::{Shared, SharedConfig};
+use crate::transport::ListenerRole;
+
+/// kpress's own SASL credentials (`[upstream.sasl]`), for its side connections only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslLogin {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: String,
+}
+
+impl fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
 
 /// How the proxy listens, where the brokers are, and its limits.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
     /// The bootstrap listener; node listeners use its IP with their own ports.
     pub bind: SocketAddr,
-    /// The host clients are told to connect to for every broker node.
-    pub advertised_host: String,
-    /// Broker node N is served on port `node_port_base + N` (an error if that passes
+    /// The addresses clients are given for broker nodes, and how their connections are
+    /// told apart. With ports, node N is served on `node_port_base + N` (an error past
     /// 65535), so a node's kpress address never changes across restarts.
-    pub node_port_base: u16,
+    pub routing: NodeRouting,
+    /// TLS from clients (required for SNI routing).
+    pub listener_tls: Option<tls::ListenerTlsSettings>,
+    /// TLS to brokers.
+    pub upstream_tls: Option<tls::UpstreamTlsSettings>,
+    /// kpress's own SASL login for its side connections (Metadata, topic-id lookups).
+    pub upstream_sasl: Option<SaslLogin>,
+    /// Whether a client connection's batches are rewritten before it authenticated with
+    /// SASL; `false` leaves them untouched until then.
+    pub rewrite_before_auth: bool,
     /// `host:port` of the brokers kpress bootstraps from, tried in order.
     pub bootstrap_servers: Vec<String>,
     /// Largest frame accepted in either direction; a larger one closes its connection.
@@ -86,8 +125,14 @@ impl ProxySettings {
         const MAX_FRAME_BYTES: usize = 100 << 20;
         ProxySettings {
             bind,
-            advertised_host,
-            node_port_base,
+            routing: NodeRouting::Ports {
+                advertised_host,
+                node_port_base,
+            },
+            listener_tls: None,
+            upstream_tls: None,
+            upstream_sasl: None,
+            rewrite_before_auth: true,
             bootstrap_servers,
             max_frame_bytes: MAX_FRAME_BYTES,
             max_inflight_bytes: 256 << 20,
@@ -103,26 +148,36 @@ impl ProxySettings {
 }
 
 /// Runs the proxy until `shutdown` completes, then stops accepting, lets in-flight
-/// requests finish for up to `settings.shutdown_grace`, and closes what is left.
+/// requests finish for up to `settings.shutdown_grace`, and closes what is left. Each
+/// change of `reload` re-reads the TLS files (a file that does not load leaves the
+/// one in force).
 ///
-/// Fails at start if no bootstrap server accepts a connection, a listener cannot be
-/// bound, or a node's port would pass 65535. A broker that accepts connections but
-/// not kpress's own Metadata request (one that wants SASL first: kpress has no
-/// credentials) is served anyway, its nodes learned from the responses clients get.
+/// Fails at start if a TLS file does not load, a listener cannot be bound, or a node's
+/// port would pass 65535. Brokers unreachable at start are waited for. A broker that
+/// accepts connections but not kpress's own Metadata request (one that wants SASL
+/// first, and kpress has no `[upstream.sasl]`) is served anyway, its nodes learned
+/// from the responses clients get.
 pub async fn run(
     settings: ProxySettings,
     policies: Arc<dyn PolicyLookup>,
     shutdown: impl Future<Output = ()> + Send,
+    mut reload: watch::Receiver<u64>,
 ) -> Result<(), ProxyError> {
     validate(&settings)?;
     let (shared, control) = Shared::new(SharedConfig {
         policies,
         settings: settings.clone(),
-    });
+    })?;
+    if matches!(&settings.upstream_tls, Some(tls) if !tls.verify) {
+        tracing::warn!(
+            "[upstream.tls] verify = false: brokers' certificates are not checked, so anyone \
+             on the path can pose as a broker"
+        );
+    }
 
-    let bootstrap = shared::bind(settings.bind, "bootstrap")?;
+    let bootstrap = listeners::bind(settings.bind, "bootstrap")?;
     match discover(&shared).await {
-        Ok(nodes) => shared.ensure_node_listeners(&nodes)?,
+        Ok(nodes) => ensure_node_listeners(&shared, &nodes)?,
         // Brokers down while kpress starts (a restart of both, say) is routine: serve
         // the bootstrap listener, whose connections go to whichever server answers,
         // and keep asking until a broker names its nodes.
@@ -135,12 +190,27 @@ pub async fn run(
         }
         Err(err) => return Err(err),
     }
+    let role = match settings.routing {
+        NodeRouting::Ports { .. } => ListenerRole::Bootstrap,
+        NodeRouting::Sni { .. } => ListenerRole::Sni,
+    };
     tracing::info!(
         addr = %bootstrap.local_addr().map_or(settings.bind, |a| a),
         bootstrap_servers = ?settings.bootstrap_servers,
+        tls = settings.listener_tls.is_some(),
+        routing = role.label(),
         "kpress bootstrap listener ready"
     );
-    shared.spawn_accept_loop(bootstrap, UpstreamTarget::Bootstrap);
+    listeners::spawn_accept_loop(&shared, bootstrap, role);
+
+    {
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            while reload.changed().await.is_ok() {
+                shared.reload_tls();
+            }
+        });
+    }
 
     shutdown.await;
     let mut open = control.open_connections.clone();
@@ -175,10 +245,21 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
             "bootstrap_servers is empty".into(),
         ));
     }
-    if settings.advertised_host.is_empty() {
-        return Err(ProxyError::InvalidSettings(
-            "advertised_host is empty".into(),
-        ));
+    match &settings.routing {
+        NodeRouting::Ports {
+            advertised_host, ..
+        } if advertised_host.is_empty() => {
+            return Err(ProxyError::InvalidSettings(
+                "advertised_host is empty".into(),
+            ));
+        }
+        NodeRouting::Sni { .. } if settings.listener_tls.is_none() => {
+            return Err(ProxyError::InvalidSettings(
+                "SNI routing needs [listener.tls]: SNI names exist only in TLS".into(),
+            ));
+        }
+        NodeRouting::Sni { .. } => {}
+        NodeRouting::Ports { .. } => {}
     }
     if settings.max_frame_bytes > i32::MAX as usize {
         return Err(ProxyError::InvalidSettings(format!(
@@ -206,7 +287,7 @@ async fn rediscover(shared: Arc<Shared>) {
         }
         match discover(&shared).await {
             Ok(nodes) => {
-                if let Err(err) = shared.ensure_node_listeners(&nodes) {
+                if let Err(err) = ensure_node_listeners(&shared, &nodes) {
                     // Retried by the next Metadata response a client gets through kpress.
                     tracing::error!(
                         error = %err,
@@ -233,7 +314,7 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
         for version in upstream::DISCOVERY_METADATA_VERSIONS {
             let mut observer = AddressObserver::new(&shared.cluster);
             let asked = async {
-                let mut stream = upstream::connect(server).await?;
+                let mut stream = upstream::side_connection(shared, server).await?;
                 upstream::fetch_metadata(
                     &mut stream,
                     version,
@@ -279,8 +360,8 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
     }
     if reached_any {
         // A broker that takes connections but not kpress's Metadata request most likely
-        // wants SASL first (kpress has no credentials of its own). Serve anyway: the
-        // nodes are learned from the Metadata responses relayed to clients.
+        // wants SASL first (and kpress has no [upstream.sasl], or it was refused). Serve
+        // anyway: the nodes are learned from the Metadata responses relayed to clients.
         tracing::warn!(
             attempts = %attempts.join("; "),
             "no bootstrap server answered kpress's own Metadata request; serving the \
@@ -378,9 +459,15 @@ mod tests {
             )
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let proxy = tokio::spawn(run(settings, Arc::new(RewritePolicy::default()), async {
-            let _ = stopped.await;
-        }));
+        let (_reload, reload_rx) = watch::channel(0);
+        let proxy = tokio::spawn(run(
+            settings,
+            Arc::new(RewritePolicy::default()),
+            async {
+                let _ = stopped.await;
+            },
+            reload_rx,
+        ));
         let mut client = loop {
             if let Ok(stream) = TcpStream::connect(("127.0.0.1", node_port_base)).await {
                 break stream;
@@ -433,9 +520,15 @@ mod tests {
             )
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let proxy = tokio::spawn(run(settings, Arc::new(RewritePolicy::default()), async {
-            let _ = stopped.await;
-        }));
+        let (_reload, reload_rx) = watch::channel(0);
+        let proxy = tokio::spawn(run(
+            settings,
+            Arc::new(RewritePolicy::default()),
+            async {
+                let _ = stopped.await;
+            },
+            reload_rx,
+        ));
         // kpress serves its bootstrap port although no broker answers yet.
         let served = async {
             while TcpStream::connect(bind).await.is_err() {

@@ -39,6 +39,22 @@ pub const TOPIC_ID_LOOKUPS: &str = "kpress_topic_id_lookups_total";
 /// answers, so the client retries lower).
 pub const REQUESTS_ANSWERED_LOCALLY: &str = "kpress_requests_answered_locally_total";
 
+/// Client TLS handshakes that failed, labelled `reason`: `plaintext` (a client spoke
+/// plaintext Kafka to a TLS listener), `unknown_server_name` (an SNI name that is
+/// neither the bootstrap's nor a known node's: refused with an alert), `timeout`,
+/// `handshake` (any other TLS failure, e.g. a missing or untrusted client certificate).
+pub const TLS_HANDSHAKE_FAILURES: &str = "kpress_tls_handshake_failures_total";
+/// Re-reads of TLS files (on a change or SIGHUP), labelled `side` (`listener`,
+/// `upstream`) and `result` (`changed`, `unchanged`, `failed`: the old files stay).
+pub const TLS_RELOADS: &str = "kpress_tls_reloads_total";
+/// Produce requests forwarded without a rewrite attempt, labelled `reason`:
+/// `before_auth` (the connection had not finished SASL authentication and
+/// `rewrite_before_auth` is off).
+pub const PRODUCE_NOT_REWRITTEN: &str = "kpress_produce_requests_not_rewritten_total";
+/// kpress's own SASL authentications on its side connections, labelled `result`
+/// (`ok`, `failed`).
+pub const SIDE_AUTHENTICATIONS: &str = "kpress_side_authentications_total";
+
 /// The `topic` label of topics without a label of their own (see [`TopicLabels`]).
 pub const OTHER_TOPICS: &str = "_other";
 
@@ -181,6 +197,22 @@ pub(crate) fn topic_id_lookup(result: &'static str) {
 
 pub(crate) fn answered_locally(api: &'static str) {
     metrics::counter!(REQUESTS_ANSWERED_LOCALLY, "api" => api).increment(1);
+}
+
+pub(crate) fn tls_handshake_failed(reason: &'static str) {
+    metrics::counter!(TLS_HANDSHAKE_FAILURES, "reason" => reason).increment(1);
+}
+
+pub(crate) fn tls_reload(side: &'static str, result: &'static str) {
+    metrics::counter!(TLS_RELOADS, "side" => side, "result" => result).increment(1);
+}
+
+pub(crate) fn produce_not_rewritten(reason: &'static str) {
+    metrics::counter!(PRODUCE_NOT_REWRITTEN, "reason" => reason).increment(1);
+}
+
+pub(crate) fn side_authentication(result: &'static str) {
+    metrics::counter!(SIDE_AUTHENTICATIONS, "result" => result).increment(1);
 }
 
 #[cfg(test)]

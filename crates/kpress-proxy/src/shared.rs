@@ -1,25 +1,26 @@
-//! State every listener and connection shares, listener binding and accept loops, and
-//! the count of open connections that graceful shutdown waits on.
+//! State every listener and connection shares: the policy, what kpress knows of the
+//! cluster, the memory budget, the transport, and the shutdown signals. Listeners and
+//! their connections' lifecycle are `listeners.rs`'s.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
 use crate::budget::{Budget, ConnectionPool, Direction};
-use crate::cluster::{node_port, Cluster};
-use crate::connection::{self, ConnectionInfo};
+use crate::cluster::Cluster;
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
 use crate::metrics::{self, TopicLabels};
+use crate::routing::SniRouting;
+use crate::tls::{ClientTls, ServerTls};
 use crate::topic_ids::TopicIdResolver;
-use crate::upstream;
-use crate::ProxySettings;
+use crate::transport::{Acceptor, Connector, Stream};
+use crate::{upstream, ProxySettings, SaslLogin};
 
 /// Where a client connection's upstream goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,15 +29,6 @@ pub(crate) enum UpstreamTarget {
     Bootstrap,
     /// That broker node's real address (the node's listener).
     Node(i32),
-}
-
-impl UpstreamTarget {
-    fn listener_label(self) -> &'static str {
-        match self {
-            UpstreamTarget::Bootstrap => "bootstrap",
-            UpstreamTarget::Node(_) => "node",
-        }
-    }
 }
 
 impl fmt::Display for UpstreamTarget {
@@ -59,7 +51,6 @@ pub(crate) struct Shared {
     pub(crate) idle_timeout: Duration,
     /// What one connection may hold of each budget pool.
     max_connection_inflight_bytes: usize,
-    max_connections: usize,
     /// What all batches of one Produce request may decompress to together.
     pub(crate) max_request_decompressed_bytes: usize,
     /// One slot per CPU for Produce rewrites: they are CPU-bound, so more at once
@@ -68,12 +59,23 @@ pub(crate) struct Shared {
     pub(crate) topic_labels: TopicLabels,
     pub(crate) topic_ids: TopicIdResolver,
     bootstrap_servers: Vec<String>,
-    listen_ip: IpAddr,
+    pub(crate) listen_ip: IpAddr,
+    pub(crate) max_connections: usize,
+    /// How client connections are taken: plain or TLS, by port or by SNI name.
+    pub(crate) acceptor: Acceptor,
+    /// How broker connections are opened: plain or TLS.
+    pub(crate) connector: Connector,
+    listener_tls: Option<Arc<ServerTls>>,
+    upstream_tls: Option<Arc<ClientTls>>,
+    /// kpress's own credentials, for its side connections only.
+    pub(crate) upstream_sasl: Option<SaslLogin>,
+    /// Whether a connection's batches are rewritten before it authenticated (SASL).
+    pub(crate) rewrite_before_auth: bool,
     /// Becomes true when shutdown begins: stop accepting, finish in-flight requests.
-    shutdown: watch::Receiver<bool>,
+    pub(crate) shutdown: watch::Receiver<bool>,
     /// Becomes true when the shutdown grace is over: close whatever is left.
-    abort: watch::Receiver<bool>,
-    open_connections: watch::Sender<usize>,
+    pub(crate) abort: watch::Receiver<bool>,
+    pub(crate) open_connections: watch::Sender<usize>,
 }
 
 impl fmt::Debug for Shared {
@@ -101,20 +103,46 @@ pub(crate) struct SharedConfig {
     pub(crate) settings: ProxySettings,
 }
 
+impl fmt::Debug for SharedConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedConfig")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How many Produce rewrites run at once: one per CPU.
 pub(crate) fn rewrite_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Shared {
-    pub(crate) fn new(config: SharedConfig) -> (Arc<Shared>, ShutdownControl) {
+    /// The shared state of a proxy; loads the TLS files the settings name.
+    pub(crate) fn new(config: SharedConfig) -> Result<(Arc<Shared>, ShutdownControl), ProxyError> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (abort_tx, abort_rx) = watch::channel(false);
         let (open_tx, open_rx) = watch::channel(0);
         let settings = config.settings;
+        let listener_tls = settings
+            .listener_tls
+            .map(ServerTls::load)
+            .transpose()?
+            .map(Arc::new);
+        let upstream_tls = settings
+            .upstream_tls
+            .map(ClientTls::load)
+            .transpose()?
+            .map(Arc::new);
+        let sni = SniRouting::of(&settings.routing);
         let shared = Arc::new(Shared {
             policies: config.policies,
-            cluster: Cluster::new(settings.advertised_host, settings.node_port_base),
+            acceptor: Acceptor::new(listener_tls.clone(), sni),
+            connector: Connector::new(upstream_tls.clone()),
+            listener_tls,
+            upstream_tls,
+            upstream_sasl: settings.upstream_sasl,
+            rewrite_before_auth: settings.rewrite_before_auth,
+            cluster: Cluster::new(settings.routing),
             budget: Budget::new(settings.max_inflight_bytes),
             max_frame_bytes: settings.max_frame_bytes,
             frame_timeout: settings.frame_timeout,
@@ -136,7 +164,7 @@ impl Shared {
             abort: abort_tx,
             open_connections: open_rx,
         };
-        (shared, control)
+        Ok((shared, control))
     }
 
     pub(crate) fn bootstrap_servers(&self) -> &[String] {
@@ -169,179 +197,52 @@ impl Shared {
         self.policies.has_rule_for(topic) || self.cluster.is_named_topic(topic)
     }
 
-    /// Opens the upstream connection for a client of `target`'s listener.
+    /// Opens the upstream connection for a client of `target`: a bootstrap server, or
+    /// the address a broker advertised for the node. Never anywhere else.
     pub(crate) async fn connect_upstream(
         &self,
         target: &UpstreamTarget,
-    ) -> Result<TcpStream, ConnectionError> {
+    ) -> Result<Stream, ConnectionError> {
         match target {
-            UpstreamTarget::Bootstrap => upstream::connect_any(&self.bootstrap_servers).await,
+            UpstreamTarget::Bootstrap => {
+                upstream::connect_any(&self.connector, &self.bootstrap_servers).await
+            }
             UpstreamTarget::Node(id) => {
                 let address = self
                     .cluster
                     .node_address(*id)
                     .ok_or(ConnectionError::UnknownNode(*id))?;
-                upstream::connect_node(&address).await
+                self.connector.connect(&address.to_string()).await
             }
         }
     }
 
-    /// Binds a listener for every node in `nodes` that has none yet and starts
-    /// accepting on it. Synchronous, so a response can wait for it before it is relayed.
-    pub(crate) fn ensure_node_listeners(self: &Arc<Self>, nodes: &[i32]) -> Result<(), ProxyError> {
-        if nodes.is_empty() {
-            return Ok(());
-        }
-        // Held across the binds: a response naming a node another connection is binding
-        // waits here until the port is served.
-        let mut listening = self.cluster.listeners();
-        for &node_id in nodes {
-            if listening.contains(&node_id) {
-                continue;
-            }
-            let port = node_port(self.cluster.node_port_base(), node_id)?;
-            let listener = bind(
-                SocketAddr::new(self.listen_ip, port),
-                &format!("broker node {node_id}"),
-            )?;
-            tracing::info!(
-                node_id,
-                addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-                "serving broker node"
-            );
-            listening.insert(node_id);
-            self.spawn_accept_loop(listener, UpstreamTarget::Node(node_id));
-        }
-        Ok(())
-    }
-
-    /// Accepts connections on `listener` until shutdown begins.
-    pub(crate) fn spawn_accept_loop(
-        self: &Arc<Self>,
-        listener: TcpListener,
-        target: UpstreamTarget,
-    ) {
-        let shared = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut shutdown = shared.shutdown.clone();
-            loop {
-                let accepted = tokio::select! {
-                    _ = shutdown.wait_for(|stopping| *stopping) => break,
-                    accepted = listener.accept() => accepted,
-                };
-                match accepted {
-                    Ok((client, peer))
-                        if *shared.open_connections.borrow() >= shared.max_connections =>
-                    {
-                        metrics::connection_refused("max_connections");
-                        // Debug only: a flood of connections must not flood the log too.
-                        tracing::debug!(
-                            client = %peer,
-                            max_connections = shared.max_connections,
-                            "refusing a connection: [limits] max_connections are open"
-                        );
-                        drop(client);
+    /// Re-reads the TLS files of both sides; what does not load leaves the files in
+    /// force, with a log line and a count.
+    pub(crate) fn reload_tls(&self) {
+        let sides = [
+            ("listener", self.listener_tls.as_ref().map(|t| t.reload())),
+            ("upstream", self.upstream_tls.as_ref().map(|t| t.reload())),
+        ];
+        for (side, reloaded) in sides {
+            let Some(reloaded) = reloaded else { continue };
+            let result = match reloaded {
+                Ok(result) => {
+                    if result == crate::tls::Reloaded::Changed {
+                        tracing::info!(side, "TLS certificates reloaded: new handshakes use them");
                     }
-                    Ok((client, peer)) => shared.spawn_connection(client, peer, target),
-                    Err(err) => {
-                        // Out of file descriptors and the like: back off, keep serving.
-                        tracing::warn!(listener = %target, error = %err, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
+                    result
                 }
-            }
-            tracing::debug!(listener = %target, "stopped accepting");
-        });
-    }
-
-    fn spawn_connection(
-        self: &Arc<Self>,
-        client: TcpStream,
-        peer: SocketAddr,
-        target: UpstreamTarget,
-    ) {
-        let guard = OpenConnection::new(Arc::clone(self), target);
-        tokio::spawn(async move {
-            let shared = Arc::clone(&guard.shared);
-            let info = ConnectionInfo {
-                client: peer,
-                upstream: target,
-            };
-            let mut abort = shared.abort.clone();
-            let proxied = async {
-                let _ = client.set_nodelay(true);
-                let upstream = shared.connect_upstream(&target).await?;
-                connection::serve(
-                    client,
-                    upstream,
-                    Arc::clone(&shared),
-                    info.clone(),
-                    shared.shutdown.clone(),
-                )
-                .await
-            };
-            let result = tokio::select! {
-                result = proxied => result,
-                _ = abort.wait_for(|abort| *abort) => {
-                    tracing::info!(client = %peer, upstream = %target, "closing connection: shutdown grace is over");
-                    Ok(())
-                }
-            };
-            match result {
-                Ok(()) => tracing::debug!(client = %peer, upstream = %target, "connection closed"),
-                Err(err) if err.is_routine_close() => tracing::debug!(
-                    client = %peer,
-                    upstream = %target,
-                    error = %err,
-                    "connection ended"
-                ),
                 Err(err) => {
-                    if let Some(reason) = err.refused_frame_reason() {
-                        metrics::frame_refused(reason);
-                    }
-                    tracing::warn!(
-                        client = %peer,
-                        upstream = %target,
-                        fault = %err.fault(),
+                    tracing::error!(
+                        side,
                         error = %err,
-                        "closing connection"
+                        "TLS certificates not reloaded: keeping the ones in force"
                     );
+                    crate::tls::Reloaded::Failed
                 }
-            }
-            drop(guard);
-        });
+            };
+            metrics::tls_reload(side, result.as_str());
+        }
     }
-}
-
-/// Counts a connection as open (for metrics and graceful shutdown) while it lives.
-struct OpenConnection {
-    shared: Arc<Shared>,
-}
-
-impl OpenConnection {
-    fn new(shared: Arc<Shared>, target: UpstreamTarget) -> OpenConnection {
-        shared.open_connections.send_modify(|n| *n += 1);
-        metrics::connection_opened(target.listener_label());
-        OpenConnection { shared }
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.shared.open_connections.send_modify(|n| *n -= 1);
-        metrics::connection_closed();
-    }
-}
-
-/// Binds a TCP listener now (not at the next await), so the port is served before any
-/// client learns it.
-pub(crate) fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, ProxyError> {
-    let error = |source| ProxyError::Bind {
-        listener: what.to_owned(),
-        addr,
-        source,
-    };
-    let listener = std::net::TcpListener::bind(addr).map_err(error)?;
-    listener.set_nonblocking(true).map_err(error)?;
-    TcpListener::from_std(listener).map_err(error)
 }

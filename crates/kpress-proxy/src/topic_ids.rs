@@ -12,14 +12,15 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
+use crate::listeners::ensure_node_listeners;
 use crate::metrics;
 use crate::shared::Shared;
+use crate::transport::Stream;
 use crate::upstream;
 
 /// How long a Produce request waits for its topic ids to be named.
@@ -93,7 +94,7 @@ impl TopicIdResolver {
 
 /// The lookup task: ends when the proxy's shared state is gone.
 async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
-    let mut side: Option<TcpStream> = None;
+    let mut side: Option<Stream> = None;
     while let Some(first) = queue.recv().await {
         let mut waiting = vec![first.done];
         let mut ids: HashSet<[u8; 16]> = first.ids.into_iter().collect();
@@ -147,12 +148,12 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
 /// One Metadata request for `ids` on the side connection, opened if need be.
 async fn ask(
     shared: &Arc<Shared>,
-    side: &mut Option<TcpStream>,
+    side: &mut Option<Stream>,
     ids: &[[u8; 16]],
 ) -> Result<(), ConnectionError> {
     let stream = match side {
         Some(stream) => stream,
-        empty => empty.insert(upstream::connect_any(shared.bootstrap_servers()).await?),
+        empty => empty.insert(upstream::side_connection_any(shared).await?),
     };
     let mut observer = AddressObserver::new(&shared.cluster);
     upstream::fetch_metadata(
@@ -165,7 +166,6 @@ async fn ask(
     )
     .await?;
     // Nodes learned on the way get listeners too (their addresses are now known).
-    shared
-        .ensure_node_listeners(&observer.nodes_without_listener)
+    ensure_node_listeners(shared, &observer.nodes_without_listener)
         .map_err(ConnectionError::Listener)
 }

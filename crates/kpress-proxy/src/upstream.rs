@@ -1,18 +1,21 @@
-//! kpress's own conversations with brokers: opening upstream connections, and the
-//! Metadata requests that learn the brokers at start and name Produce v13 topic ids.
+//! kpress's own conversations with brokers: opening upstream connections, side
+//! connections with kpress's own SASL login, and the Metadata requests that learn the
+//! brokers at start and name Produce v13 topic ids.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use kpress_protocol::frame::{response_correlation_id, response_header_len, SIZE_PREFIX_LEN};
-use kpress_protocol::{api_key, metadata_request, rewrite_response, ResponseObserver};
+use kpress_protocol::{api_key, metadata_request, rewrite_response, sasl, ResponseObserver};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
-use crate::budget::{ConnectionPool, Pool};
-use crate::cluster::BrokerAddress;
+use crate::budget::{ConnectionPool, Direction, Pool};
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, FrameLimits};
+use crate::metrics;
+use crate::shared::Shared;
+use crate::transport::{Connector, Stream};
+use crate::SaslLogin;
 
 /// Metadata v12: the first that names topics by id with a null name (KIP-516), served
 /// by Kafka 3.1 and later. Produce v13 (topic ids) needs Kafka 4.1, so naming ids
@@ -23,9 +26,6 @@ pub(crate) const METADATA_VERSION: i16 = 12;
 /// then v1 (Kafka 0.10+). A broker closes the connection on a version it lacks.
 pub(crate) const DISCOVERY_METADATA_VERSIONS: [i16; 3] = [METADATA_VERSION, 9, 1];
 
-/// How long kpress waits for a TCP connection to a broker.
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// How long kpress waits for the answer to one of its own Metadata requests.
 pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -33,42 +33,18 @@ pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 /// so they stand out in broker logs next to client ids, which start at 0.
 static NEXT_CORRELATION_ID: AtomicI32 = AtomicI32::new(i32::MIN);
 
-/// Connects to `host:port` within [`CONNECT_TIMEOUT`].
-pub(crate) async fn connect(address: &str) -> Result<TcpStream, ConnectionError> {
-    let connected = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await;
-    let stream = match connected {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(source)) => {
-            return Err(ConnectionError::Connect {
-                addr: address.to_owned(),
-                source,
-            })
-        }
-        Err(_) => {
-            return Err(ConnectionError::Connect {
-                addr: address.to_owned(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no connection within {CONNECT_TIMEOUT:?}"),
-                ),
-            })
-        }
-    };
-    // Kafka frames are written whole; waiting to coalesce them only adds latency.
-    stream
-        .set_nodelay(true)
-        .map_err(|source| ConnectionError::Connect {
-            addr: address.to_owned(),
-            source,
-        })?;
-    Ok(stream)
+fn next_correlation_id() -> i32 {
+    NEXT_CORRELATION_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Connects to the first of `servers` that accepts.
-pub(crate) async fn connect_any(servers: &[String]) -> Result<TcpStream, ConnectionError> {
+pub(crate) async fn connect_any(
+    connector: &Connector,
+    servers: &[String],
+) -> Result<Stream, ConnectionError> {
     let mut last = None;
     for server in servers {
-        match connect(server).await {
+        match connector.connect(server).await {
             Ok(stream) => return Ok(stream),
             Err(err) => {
                 tracing::debug!(%server, error = %err, "bootstrap server refused");
@@ -82,9 +58,147 @@ pub(crate) async fn connect_any(servers: &[String]) -> Result<TcpStream, Connect
     }))
 }
 
-/// Connects to a broker node's real address.
-pub(crate) async fn connect_node(address: &BrokerAddress) -> Result<TcpStream, ConnectionError> {
-    connect(&address.to_string()).await
+/// A connection for kpress's own requests to `server`: TLS as for clients, then
+/// kpress's own SASL login when the policy gives one.
+pub(crate) async fn side_connection(
+    shared: &Shared,
+    server: &str,
+) -> Result<Stream, ConnectionError> {
+    let mut stream = shared.connector.connect(server).await?;
+    if let Some(login) = &shared.upstream_sasl {
+        let limits = shared.frame_limits();
+        let pool = shared.budget.pool(Direction::Response);
+        let authenticated = tokio::time::timeout(
+            METADATA_TIMEOUT,
+            authenticate(&mut stream, login, limits, pool),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(ConnectionError::SideAuthentication(format!(
+                "no answer from {server} within {METADATA_TIMEOUT:?}"
+            )))
+        });
+        metrics::side_authentication(if authenticated.is_ok() {
+            "ok"
+        } else {
+            "failed"
+        });
+        authenticated?;
+    }
+    Ok(stream)
+}
+
+/// A side connection to the first bootstrap server that accepts and authenticates.
+pub(crate) async fn side_connection_any(shared: &Shared) -> Result<Stream, ConnectionError> {
+    let mut last = None;
+    for server in shared.bootstrap_servers() {
+        match side_connection(shared, server).await {
+            Ok(stream) => return Ok(stream),
+            Err(err) => {
+                tracing::debug!(%server, error = %err, "no side connection");
+                last = Some(err);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| ConnectionError::Connect {
+        addr: String::from("(no bootstrap servers)"),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, "empty bootstrap list"),
+    }))
+}
+
+/// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    login: &SaslLogin,
+    limits: FrameLimits,
+    pool: &Pool,
+) -> Result<(), ConnectionError> {
+    let share = ConnectionPool::new(pool, limits.max_frame_bytes + SIZE_PREFIX_LEN);
+    let refused = |err: sasl::SaslError| ConnectionError::SideAuthentication(err.to_string());
+    let handshake = sasl::handshake_request(next_correlation_id(), CLIENT_ID, login.mechanism)
+        .map_err(refused)?;
+    let body = exchange(
+        stream,
+        &handshake,
+        api_key::SASL_HANDSHAKE,
+        sasl::SASL_HANDSHAKE_VERSION,
+        limits,
+        &share,
+    )
+    .await?;
+    sasl::parse_handshake_response(&body).map_err(refused)?;
+    let mut client = sasl::SaslClient::new(login.mechanism, &login.username, &login.password)
+        .map_err(refused)?;
+    let mut message = client.first_message();
+    loop {
+        let request = sasl::authenticate_request(next_correlation_id(), CLIENT_ID, &message)
+            .map_err(refused)?;
+        let body = exchange(
+            stream,
+            &request,
+            api_key::SASL_AUTHENTICATE,
+            sasl::SASL_AUTHENTICATE_VERSION,
+            limits,
+            &share,
+        )
+        .await?;
+        let answer = sasl::parse_authenticate_response(sasl::SASL_AUTHENTICATE_VERSION, &body)
+            .map_err(refused)?;
+        // SCRAM's key derivation takes milliseconds of CPU: not on the reactor.
+        let (returned, step) = tokio::task::spawn_blocking(move || {
+            let step = client.next(&answer);
+            (client, step)
+        })
+        .await
+        .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?;
+        client = returned;
+        match step.map_err(refused)? {
+            sasl::Step::Send(next) => message = next,
+            sasl::Step::Done => return Ok(()),
+        }
+    }
+}
+
+/// The client id of kpress's own requests, as brokers log it.
+const CLIENT_ID: &str = "kpress";
+
+/// Writes `request` and reads its response; returns the body after the header.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &[u8],
+    api_key: i16,
+    version: i16,
+    limits: FrameLimits,
+    share: &ConnectionPool,
+) -> Result<Vec<u8>, ConnectionError> {
+    let correlation_id = request_correlation_id(request);
+    write_frame(stream, request, limits.frame_timeout)
+        .await
+        .map_err(ConnectionError::broker_write)?;
+    let frame = read_frame(stream, limits, share, None)
+        .await
+        .map_err(ConnectionError::from_broker_read)?
+        .ok_or(ConnectionError::BrokerClosed { correlation_id })?;
+    let body = frame.body();
+    let received = response_correlation_id(body).map_err(ConnectionError::BrokerFrame)?;
+    if received != correlation_id {
+        return Err(ConnectionError::CorrelationMismatch {
+            expected: correlation_id,
+            received,
+        });
+    }
+    let header_len = response_header_len(api_key, version, body)
+        .map_err(ConnectionError::BrokerFrame)?
+        .unwrap_or(4);
+    Ok(body[header_len..].to_vec())
+}
+
+/// The correlation id of a whole request frame kpress built itself.
+fn request_correlation_id(frame: &[u8]) -> i32 {
+    frame
+        .get(SIZE_PREFIX_LEN + 4..SIZE_PREFIX_LEN + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, i32::from_be_bytes)
 }
 
 /// Sends a Metadata request (version `version`) for `topic_ids` (all topics when
@@ -98,7 +212,7 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
     pool: &Pool,
     observer: &mut (dyn ResponseObserver + Send),
 ) -> Result<(), ConnectionError> {
-    let correlation_id = NEXT_CORRELATION_ID.fetch_add(1, Ordering::Relaxed);
+    let correlation_id = next_correlation_id();
     let request = metadata_request(version, correlation_id, topic_ids).map_err(|err| {
         ConnectionError::RewriteTask(format!("cannot encode kpress's Metadata request: {err}"))
     })?;

@@ -44,25 +44,66 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Loads a policy file, printing every problem to stderr when it is not usable.
-pub(crate) fn load_reporting(path: &Path) -> Result<Config, ConfigError> {
-    let loaded = kpress_config::load(path);
-    match &loaded {
-        Ok(_) => {}
-        Err(err @ ConfigError::Read { .. }) => eprintln!("kpress: {err}"),
+/// Why a policy file cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unusable {
+    /// The file itself cannot be read.
+    Unreadable,
+    /// Its text, or a certificate or key it names, is invalid.
+    Invalid,
+}
+
+/// Loads a policy file and the TLS files it names, printing every problem to stderr
+/// when it is not usable.
+pub(crate) fn load_reporting(path: &Path) -> Result<Config, Unusable> {
+    let config = match kpress_config::load(path) {
+        Ok(config) => config,
+        Err(err @ ConfigError::Read { .. }) => {
+            eprintln!("kpress: {err}");
+            return Err(Unusable::Unreadable);
+        }
         Err(ConfigError::Invalid(problems)) => {
-            for problem in problems {
+            for problem in &problems {
                 eprintln!("{problem}");
             }
-            let n = problems.len();
-            eprintln!(
-                "{}: {n} problem{}",
-                path.display(),
-                if n == 1 { "" } else { "s" }
-            );
+            report_count(path, problems.len());
+            return Err(Unusable::Invalid);
+        }
+    };
+    let tls_problems = tls_problems(&config);
+    for problem in &tls_problems {
+        eprintln!("{}: {problem}", path.display());
+    }
+    if !tls_problems.is_empty() {
+        report_count(path, tls_problems.len());
+        return Err(Unusable::Invalid);
+    }
+    Ok(config)
+}
+
+fn report_count(path: &Path, n: usize) {
+    eprintln!(
+        "{}: {n} problem{}",
+        path.display(),
+        if n == 1 { "" } else { "s" }
+    );
+}
+
+/// The certificates and keys, loaded as `kpress run` loads them: a file that exists but
+/// holds no certificate, a key that does not go with its certificate, and the like.
+fn tls_problems(config: &Config) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(tls) = &config.listener.tls {
+        if let Err(err) = kpress_proxy::tls::ServerTls::load(tls.clone()) {
+            problems.push(err.to_string());
         }
     }
-    loaded
+    if let Some(tls) = &config.upstream.tls {
+        if let Err(err) = kpress_proxy::tls::ClientTls::load(tls.clone()) {
+            problems.push(err.to_string());
+        }
+    }
+    problems
 }
 
 /// What the file makes kpress do, in a few lines.

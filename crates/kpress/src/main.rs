@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod check_config;
 mod gzip_providers;
 mod recompress;
+mod reload;
 mod run;
 
 #[derive(Debug, Parser)]

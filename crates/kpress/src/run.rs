@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_batch::PolicyLookup;
-use kpress_config::{Config, ConfigError, NodeRouting, PolicySet};
-use kpress_proxy::{ProxyError, ProxySettings};
+use kpress_config::{Config, PasswordSource, PolicySet};
+use kpress_proxy::{ProxyError, ProxySettings, SaslLogin};
 
-use crate::{check_config, gzip_providers};
+use crate::{check_config, gzip_providers, reload};
 
 /// How often the gzip provider fallback counters are copied into the metrics.
 const FALLBACK_REFRESH: Duration = Duration::from_secs(1);
@@ -38,11 +38,11 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         Err(err) => {
             let file = args.config.display();
             match err {
-                ConfigError::Read { .. } => eprintln!(
+                check_config::Unusable::Unreadable => eprintln!(
                     "kpress: not starting: --config needs a policy file kpress can read \
                      (config/kpress.toml is an example)"
                 ),
-                ConfigError::Invalid(_) => eprintln!(
+                check_config::Unusable::Invalid => eprintln!(
                     "kpress: not starting: fix {file} (check it with `kpress check-config {file}`)"
                 ),
             }
@@ -51,7 +51,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     };
     let provider_statuses = gzip_providers::statuses();
     gzip_providers::log(&provider_statuses);
-    let settings = proxy_settings(&config, Duration::from_secs(args.shutdown_grace));
+    let settings = match proxy_settings(&config, Duration::from_secs(args.shutdown_grace)) {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("kpress: not starting: {}: {err:#}", args.config.display());
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let policies: Arc<dyn PolicyLookup> = Arc::new(PolicySet::new(&config));
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -87,7 +93,9 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
-        kpress_proxy::run(settings, policies, shutdown_signal())
+        // Before serving: SIGHUP's default action would end the process.
+        let reload = reload::spawn(&watched_files(&config));
+        kpress_proxy::run(settings, policies, shutdown_signal(), reload)
             .await
             .map_err(|err| {
                 let next = what_to_do(&err, &config, &args.config);
@@ -98,26 +106,26 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn proxy_settings(config: &Config, shutdown_grace: Duration) -> ProxySettings {
-    // lead: listener.tls, listener.rewrite_before_auth, upstream.tls and upstream.sasl are
-    // not mapped (ProxySettings has no fields for them yet), so kpress still runs them as
-    // plaintext. sni mode has no ProxySettings either: these stand-ins only keep the binary
-    // building and are not sni mode.
-    let (advertised_host, node_port_base) = match &config.listener.routing {
-        NodeRouting::Ports {
-            advertised_host,
-            node_port_base,
-        } => (advertised_host.clone(), *node_port_base),
-        NodeRouting::Sni {
-            advertised_host_pattern,
-            advertised_port,
-            ..
-        } => (advertised_host_pattern.to_string(), *advertised_port),
-    };
-    ProxySettings {
+fn proxy_settings(config: &Config, shutdown_grace: Duration) -> anyhow::Result<ProxySettings> {
+    let upstream_sasl = config
+        .upstream
+        .sasl
+        .as_ref()
+        .map(|sasl| -> anyhow::Result<SaslLogin> {
+            Ok(SaslLogin {
+                mechanism: sasl.mechanism,
+                username: sasl.username.clone(),
+                password: read_password(&sasl.password)?,
+            })
+        })
+        .transpose()?;
+    Ok(ProxySettings {
         bind: config.listener.bind,
-        advertised_host,
-        node_port_base,
+        routing: config.listener.routing.clone(),
+        listener_tls: config.listener.tls.clone(),
+        upstream_tls: config.upstream.tls.clone(),
+        upstream_sasl,
+        rewrite_before_auth: config.listener.rewrite_before_auth,
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),
         max_frame_bytes: config.limits.max_frame_bytes,
         max_inflight_bytes: config.limits.max_inflight_bytes,
@@ -128,7 +136,58 @@ fn proxy_settings(config: &Config, shutdown_grace: Duration) -> ProxySettings {
         max_request_decompressed_bytes: config.limits.max_request_decompressed_bytes,
         max_topic_labels: config.limits.max_topic_labels,
         shutdown_grace,
+    })
+}
+
+/// kpress's SASL password from where `[upstream.sasl]` says it is.
+fn read_password(source: &PasswordSource) -> anyhow::Result<String> {
+    let password = match source {
+        PasswordSource::File(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!(
+                    "upstream.sasl.password_file: cannot read {}",
+                    path.display()
+                )
+            })?;
+            // `echo` and secret stores end the file with a line break.
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            text.strip_suffix('\r').unwrap_or(text).to_owned()
+        }
+        PasswordSource::Env(name) => std::env::var(name).map_err(|err| {
+            anyhow::anyhow!(
+                "upstream.sasl.password_env: the environment variable {name} {}",
+                match err {
+                    std::env::VarError::NotPresent => "is not set",
+                    std::env::VarError::NotUnicode(_) => "is not valid UTF-8",
+                }
+            )
+        })?,
+    };
+    anyhow::ensure!(
+        !password.is_empty(),
+        "upstream.sasl: the password is empty ({})",
+        match source {
+            PasswordSource::File(path) => format!("password_file {}", path.display()),
+            PasswordSource::Env(name) => format!("password_env {name}"),
+        }
+    );
+    Ok(password)
+}
+
+/// The files kpress re-reads while serving: its TLS certificates, keys and CAs.
+fn watched_files(config: &Config) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(tls) = &config.listener.tls {
+        files.extend([tls.cert.clone(), tls.key.clone()]);
+        files.extend(tls.client_ca.clone());
     }
+    if let Some(tls) = &config.upstream.tls {
+        files.extend(tls.ca.clone());
+        if let Some((cert, key)) = &tls.client_cert {
+            files.extend([cert.clone(), key.clone()]);
+        }
+    }
+    files
 }
 
 /// What an operator does about a proxy that could not start, naming the policy
@@ -171,7 +230,9 @@ fn what_to_do(err: &ProxyError, config: &Config, path: &Path) -> String {
             "start the broker, or point [upstream] bootstrap_servers in {file} at one that runs"
         ),
         ProxyError::NodePortOverflow { .. } => format!("lower [listener] node_port_base in {file}"),
-        ProxyError::InvalidSettings(_) => format!("check {file} with `kpress check-config`"),
+        ProxyError::InvalidSettings(_) | ProxyError::Tls(_) => {
+            format!("check {file} with `kpress check-config`")
+        }
     }
 }
 
@@ -236,12 +297,41 @@ mod tests {
     }
 
     #[test]
-    fn ports_routing_gives_the_proxy_its_host_and_node_ports() {
-        let settings = proxy_settings(&config(), Duration::from_secs(3));
+    fn the_policy_maps_onto_the_proxy_settings() {
+        let settings = proxy_settings(&config(), Duration::from_secs(3)).unwrap();
         assert_eq!(settings.bind, "127.0.0.1:19092".parse().unwrap());
-        assert_eq!(settings.advertised_host, "127.0.0.1");
-        assert_eq!(settings.node_port_base, 19090);
+        assert_eq!(settings.routing, config().listener.routing);
         assert_eq!(settings.shutdown_grace, Duration::from_secs(3));
+        assert!(settings.listener_tls.is_none() && settings.upstream_sasl.is_none());
+    }
+
+    #[test]
+    fn the_sasl_password_comes_from_its_file_or_variable_and_must_be_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pw");
+        std::fs::write(&file, "s3cret\n").unwrap();
+        assert_eq!(
+            read_password(&PasswordSource::File(file.clone())).unwrap(),
+            "s3cret"
+        );
+        std::fs::write(&file, "\n").unwrap();
+        let err = read_password(&PasswordSource::File(file)).unwrap_err();
+        assert!(err.to_string().contains("password is empty"), "{err}");
+        let missing = dir.path().join("absent");
+        let err = read_password(&PasswordSource::File(missing)).unwrap_err();
+        assert!(
+            err.to_string().contains("password_file: cannot read"),
+            "{err}"
+        );
+        let err = read_password(&PasswordSource::Env(
+            "KPRESS_TEST_SURELY_UNSET_VARIABLE".into(),
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("KPRESS_TEST_SURELY_UNSET_VARIABLE is not set"),
+            "{err}"
+        );
     }
 
     fn in_use(listener: &str, addr: &str) -> ProxyError {

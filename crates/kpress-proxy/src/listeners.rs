@@ -1,0 +1,194 @@
+//! Listener lifecycle: binding the bootstrap and node listeners, accepting until
+//! shutdown, and each client connection's task from accept (TLS handshake included) to
+//! close, counted for metrics and for graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::cluster::node_port;
+use crate::connection::{self, ConnectionInfo};
+use crate::error::{ConnectionError, ProxyError};
+use crate::metrics;
+use crate::shared::Shared;
+use crate::transport::ListenerRole;
+use kpress_config::NodeRouting;
+
+/// Binds a listener for every node in `nodes` that has none yet and starts accepting
+/// on it. Synchronous, so a response can wait for it before it is relayed. In SNI mode
+/// every node is served on the bootstrap port: nothing to bind.
+pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Result<(), ProxyError> {
+    let NodeRouting::Ports { node_port_base, .. } = shared.cluster.routing() else {
+        return Ok(());
+    };
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    // Held across the binds: a response naming a node another connection is binding
+    // waits here until the port is served.
+    let mut listening = shared.cluster.listeners();
+    for &node_id in nodes {
+        if listening.contains(&node_id) {
+            continue;
+        }
+        let port = node_port(*node_port_base, node_id)?;
+        let listener = bind(
+            SocketAddr::new(shared.listen_ip, port),
+            &format!("broker node {node_id}"),
+        )?;
+        tracing::info!(
+            node_id,
+            addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            tls = shared.acceptor.is_tls(),
+            "serving broker node"
+        );
+        listening.insert(node_id);
+        spawn_accept_loop(shared, listener, ListenerRole::Node(node_id));
+    }
+    Ok(())
+}
+
+/// Accepts connections on `listener` until shutdown begins.
+pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, role: ListenerRole) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let mut shutdown = shared.shutdown.clone();
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.wait_for(|stopping| *stopping) => break,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((client, peer))
+                    if *shared.open_connections.borrow() >= shared.max_connections =>
+                {
+                    metrics::connection_refused("max_connections");
+                    // Debug only: a flood of connections must not flood the log too.
+                    tracing::debug!(
+                        client = %peer,
+                        max_connections = shared.max_connections,
+                        "refusing a connection: [limits] max_connections are open"
+                    );
+                    drop(client);
+                }
+                Ok((client, peer)) => spawn_connection(&shared, client, peer, role),
+                Err(err) => {
+                    // Out of file descriptors and the like: back off, keep serving.
+                    tracing::warn!(listener = role.label(), error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        tracing::debug!(listener = role.label(), "stopped accepting");
+    });
+}
+
+fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, role: ListenerRole) {
+    let guard = OpenConnection::new(Arc::clone(shared), role);
+    tokio::spawn(async move {
+        let shared = Arc::clone(&guard.shared);
+        let mut abort = shared.abort.clone();
+        let proxied = async {
+            let _ = client.set_nodelay(true);
+            // The handshake is bounded like a frame: a client that opens a connection
+            // and says nothing holds only its socket, and not for long.
+            let (client, target) = shared
+                .acceptor
+                .accept(client, role, &shared.cluster, shared.frame_timeout)
+                .await?;
+            let upstream = shared.connect_upstream(&target).await?;
+            let info = ConnectionInfo {
+                client: peer,
+                upstream: target,
+            };
+            connection::serve(
+                client,
+                upstream,
+                Arc::clone(&shared),
+                info,
+                shared.shutdown.clone(),
+            )
+            .await
+        };
+        let result = tokio::select! {
+            result = proxied => result,
+            _ = abort.wait_for(|abort| *abort) => {
+                tracing::info!(client = %peer, listener = role.label(), "closing connection: shutdown grace is over");
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => tracing::debug!(client = %peer, listener = role.label(), "connection closed"),
+            Err(err) if err.is_routine_close() => tracing::debug!(
+                client = %peer,
+                listener = role.label(),
+                error = %err,
+                "connection ended"
+            ),
+            Err(err) => {
+                if let Some(reason) = err.refused_frame_reason() {
+                    metrics::frame_refused(reason);
+                }
+                if let Some(reason) = handshake_failure(&err) {
+                    metrics::tls_handshake_failed(reason);
+                }
+                tracing::warn!(
+                    client = %peer,
+                    listener = role.label(),
+                    fault = %err.fault(),
+                    error = %err,
+                    "closing connection"
+                );
+            }
+        }
+        drop(guard);
+    });
+}
+
+/// The `reason` label of a failed client TLS handshake.
+fn handshake_failure(err: &ConnectionError) -> Option<&'static str> {
+    match err {
+        ConnectionError::PlaintextOnTls => Some("plaintext"),
+        ConnectionError::UnknownServerName(_) => Some("unknown_server_name"),
+        ConnectionError::TlsHandshake(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            Some("timeout")
+        }
+        ConnectionError::TlsHandshake(_) => Some("handshake"),
+        _ => None,
+    }
+}
+
+/// Counts a connection as open (for metrics and graceful shutdown) while it lives.
+struct OpenConnection {
+    shared: Arc<Shared>,
+}
+
+impl OpenConnection {
+    fn new(shared: Arc<Shared>, role: ListenerRole) -> OpenConnection {
+        shared.open_connections.send_modify(|n| *n += 1);
+        metrics::connection_opened(role.label());
+        OpenConnection { shared }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.shared.open_connections.send_modify(|n| *n -= 1);
+        metrics::connection_closed();
+    }
+}
+
+/// Binds a TCP listener now (not at the next await), so the port is served before any
+/// client learns it.
+pub(crate) fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, ProxyError> {
+    let error = |source| ProxyError::Bind {
+        listener: what.to_owned(),
+        addr,
+        source,
+    };
+    let listener = std::net::TcpListener::bind(addr).map_err(error)?;
+    listener.set_nonblocking(true).map_err(error)?;
+    TcpListener::from_std(listener).map_err(error)
+}
