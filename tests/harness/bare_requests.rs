@@ -10,7 +10,6 @@
 use anyhow::{ensure, Context};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 
 const PRODUCE: i16 = 0;
 const FETCH: i16 = 1;
@@ -208,9 +207,9 @@ pub fn parse_produce_v7(body: &[u8]) -> anyhow::Result<(i32, Vec<PartitionAnswer
     Ok((correlation_id, answers))
 }
 
-/// Reads one size-prefixed frame from `stream` and returns its body (from the
-/// correlation id on). The caller sets the stream's read timeout.
-pub fn read_frame(stream: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
+/// Reads one size-prefixed frame from `stream` (TCP, or TLS over it) and returns its
+/// body (from the correlation id on). The caller sets the stream's read timeout.
+pub fn read_frame(stream: &mut impl Read) -> anyhow::Result<Vec<u8>> {
     let mut size = [0u8; 4];
     stream
         .read_exact(&mut size)
@@ -226,7 +225,7 @@ pub fn read_frame(stream: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Sends `frame` on `stream` and reads the next frame back (its body).
-pub fn exchange(stream: &mut TcpStream, frame: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn exchange(stream: &mut (impl Read + Write), frame: &[u8]) -> anyhow::Result<Vec<u8>> {
     stream.write_all(frame).context("sending a request")?;
     read_frame(stream)
 }

@@ -1,16 +1,19 @@
 //! Real Apache Kafka clusters for tests: KRaft nodes that are each broker and
 //! controller (n nodes form an n-voter quorum), on free loopback ports, with their own
-//! temporary log dirs and log files, killed when the handle drops.
+//! temporary log dirs and log files, killed when the handle drops. Besides PLAINTEXT,
+//! nodes can listen for SASL_PLAINTEXT, SSL, SSL with client certificates required,
+//! and SASL_SSL clients (PLAIN and SCRAM users), with certificates of a per-cluster
+//! [`TestPki`].
 
 use crate::dump::{dump_log_segments, DumpedSegment};
 use crate::java;
 use crate::metadata::{fetch_metadata, ClusterMetadata};
-use crate::ports::free_port;
 use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
+use crate::tls::{SaslMechanism, SaslUser, TestPki};
 use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -18,12 +21,171 @@ use std::time::{Duration, Instant};
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A client listener a node can have beside PLAINTEXT (which every node keeps for the
+/// harness's own requests and between brokers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BrokerListener {
+    /// SASL over plain TCP, with [`ClusterSecurity::sasl_users`].
+    SaslPlaintext,
+    /// TLS, no client certificate asked for.
+    Ssl,
+    /// TLS requiring a client certificate the cluster's CA issued
+    /// (`ssl.client.auth=required`); the listener is named `MTLS`, its protocol is SSL.
+    Mtls,
+    /// SASL over TLS (no client certificate), with [`ClusterSecurity::sasl_users`].
+    SaslSsl,
+}
+
+impl BrokerListener {
+    /// The Kafka listener name (`listeners`, `listener.name.<lowercase>.` settings).
+    pub fn name(self) -> &'static str {
+        match self {
+            BrokerListener::SaslPlaintext => "SASL_PLAINTEXT",
+            BrokerListener::Ssl => "SSL",
+            BrokerListener::Mtls => "MTLS",
+            BrokerListener::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// The listener's security protocol (`listener.security.protocol.map`).
+    pub fn protocol(self) -> &'static str {
+        match self {
+            BrokerListener::SaslPlaintext => "SASL_PLAINTEXT",
+            BrokerListener::Ssl | BrokerListener::Mtls => "SSL",
+            BrokerListener::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    fn is_tls(self) -> bool {
+        self.protocol().ends_with("SSL")
+    }
+
+    fn is_sasl(self) -> bool {
+        self.protocol().starts_with("SASL")
+    }
+}
+
+/// The client listeners of every node beyond PLAINTEXT, and the SASL users they know.
+/// TLS listeners serve a certificate of the cluster's [`TestPki`] naming `localhost`
+/// and `127.0.0.1` (clients verify hostnames as by default) and trust its CA.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterSecurity {
+    /// The extra listeners, each on a port of its own on every node.
+    pub listeners: Vec<BrokerListener>,
+    /// The users of every SASL listener: PLAIN users in the listener's JAAS config,
+    /// SCRAM users written into the metadata when the storage is formatted
+    /// (`StorageTool format --add-scram`). A listener enables exactly the mechanisms
+    /// these users have.
+    pub sasl_users: Vec<SaslUser>,
+}
+
+impl ClusterSecurity {
+    /// Every listener kind at once (one broker start serves every kind of test), with
+    /// `sasl_users`.
+    pub fn all_listeners(sasl_users: &[SaslUser]) -> ClusterSecurity {
+        ClusterSecurity {
+            listeners: vec![
+                BrokerListener::SaslPlaintext,
+                BrokerListener::Ssl,
+                BrokerListener::Mtls,
+                BrokerListener::SaslSsl,
+            ],
+            sasl_users: sasl_users.to_vec(),
+        }
+    }
+
+    /// The mechanisms of the users, each once, in the order first named.
+    fn mechanisms(&self) -> Vec<SaslMechanism> {
+        let mut mechanisms = Vec::new();
+        for user in &self.sasl_users {
+            if !mechanisms.contains(&user.mechanism) {
+                mechanisms.push(user.mechanism);
+            }
+        }
+        mechanisms
+    }
+
+    /// StorageTool's `--add-scram` arguments for the SCRAM users.
+    fn add_scram_args(&self) -> Vec<String> {
+        self.sasl_users
+            .iter()
+            .filter(|u| u.mechanism != SaslMechanism::Plain)
+            .flat_map(|u| {
+                [
+                    "--add-scram".to_string(),
+                    format!(
+                        "{}=[name={},password={}]",
+                        u.mechanism.name(),
+                        u.name,
+                        u.password
+                    ),
+                ]
+            })
+            .collect()
+    }
+
+    /// Broker settings of the extra listeners: PEM key and trust stores for TLS,
+    /// client authentication on `MTLS`, mechanisms and JAAS logins for SASL.
+    fn broker_settings(&self, keystore: &Path, truststore: &Path) -> String {
+        let mut text = String::new();
+        if self.listeners.iter().any(|l| l.is_tls()) {
+            let _ = write!(
+                text,
+                "ssl.keystore.type=PEM\n\
+                 ssl.keystore.location={}\n\
+                 ssl.truststore.type=PEM\n\
+                 ssl.truststore.location={}\n",
+                keystore.display(),
+                truststore.display()
+            );
+        }
+        if self.listeners.contains(&BrokerListener::Mtls) {
+            let _ = writeln!(text, "listener.name.mtls.ssl.client.auth=required");
+        }
+        let mechanisms = self.mechanisms();
+        let sasl_listeners: Vec<BrokerListener> = self
+            .listeners
+            .iter()
+            .copied()
+            .filter(|l| l.is_sasl())
+            .collect();
+        if sasl_listeners.is_empty() {
+            return text;
+        }
+        let names: Vec<&str> = mechanisms.iter().map(|m| m.name()).collect();
+        let _ = writeln!(text, "sasl.enabled.mechanisms={}", names.join(","));
+        for listener in sasl_listeners {
+            let prefix = format!("listener.name.{}", listener.name().to_ascii_lowercase());
+            for mechanism in &mechanisms {
+                // PLAIN checks passwords against its JAAS options; SCRAM against the
+                // credentials in the cluster metadata.
+                let accounts: String = match mechanism {
+                    SaslMechanism::Plain => self
+                        .sasl_users
+                        .iter()
+                        .filter(|u| u.mechanism == SaslMechanism::Plain)
+                        .map(|u| format!(" user_{}=\"{}\"", u.name, u.password))
+                        .collect(),
+                    _ => String::new(),
+                };
+                let _ = writeln!(
+                    text,
+                    "{prefix}.{}.sasl.jaas.config={} required{accounts};",
+                    mechanism.name().to_ascii_lowercase(),
+                    mechanism.java_login_module()
+                );
+            }
+        }
+        text
+    }
+}
+
 #[derive(Debug)]
 struct Node {
     id: u32,
     port: u16,
-    /// The SASL_PLAINTEXT (mechanism PLAIN) listener, when the cluster has one.
-    sasl_port: Option<u16>,
+    /// The ports of the extra listeners.
+    listener_ports: Vec<(BrokerListener, u16)>,
     config: PathBuf,
     data_dir: PathBuf,
     log_file: PathBuf,
@@ -35,6 +197,13 @@ impl Node {
     fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
+
+    fn listener_addr(&self, listener: BrokerListener) -> Option<SocketAddr> {
+        self.listener_ports
+            .iter()
+            .find(|(l, _)| *l == listener)
+            .map(|(_, port)| SocketAddr::from(([127, 0, 0, 1], *port)))
+    }
 }
 
 /// A running Kafka cluster of `n` combined broker+controller KRaft nodes.
@@ -45,6 +214,8 @@ pub struct KafkaCluster {
     nodes: Vec<Node>,
     pid_dir: PathBuf,
     watchdog: Watchdog,
+    security: ClusterSecurity,
+    pki: TestPki,
 }
 
 /// A Kafka cluster id: 16 bytes in unpadded URL-safe base64, as `StorageTool random-uuid`
@@ -85,17 +256,18 @@ fn cluster_id_candidate(attempt: u32) -> String {
     out
 }
 
-/// Broker settings of a SASL_PLAINTEXT listener with mechanism PLAIN and `users`.
-fn sasl_plain_settings(users: &[(&str, &str)]) -> String {
-    let accounts: String = users
+/// `n` loopback ports that were free a moment ago, all different: each stays bound
+/// until every one is taken, so the system cannot hand the same port out twice (it
+/// does, right after a release, on some kernels).
+fn distinct_free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .context("binding free loopback ports")?;
+    listeners
         .iter()
-        .map(|(name, password)| format!(" user_{name}=\"{password}\""))
-        .collect();
-    format!(
-        "sasl.enabled.mechanisms=PLAIN\n\
-         listener.name.sasl_plaintext.plain.sasl.jaas.config=\
-         org.apache.kafka.common.security.plain.PlainLoginModule required{accounts};\n"
-    )
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect()
 }
 
 impl KafkaCluster {
@@ -113,7 +285,42 @@ impl KafkaCluster {
         n_brokers: usize,
         users: &[(&str, &str)],
     ) -> anyhow::Result<KafkaCluster> {
+        let security = if users.is_empty() {
+            ClusterSecurity::default()
+        } else {
+            ClusterSecurity {
+                listeners: vec![BrokerListener::SaslPlaintext],
+                sasl_users: users
+                    .iter()
+                    .map(|(name, password)| SaslUser::new(SaslMechanism::Plain, name, password))
+                    .collect(),
+            }
+        };
+        KafkaCluster::start_with(version, n_brokers, &security)
+    }
+
+    /// [`start`](Self::start) with the extra client listeners and SASL users of
+    /// `security` on every node; the PLAINTEXT listener stays for the harness (topics,
+    /// readiness) and between brokers. The cluster's [`TestPki`] (see
+    /// [`pki`](Self::pki)) issues the brokers' certificates.
+    pub fn start_with(
+        version: &str,
+        n_brokers: usize,
+        security: &ClusterSecurity,
+    ) -> anyhow::Result<KafkaCluster> {
         assert!(n_brokers >= 1, "a cluster needs at least one node");
+        assert!(
+            !security.listeners.iter().any(|l| l.is_sasl()) || !security.sasl_users.is_empty(),
+            "a SASL listener needs users"
+        );
+        // The JAAS options and StorageTool's `[name=..,password=..]` have no escapes.
+        for user in &security.sasl_users {
+            for text in [&user.name, &user.password] {
+                if text.is_empty() || text.contains([',', ']', '=', '"', ' ', '\\']) {
+                    bail!("SASL user name or password {text:?}: keep to letters, digits, '-' and the like");
+                }
+            }
+        }
         let dir = tempfile::Builder::new()
             .prefix(&format!("kpress-kafka-{version}-"))
             .tempdir()
@@ -121,17 +328,28 @@ impl KafkaCluster {
         let pid_dir = dir.path().join("pids");
         std::fs::create_dir_all(&pid_dir)?;
         let watchdog = Watchdog::start(&pid_dir, Some(dir.path()))?;
+        let pki = TestPki::generate(&dir.path().join("pki"))?;
 
-        let ports: Vec<(u16, u16)> = (0..n_brokers).map(|_| (free_port(), free_port())).collect();
-        let sasl_ports: Vec<Option<u16>> = (0..n_brokers)
-            .map(|_| (!users.is_empty()).then(free_port))
-            .collect();
+        // Per node: PLAINTEXT, CONTROLLER, then one per extra listener.
+        let per_node = 2 + security.listeners.len();
+        let mut free = distinct_free_ports(n_brokers * per_node)?.into_iter();
+        let mut next_port = move || free.next().expect("enough ports were taken");
+        let ports: Vec<(u16, u16)> = (0..n_brokers).map(|_| (next_port(), next_port())).collect();
         let voters = ports
             .iter()
             .enumerate()
             .map(|(i, (_, cport))| format!("{}@127.0.0.1:{cport}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
+        let mut protocol_map = vec!["PLAINTEXT:PLAINTEXT".to_string()];
+        protocol_map.extend(
+            security
+                .listeners
+                .iter()
+                .map(|l| format!("{}:{}", l.name(), l.protocol())),
+        );
+        protocol_map.push("CONTROLLER:PLAINTEXT".to_string());
+        let protocol_map = protocol_map.join(",");
         let internal_rf = n_brokers.min(3);
         let mut nodes = Vec::new();
         for (i, (port, cport)) in ports.iter().enumerate() {
@@ -141,24 +359,31 @@ impl KafkaCluster {
             std::fs::create_dir_all(&data_dir)?;
             let log_file = node_dir.join("server.log");
             let config = node_dir.join("server.properties");
-            let sasl_port = sasl_ports[i];
-            let (sasl_listener, sasl_settings) = match sasl_port {
-                Some(sport) => (
-                    format!(",SASL_PLAINTEXT://127.0.0.1:{sport}"),
-                    sasl_plain_settings(users),
-                ),
-                None => (String::new(), String::new()),
-            };
+            let listener_ports: Vec<(BrokerListener, u16)> = security
+                .listeners
+                .iter()
+                .map(|l| (*l, next_port()))
+                .collect();
+            let client_listeners: String = std::iter::once(format!("PLAINTEXT://127.0.0.1:{port}"))
+                .chain(
+                    listener_ports
+                        .iter()
+                        .map(|(l, p)| format!("{}://127.0.0.1:{p}", l.name())),
+                )
+                .collect::<Vec<_>>()
+                .join(",");
+            let certificate = pki.server(&["localhost", "127.0.0.1"])?;
+            let security_settings = security.broker_settings(&certificate.keystore, pki.ca_cert());
             let properties = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
                  controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}{sasl_listener},CONTROLLER://127.0.0.1:{cport}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl_listener}\n\
+                 listeners={client_listeners},CONTROLLER://127.0.0.1:{cport}\n\
+                 advertised.listeners={client_listeners}\n\
                  controller.listener.names=CONTROLLER\n\
                  inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 {sasl_settings}\
+                 listener.security.protocol.map={protocol_map}\n\
+                 {security_settings}\
                  log.dirs={data}\n\
                  num.partitions=1\n\
                  auto.create.topics.enable=false\n\
@@ -182,7 +407,7 @@ impl KafkaCluster {
             nodes.push(Node {
                 id,
                 port: *port,
-                sasl_port,
+                listener_ports,
                 config,
                 data_dir,
                 log_file,
@@ -197,6 +422,8 @@ impl KafkaCluster {
             nodes,
             pid_dir,
             watchdog,
+            security: security.clone(),
+            pki,
         };
         cluster.format()?;
         for i in 0..n_brokers {
@@ -217,7 +444,8 @@ impl KafkaCluster {
                 cmd.args(["kafka.tools.StorageTool", "format"])
                     .arg(format!("--cluster-id={cluster_id}"))
                     .arg("--config")
-                    .arg(&node.config);
+                    .arg(&node.config)
+                    .args(self.security.add_scram_args());
                 std::thread::spawn(move || run_ok(&mut cmd, Duration::from_secs(120)))
             })
             .collect();
@@ -343,13 +571,53 @@ impl KafkaCluster {
         dump_log_segments(&self.version, &refs)
     }
 
-    /// Every node's SASL_PLAINTEXT address, by node index (empty without SASL users).
-    pub fn sasl_addresses(&self) -> Vec<SocketAddr> {
+    /// Every node's address on `listener`, by node index (empty if the cluster was
+    /// started without it).
+    pub fn listener_addresses(&self, listener: BrokerListener) -> Vec<SocketAddr> {
         self.nodes
             .iter()
-            .filter_map(|n| n.sasl_port)
-            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+            .filter_map(|n| n.listener_addr(listener))
             .collect()
+    }
+
+    /// `host:port,...` of every node's `listener`, for a client's bootstrap.servers.
+    pub fn listener_bootstrap(&self, listener: BrokerListener) -> String {
+        self.listener_addresses(listener)
+            .iter()
+            .map(SocketAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every node's SASL_PLAINTEXT address, by node index (empty without it).
+    pub fn sasl_addresses(&self) -> Vec<SocketAddr> {
+        self.listener_addresses(BrokerListener::SaslPlaintext)
+    }
+
+    /// Every node's SSL address (no client certificate), by node index.
+    pub fn ssl_addresses(&self) -> Vec<SocketAddr> {
+        self.listener_addresses(BrokerListener::Ssl)
+    }
+
+    /// Every node's `MTLS` address (SSL requiring a client certificate), by node index.
+    pub fn mtls_addresses(&self) -> Vec<SocketAddr> {
+        self.listener_addresses(BrokerListener::Mtls)
+    }
+
+    /// Every node's SASL_SSL address, by node index.
+    pub fn sasl_ssl_addresses(&self) -> Vec<SocketAddr> {
+        self.listener_addresses(BrokerListener::SaslSsl)
+    }
+
+    /// The PKI whose CA issued the brokers' certificates: clients trust
+    /// [`TestPki::ca_cert`], and certificates it issues are accepted on `MTLS`.
+    pub fn pki(&self) -> &TestPki {
+        &self.pki
+    }
+
+    /// The SASL users the cluster was started with.
+    pub fn sasl_users(&self) -> &[SaslUser] {
+        &self.security.sasl_users
     }
 
     /// Metadata for all topics as some running node answers it.

@@ -6,6 +6,7 @@ use crate::compression::Compression;
 use crate::paths;
 use crate::ports::{free_port, free_port_range, wait_for_port};
 use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
+use crate::tls::{CertFiles, SaslUser};
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -159,6 +160,271 @@ pub fn storing_rules(codecs: &[&str]) -> String {
     rules
 }
 
+/// What [`KpressProxy::start_with`] starts: the upstream, how clients reach the
+/// nodes, TLS and SASL settings, and the policy rules. `Default` is ports mode with
+/// nothing set; [`KpressSetup::in_front_of`] fills the upstream and rules.
+#[derive(Debug, Clone, Default)]
+pub struct KpressSetup {
+    /// `[upstream] bootstrap_servers` (`host:port`).
+    pub upstream: Vec<String>,
+    /// The brokers' node ids: in ports mode node N is served on `node_port_base + N`.
+    pub node_ids: Vec<u32>,
+    /// Ports mode's `advertised_host` (default `127.0.0.1`).
+    pub advertised_host: Option<String>,
+    /// Single-port SNI mode instead of ports mode.
+    pub sni: Option<SniListener>,
+    /// More `[listener]` lines, e.g. `rewrite_before_auth = false`.
+    pub listener_keys: Vec<String>,
+    /// `[listener.tls]`: TLS from clients.
+    pub listener_tls: Option<ListenerTlsKeys>,
+    /// More `[upstream]` lines.
+    pub upstream_keys: Vec<String>,
+    /// `[upstream.tls]`: TLS to the brokers.
+    pub upstream_tls: Option<UpstreamTlsKeys>,
+    /// `[upstream.sasl]`: kpress's own credentials for its side connections.
+    pub upstream_sasl: Option<UpstreamSaslKeys>,
+    /// The policy: `[defaults]` and `[[topics]]` sections, optionally `[limits]`.
+    pub rules: String,
+}
+
+impl KpressSetup {
+    /// Ports mode in front of the brokers' `upstream` listener addresses, nodes
+    /// `node_ids`, with `rules`.
+    pub fn in_front_of(upstream: &[SocketAddr], node_ids: &[u32], rules: &str) -> KpressSetup {
+        KpressSetup {
+            upstream: upstream.iter().map(SocketAddr::to_string).collect(),
+            node_ids: node_ids.to_vec(),
+            rules: rules.to_string(),
+            ..KpressSetup::default()
+        }
+    }
+
+    /// The config file's text and kpress's extra environment; a password file goes
+    /// into `dir`. `node_port_base` is ports mode's (None in SNI mode).
+    fn render(
+        &self,
+        listen: SocketAddr,
+        node_port_base: Option<u16>,
+        metrics: SocketAddr,
+        dir: &Path,
+    ) -> anyhow::Result<(String, Vec<(String, String)>)> {
+        let mut config = format!("[listener]\nbind = \"{listen}\"\n");
+        match (&self.sni, node_port_base) {
+            (None, Some(base)) => {
+                let host = self.advertised_host.as_deref().unwrap_or("127.0.0.1");
+                config.push_str(&format!(
+                    "advertised_host = {}\nnode_port_base = {base}\n",
+                    toml_string(host)
+                ));
+            }
+            (Some(sni), None) => {
+                config.push_str(&format!(
+                    "mode = \"sni\"\nadvertised_host_pattern = {}\n",
+                    toml_string(&sni.advertised_host_pattern)
+                ));
+                if let Some(host) = &sni.bootstrap_host {
+                    config.push_str(&format!("bootstrap_host = {}\n", toml_string(host)));
+                }
+            }
+            _ => bail!("a node port base is for ports mode alone"),
+        }
+        push_lines(&mut config, &self.listener_keys);
+        if let Some(tls) = &self.listener_tls {
+            config.push_str(&tls.table());
+        }
+        let servers: Vec<String> = self.upstream.iter().map(|s| toml_string(s)).collect();
+        config.push_str(&format!(
+            "[upstream]\nbootstrap_servers = [{}]\n",
+            servers.join(", ")
+        ));
+        push_lines(&mut config, &self.upstream_keys);
+        if let Some(tls) = &self.upstream_tls {
+            config.push_str(&tls.table());
+        }
+        let mut env = Vec::new();
+        if let Some(sasl) = &self.upstream_sasl {
+            config.push_str(&format!(
+                "[upstream.sasl]\nmechanism = \"{}\"\nusername = {}\n",
+                sasl.user.mechanism.name(),
+                toml_string(&sasl.user.name)
+            ));
+            match &sasl.password_env {
+                Some(var) => {
+                    config.push_str(&format!("password_env = {}\n", toml_string(var)));
+                    env.push((var.clone(), sasl.user.password.clone()));
+                }
+                None => {
+                    let file = dir.join("upstream-sasl-password");
+                    std::fs::write(&file, &sasl.user.password)?;
+                    config.push_str(&format!("password_file = {}\n", toml_path(&file)));
+                }
+            }
+        }
+        config.push_str(&format!(
+            "[metrics]\nbind = \"{metrics}\"\n{}\n",
+            self.rules
+        ));
+        Ok((config, env))
+    }
+}
+
+/// `[listener] mode = "sni"`: every node on the bootstrap port, told apart by SNI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SniListener {
+    /// `advertised_host_pattern`, e.g. `broker-{node}.kafka.test`.
+    pub advertised_host_pattern: String,
+    /// `bootstrap_host`, e.g. `bootstrap.kafka.test`; clients then bootstrap from it.
+    pub bootstrap_host: Option<String>,
+}
+
+/// The keys of `[listener.tls]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerTlsKeys {
+    /// `cert`: the certificate chain (PEM).
+    pub cert: PathBuf,
+    /// `key`: its private key (PEM).
+    pub key: PathBuf,
+    /// `client_ca`: clients must present a certificate it issued.
+    pub client_ca: Option<PathBuf>,
+    /// `client_auth`: `"required"` or `"requested"`.
+    pub client_auth: Option<String>,
+    /// `min_version`: `"1.2"` or `"1.3"`.
+    pub min_version: Option<String>,
+}
+
+impl ListenerTlsKeys {
+    /// Serving `cert` (chain and key), no client certificates asked for.
+    pub fn serving(cert: &CertFiles) -> ListenerTlsKeys {
+        ListenerTlsKeys {
+            cert: cert.chain.clone(),
+            key: cert.key.clone(),
+            client_ca: None,
+            client_auth: None,
+            min_version: None,
+        }
+    }
+
+    /// These keys, requiring client certificates issued by `client_ca`.
+    pub fn requiring_clients_of(mut self, client_ca: &Path) -> ListenerTlsKeys {
+        self.client_ca = Some(client_ca.to_path_buf());
+        self.client_auth = Some("required".to_string());
+        self
+    }
+
+    fn table(&self) -> String {
+        let mut table = format!(
+            "[listener.tls]\ncert = {}\nkey = {}\n",
+            toml_path(&self.cert),
+            toml_path(&self.key)
+        );
+        if let Some(ca) = &self.client_ca {
+            table.push_str(&format!("client_ca = {}\n", toml_path(ca)));
+        }
+        if let Some(auth) = &self.client_auth {
+            table.push_str(&format!("client_auth = {}\n", toml_string(auth)));
+        }
+        if let Some(version) = &self.min_version {
+            table.push_str(&format!("min_version = {}\n", toml_string(version)));
+        }
+        table
+    }
+}
+
+/// The keys of `[upstream.tls]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamTlsKeys {
+    /// `ca`: the brokers' CA (PEM); the system roots without it.
+    pub ca: Option<PathBuf>,
+    /// `cert` and `key`: kpress's client certificate, for brokers that require one.
+    pub cert: Option<CertFiles>,
+    /// `server_name`: the name checked in the brokers' certificates.
+    pub server_name: Option<String>,
+    /// `verify`.
+    pub verify: Option<bool>,
+}
+
+impl UpstreamTlsKeys {
+    /// Trusting `ca`, no client certificate.
+    pub fn trusting(ca: &Path) -> UpstreamTlsKeys {
+        UpstreamTlsKeys {
+            ca: Some(ca.to_path_buf()),
+            ..UpstreamTlsKeys::default()
+        }
+    }
+
+    /// These keys, presenting `cert` to the brokers.
+    pub fn presenting(mut self, cert: &CertFiles) -> UpstreamTlsKeys {
+        self.cert = Some(cert.clone());
+        self
+    }
+
+    fn table(&self) -> String {
+        let mut table = String::from("[upstream.tls]\n");
+        if let Some(ca) = &self.ca {
+            table.push_str(&format!("ca = {}\n", toml_path(ca)));
+        }
+        if let Some(cert) = &self.cert {
+            table.push_str(&format!(
+                "cert = {}\nkey = {}\n",
+                toml_path(&cert.chain),
+                toml_path(&cert.key)
+            ));
+        }
+        if let Some(name) = &self.server_name {
+            table.push_str(&format!("server_name = {}\n", toml_string(name)));
+        }
+        if let Some(verify) = self.verify {
+            table.push_str(&format!("verify = {verify}\n"));
+        }
+        table
+    }
+}
+
+/// `[upstream.sasl]`: `user`'s mechanism and name; the password in a file written
+/// beside kpress's config (`password_file`), or in kpress's environment variable
+/// `password_env`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamSaslKeys {
+    pub user: SaslUser,
+    pub password_env: Option<String>,
+}
+
+impl UpstreamSaslKeys {
+    /// `user` with its password in a file.
+    pub fn with_password_file(user: &SaslUser) -> UpstreamSaslKeys {
+        UpstreamSaslKeys {
+            user: user.clone(),
+            password_env: None,
+        }
+    }
+}
+
+/// `text` as a TOML basic string.
+fn toml_string(text: &str) -> String {
+    let mut quoted = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+fn toml_path(path: &Path) -> String {
+    toml_string(&path.to_string_lossy())
+}
+
+fn push_lines(config: &mut String, lines: &[String]) {
+    for line in lines {
+        config.push_str(line);
+        config.push('\n');
+    }
+}
+
 /// A running `kpress run` proxy, killed on drop; its config and log live in a temp dir.
 #[derive(Debug)]
 pub struct KpressProxy {
@@ -168,6 +434,8 @@ pub struct KpressProxy {
     listen: SocketAddr,
     metrics: Option<SocketAddr>,
     node_port_base: Option<u16>,
+    /// SNI mode's `bootstrap_host`, the name clients bootstrap from.
+    bootstrap_host: Option<String>,
     log_file: PathBuf,
 }
 
@@ -190,29 +458,28 @@ impl KpressProxy {
         node_ids: &[u32],
         rules: &str,
     ) -> anyhow::Result<KpressProxy> {
+        KpressProxy::start_with(KpressSetup::in_front_of(upstream, node_ids, rules))
+    }
+
+    /// Starts kpress as `setup` describes, on free loopback ports (listener, node
+    /// ports in ports mode, Prometheus endpoint), and waits until its listener accepts
+    /// TCP connections (a TLS listener does too).
+    pub fn start_with(setup: KpressSetup) -> anyhow::Result<KpressProxy> {
+        let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let highest = node_ids.iter().copied().max().unwrap_or(1);
-        let node_port_base = free_port_range(u16::try_from(highest)?);
-        let upstream = upstream
-            .iter()
-            .map(|a| format!("\"{a}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let config = format!(
-            "[listener]\n\
-             bind = \"{listen}\"\n\
-             advertised_host = \"127.0.0.1\"\n\
-             node_port_base = {node_port_base}\n\
-             [upstream]\n\
-             bootstrap_servers = [{upstream}]\n\
-             [metrics]\n\
-             bind = \"{metrics}\"\n\
-             {rules}\n"
-        );
-        let mut proxy = KpressProxy::start(&config, listen)?;
+        let node_port_base = match setup.sni {
+            None => {
+                let highest = setup.node_ids.iter().copied().max().unwrap_or(1);
+                Some(free_port_range(u16::try_from(highest)?))
+            }
+            Some(_) => None,
+        };
+        let (config, env) = setup.render(listen, node_port_base, metrics, dir.path())?;
+        let mut proxy = KpressProxy::launch(dir, &config, listen, &env)?;
         proxy.metrics = Some(metrics);
-        proxy.node_port_base = Some(node_port_base);
+        proxy.node_port_base = node_port_base;
+        proxy.bootstrap_host = setup.sni.and_then(|sni| sni.bootstrap_host);
         Ok(proxy)
     }
 
@@ -253,6 +520,16 @@ impl KpressProxy {
     /// until `listen` (which the config must name) accepts connections.
     pub fn start(config: &str, listen: SocketAddr) -> anyhow::Result<KpressProxy> {
         let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
+        KpressProxy::launch(dir, config, listen, &[])
+    }
+
+    /// [`start`](Self::start) in `dir`, with `env` added to kpress's environment.
+    fn launch(
+        dir: tempfile::TempDir,
+        config: &str,
+        listen: SocketAddr,
+        env: &[(String, String)],
+    ) -> anyhow::Result<KpressProxy> {
         let config_path = dir.path().join("kpress.toml");
         std::fs::write(&config_path, config)?;
         let log_file = dir.path().join("kpress.log");
@@ -266,6 +543,7 @@ impl KpressProxy {
             .arg(&config_path)
             // No terminal: plain log lines in the file.
             .env("NO_COLOR", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -278,6 +556,7 @@ impl KpressProxy {
             listen,
             metrics: None,
             node_port_base: None,
+            bootstrap_host: None,
             log_file,
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -298,6 +577,11 @@ impl KpressProxy {
         Ok(proxy)
     }
 
+    /// The config file kpress runs with.
+    pub fn config_file(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.path().join("kpress.toml"))
+    }
+
     /// The address clients connect to.
     pub fn listen(&self) -> SocketAddr {
         self.listen
@@ -309,9 +593,13 @@ impl KpressProxy {
         self.node_port_base
     }
 
-    /// The bootstrap string for clients going through the proxy.
+    /// The bootstrap string for clients going through the proxy: the listener's
+    /// address, or in SNI mode with a `bootstrap_host` that name and the port.
     pub fn bootstrap(&self) -> String {
-        self.listen.to_string()
+        match &self.bootstrap_host {
+            Some(host) => format!("{host}:{}", self.listen.port()),
+            None => self.listen.to_string(),
+        }
     }
 
     /// The proxy's log so far.
@@ -364,5 +652,75 @@ mod tests {
         assert_eq!(summary.passed("crc_mismatch"), 0);
         assert_eq!((summary.bytes_in, summary.bytes_out), (100, 80));
         assert!(RecompressSummary::parse("nothing").is_err());
+    }
+
+    #[test]
+    fn renders_every_table_of_a_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = CertFiles {
+            chain: "/pki/k.pem".into(),
+            key: "/pki/k.key".into(),
+            keystore: "/pki/k.keystore.pem".into(),
+            ca: "/pki/ca.pem".into(),
+        };
+        let user = SaslUser::new(crate::tls::SaslMechanism::ScramSha512, "kpress", "pw\"1");
+        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let setup = KpressSetup {
+            sni: Some(SniListener {
+                advertised_host_pattern: "broker-{node}.kafka.test".to_string(),
+                bootstrap_host: Some("bootstrap.kafka.test".to_string()),
+            }),
+            listener_keys: vec!["rewrite_before_auth = false".to_string()],
+            listener_tls: Some(
+                ListenerTlsKeys::serving(&cert).requiring_clients_of(Path::new("/pki/ca.pem")),
+            ),
+            upstream_tls: Some(
+                UpstreamTlsKeys::trusting(Path::new("/pki/ca.pem")).presenting(&cert),
+            ),
+            upstream_sasl: Some(UpstreamSaslKeys::with_password_file(&user)),
+            ..KpressSetup::in_front_of(
+                &[addr(9093)],
+                &[1, 2, 3],
+                "[defaults]\ncompression.type = \"zstd\"",
+            )
+        };
+        let (config, env) = setup
+            .render(addr(9092), None, addr(9100), dir.path())
+            .unwrap();
+        let password_file = dir.path().join("upstream-sasl-password");
+        let expected = format!(
+            "[listener]\nbind = \"127.0.0.1:9092\"\nmode = \"sni\"\n\
+             advertised_host_pattern = \"broker-{{node}}.kafka.test\"\n\
+             bootstrap_host = \"bootstrap.kafka.test\"\nrewrite_before_auth = false\n\
+             [listener.tls]\ncert = \"/pki/k.pem\"\nkey = \"/pki/k.key\"\n\
+             client_ca = \"/pki/ca.pem\"\nclient_auth = \"required\"\n\
+             [upstream]\nbootstrap_servers = [\"127.0.0.1:9093\"]\n\
+             [upstream.tls]\nca = \"/pki/ca.pem\"\ncert = \"/pki/k.pem\"\nkey = \"/pki/k.key\"\n\
+             [upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
+             password_file = \"{}\"\n\
+             [metrics]\nbind = \"127.0.0.1:9100\"\n[defaults]\ncompression.type = \"zstd\"\n",
+            password_file.display()
+        );
+        assert_eq!(config, expected);
+        assert!(env.is_empty());
+        assert_eq!(std::fs::read_to_string(password_file).unwrap(), "pw\"1");
+        assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+
+        let ports = KpressSetup {
+            upstream_sasl: Some(UpstreamSaslKeys {
+                user,
+                password_env: Some("KPRESS_SASL_PASSWORD".to_string()),
+            }),
+            ..KpressSetup::in_front_of(&[addr(9093)], &[1], "")
+        };
+        let (config, env) = ports
+            .render(addr(9092), Some(19100), addr(9100), dir.path())
+            .unwrap();
+        assert!(config.contains("advertised_host = \"127.0.0.1\"\nnode_port_base = 19100\n"));
+        assert!(config.contains("password_env = \"KPRESS_SASL_PASSWORD\"\n"));
+        assert_eq!(
+            env,
+            [("KPRESS_SASL_PASSWORD".to_string(), "pw\"1".to_string())]
+        );
     }
 }

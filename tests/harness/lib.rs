@@ -16,6 +16,7 @@ pub mod compression;
 pub mod confluent;
 pub mod data;
 pub mod dump;
+pub mod hosts;
 pub mod java;
 pub mod java_client;
 pub mod kcat;
@@ -31,7 +32,9 @@ pub mod proc_status;
 pub mod process;
 pub mod raw_batch;
 pub mod raw_produce;
+pub mod secure_stream;
 pub mod steady_producer;
+pub mod tls;
 
 pub use cluster::KafkaCluster;
 pub use compression::Compression;

@@ -81,6 +81,19 @@ pub fn produce_raw_by_id(
     records: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<PartitionResponse> {
+    let mut stream = connect(addr, timeout)?;
+    produce_by_id_on(&mut stream, topic_id, partition, records, timeout)
+}
+
+/// [`produce_raw_by_id`] on a connection the caller opened (e.g. TLS, authenticated
+/// with SASL) and keeps; the caller sets its read timeout.
+pub fn produce_by_id_on(
+    stream: &mut (impl Read + Write),
+    topic_id: [u8; 16],
+    partition: i32,
+    records: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<PartitionResponse> {
     let mut body = request_header(PRODUCE_BY_ID_VERSION, 13);
     body.push(0); // header tagged fields
     body.push(0); // transactional id: null (compact)
@@ -93,7 +106,7 @@ pub fn produce_raw_by_id(
     put_uvarint(&mut body, u32::try_from(records.len() + 1)?); // compact records
     body.extend_from_slice(records);
     body.extend_from_slice(&[0, 0, 0]); // partition, topic, request tagged fields
-    let response = exchange(addr, &body, timeout)?;
+    let response = exchange_on(stream, &body)?;
     // correlation id, header tags, topics[1]: id, partitions[1]: index, error, base offset
     ensure!(
         response.get(..4) == Some(&13i32.to_be_bytes()[..]),
@@ -137,13 +150,23 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-/// Sends one request `body` (header and payload) framed by its size and returns the
-/// response body (from the correlation id on).
-fn exchange(addr: SocketAddr, body: &[u8], timeout: Duration) -> anyhow::Result<Vec<u8>> {
-    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
+    let stream = TcpStream::connect_timeout(&addr, timeout)
         .with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
+    Ok(stream)
+}
+
+/// Sends one request `body` (header and payload) to `addr` on a new connection and
+/// returns the response body (from the correlation id on).
+fn exchange(addr: SocketAddr, body: &[u8], timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    exchange_on(&mut connect(addr, timeout)?, body)
+}
+
+/// Sends one request `body` framed by its size on `stream` and returns the response
+/// body (from the correlation id on).
+fn exchange_on(stream: &mut (impl Read + Write), body: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut request = (body.len() as i32).to_be_bytes().to_vec();
     request.extend_from_slice(body);
     stream.write_all(&request)?;
