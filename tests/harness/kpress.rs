@@ -4,7 +4,7 @@
 use crate::cluster::KafkaCluster;
 use crate::compression::Compression;
 use crate::paths;
-use crate::ports::{free_port, free_port_range, wait_for_port};
+use crate::ports::{free_port_range, wait_for_port};
 use crate::process::{record_pid, run_ok, ChildGuard, Watchdog};
 use crate::tls::{CertFiles, SaslUser};
 use anyhow::{bail, Context};
@@ -466,8 +466,12 @@ impl KpressProxy {
     /// TCP connections (a TLS listener does too).
     pub fn start_with(setup: KpressSetup) -> anyhow::Result<KpressProxy> {
         let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
-        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        // Held until every port is chosen, so none is handed out twice.
+        let held = [
+            std::net::TcpListener::bind("127.0.0.1:0")?,
+            std::net::TcpListener::bind("127.0.0.1:0")?,
+        ];
+        let (listen, metrics) = (held[0].local_addr()?, held[1].local_addr()?);
         let node_port_base = match setup.sni {
             None => {
                 let highest = setup.node_ids.iter().copied().max().unwrap_or(1);
@@ -475,6 +479,7 @@ impl KpressProxy {
             }
             Some(_) => None,
         };
+        drop(held);
         let (config, env) = setup.render(listen, node_port_base, metrics, dir.path())?;
         let mut proxy = KpressProxy::launch(dir, &config, listen, &env)?;
         proxy.metrics = Some(metrics);
