@@ -88,7 +88,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Decodes lowercase or uppercase hex.
 pub fn unhex(text: &str) -> anyhow::Result<Vec<u8>> {
     let text = text.as_bytes();
-    anyhow::ensure!(text.len() % 2 == 0, "odd-length hex");
+    anyhow::ensure!(text.len().is_multiple_of(2), "odd-length hex");
     let digit = |c: u8| -> anyhow::Result<u8> {
         Ok(match c {
             b'0'..=b'9' => c - b'0',

@@ -145,16 +145,32 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
     }
 }
 
-/// One Metadata request for `ids` on the side connection, opened if need be.
+/// One Metadata request for `ids` on the side connection, opened if need be. A kept
+/// connection the broker has closed since (idle past `connections.max.idle.ms`, an
+/// expired SASL session, a restart) is replaced once and the request sent again.
 async fn ask(
     shared: &Arc<Shared>,
     side: &mut Option<Stream>,
     ids: &[[u8; 16]],
 ) -> Result<(), ConnectionError> {
-    let stream = match side {
-        Some(stream) => stream,
-        empty => empty.insert(upstream::side_connection_any(shared).await?),
-    };
+    if let Some(stream) = side.as_mut() {
+        match ask_on(shared, stream, ids).await {
+            Ok(()) => return Ok(()),
+            Err(err) => {
+                tracing::debug!(error = %err, "side connection lost; opening a new one");
+                *side = None;
+            }
+        }
+    }
+    let stream = side.insert(upstream::side_connection_any(shared).await?);
+    ask_on(shared, stream, ids).await
+}
+
+async fn ask_on(
+    shared: &Arc<Shared>,
+    stream: &mut Stream,
+    ids: &[[u8; 16]],
+) -> Result<(), ConnectionError> {
     let mut observer = AddressObserver::new(&shared.cluster);
     upstream::fetch_metadata(
         stream,
@@ -168,4 +184,95 @@ async fn ask(
     // Nodes learned on the way get listeners too (their addresses are now known).
     ensure_node_listeners(shared, &observer.nodes_without_listener)
         .map_err(ConnectionError::Listener)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The lookup task against a stand-in broker that answers one Metadata request per
+    //! connection and then closes it, as a broker closes an idle or expired connection.
+
+    use super::*;
+    use crate::shared::SharedConfig;
+    use crate::ProxySettings;
+    use bytes::{Buf, BytesMut};
+    use kafka_protocol::messages::metadata_request::MetadataRequest;
+    use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseTopic};
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use kpress_batch::RewritePolicy;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// Names every topic id it is asked about `topic-<first byte>`, once per connection.
+    async fn one_answer_per_connection(listener: TcpListener) {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut size = [0u8; 4];
+            if stream.read_exact(&mut size).await.is_err() {
+                continue;
+            }
+            let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+            stream.read_exact(&mut request).await.unwrap();
+            let mut buf = bytes::Bytes::from(request);
+            let version = i16::from_be_bytes([buf[2], buf[3]]);
+            let header = RequestHeader::decode(&mut buf, 2).unwrap();
+            let asked = MetadataRequest::decode(&mut buf, version).unwrap();
+            assert!(!buf.has_remaining());
+            let topics = asked
+                .topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    MetadataResponseTopic::default()
+                        .with_topic_id(t.topic_id)
+                        .with_name(Some(
+                            StrBytes::from_string(format!("topic-{}", t.topic_id.as_bytes()[0]))
+                                .into(),
+                        ))
+                })
+                .collect();
+            let mut body = BytesMut::new();
+            MetadataResponse::default()
+                .with_topics(topics)
+                .encode(&mut body, version)
+                .unwrap();
+            let mut response = header.correlation_id.to_be_bytes().to_vec();
+            response.push(0); // header tagged fields
+            response.extend_from_slice(&body);
+            let mut frame = (response.len() as i32).to_be_bytes().to_vec();
+            frame.extend_from_slice(&response);
+            stream.write_all(&frame).await.unwrap();
+            // Closed after one answer, as an idle or expired connection is.
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_side_connection_the_broker_closed_is_replaced() {
+        let broker = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = broker.local_addr().unwrap();
+        tokio::spawn(one_answer_per_connection(broker));
+        let settings = ProxySettings::for_tests(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1".into(),
+            20000,
+            vec![addr.to_string()],
+        );
+        let (shared, _control) = Shared::new(SharedConfig {
+            policies: Arc::new(RewritePolicy::default()),
+            settings,
+        })
+        .unwrap();
+        for first_byte in [1u8, 2, 3] {
+            let id = [first_byte; 16];
+            assert_eq!(
+                shared.topic_ids.lookup(&shared, vec![id]).await,
+                LookupResult::Asked
+            );
+            assert_eq!(
+                shared.cluster.topic_name(&id).as_deref(),
+                Some(format!("topic-{first_byte}").as_str()),
+                "lookup {first_byte}"
+            );
+        }
+    }
 }
