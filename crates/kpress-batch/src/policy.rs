@@ -73,6 +73,11 @@ pub enum Target {
 }
 
 impl Target {
+    /// Whether this target compresses into `codec` with `options`.
+    pub fn is(&self, codec: Codec, options: &CompressionOptions) -> bool {
+        matches!(self, Target::Codec { codec: c, options: o } if *c == codec && o == options)
+    }
+
     /// The target for a `compression.type` and the codec's options.
     pub fn new(compression: CompressionType, options: CompressionOptions) -> Target {
         match compression {
@@ -191,12 +196,20 @@ pub trait PolicyLookup: Send + Sync {
         let _ = topic;
         false
     }
+
+    /// Whether some topic's policy compresses into `codec` with `options`: compressors
+    /// for settings no policy uses any more can be dropped.
+    fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool;
 }
 
 /// One policy for every topic.
 impl PolicyLookup for RewritePolicy {
     fn policy_for(&self, _topic: &str) -> &RewritePolicy {
         self
+    }
+
+    fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
+        self.target.is(codec, options)
     }
 }
 

@@ -85,6 +85,17 @@ impl Recompressor {
         Recompressor::default()
     }
 
+    /// Drops the compressors whose (codec, options) `keep` refuses, with their state
+    /// (up to hundreds of MiB at high zstd levels); called when the policy changes.
+    pub fn retain_compressors(&mut self, keep: impl Fn(Codec, &CompressionOptions) -> bool) {
+        self.compressors.retain(|c| keep(c.codec(), c.options()));
+    }
+
+    /// Compressors held, one per (codec, options) used since they were last dropped.
+    pub fn compressors_held(&self) -> usize {
+        self.compressors.len()
+    }
+
     /// Appends to `out` either the rewritten batch or the original bytes, and says which.
     ///
     /// `batch` must be exactly one batch: bytes after the one its length field frames

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 
 use kpress_batch::{PolicyLookup, RewritePolicy, Target};
+use kpress_codec::{Codec, CompressionOptions};
 
 use crate::settings::{Config, Limits, TopicPolicy};
 use crate::topic_match::TopicPattern;
@@ -81,6 +82,10 @@ impl PolicyLookup for PolicySet {
 
     fn has_rule_for(&self, topic: &str) -> bool {
         self.rule_index(topic).is_some()
+    }
+
+    fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
+        self.policies.iter().any(|p| p.target.is(codec, options))
     }
 }
 

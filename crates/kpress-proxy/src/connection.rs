@@ -377,6 +377,7 @@ async fn run_rewrite(
     let shared = Arc::clone(shared);
     tokio::task::spawn_blocking(move || {
         let _slot = slot;
+        let policies = shared.policy();
         let result = rewrite_produce(
             &frame.bytes[SIZE_PREFIX_LEN..],
             header_len,
@@ -385,7 +386,7 @@ async fn run_rewrite(
                 max_request_decompressed_bytes: shared.max_request_decompressed_bytes,
                 max_frame_bytes: shared.max_frame_bytes,
             },
-            &*shared.policies,
+            &policies,
             &|id| shared.cluster.topic_name(id),
         );
         (frame, result)
@@ -442,6 +443,7 @@ where
             .ok_or(ConnectionError::BrokerClosed {
                 correlation_id: next.correlation_id,
             })?;
+        shared.status.upstream_answered();
         let received =
             response_correlation_id(frame.body()).map_err(ConnectionError::BrokerFrame)?;
         if received != next.correlation_id {
@@ -568,7 +570,7 @@ mod tests {
 
     fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
         let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
-        let (shared, control) = Shared::new(SharedConfig { policies, settings }).unwrap();
+        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
         // The shutdown senders live for the whole test: dropping them means shutdown.
         std::mem::forget(control);
         shared

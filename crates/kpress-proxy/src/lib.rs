@@ -34,6 +34,7 @@ pub mod metrics;
 mod produce;
 mod routing;
 mod shared;
+mod status;
 pub mod tls;
 mod topic_ids;
 mod transport;
@@ -42,6 +43,7 @@ mod upstream;
 pub use error::ProxyError;
 pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
+pub use status::ProxyStatus;
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
@@ -147,25 +149,50 @@ impl ProxySettings {
     }
 }
 
-/// Runs the proxy until `shutdown` completes, then stops accepting, lets in-flight
-/// requests finish for up to `settings.shutdown_grace`, and closes what is left. Each
-/// change of `reload` re-reads the TLS files (a file that does not load leaves the
-/// one in force).
+/// What drives a running proxy from outside.
+pub struct Controls<F> {
+    /// Completes when kpress should stop: then it stops accepting, lets in-flight
+    /// requests finish for up to `settings.shutdown_grace`, and closes what is left.
+    pub shutdown: F,
+    /// Each change re-reads the TLS files (a file that does not load leaves the one in
+    /// force).
+    pub reload_tls: watch::Receiver<u64>,
+    /// The policy in force; a new value serves the next Produce request, and
+    /// compressors for settings it no longer uses are dropped.
+    pub policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    /// Filled in as the proxy serves, for health probes.
+    pub status: Arc<ProxyStatus>,
+}
+
+impl<F> fmt::Debug for Controls<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controls")
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs the proxy until `controls.shutdown` completes.
 ///
 /// Fails at start if a TLS file does not load, a listener cannot be bound, or a node's
 /// port would pass 65535. Brokers unreachable at start are waited for. A broker that
 /// accepts connections but not kpress's own Metadata request (one that wants SASL
 /// first, and kpress has no `[upstream.sasl]`) is served anyway, its nodes learned
 /// from the responses clients get.
-pub async fn run(
-    settings: ProxySettings,
-    policies: Arc<dyn PolicyLookup>,
-    shutdown: impl Future<Output = ()> + Send,
-    mut reload: watch::Receiver<u64>,
-) -> Result<(), ProxyError> {
+pub async fn run<F>(settings: ProxySettings, controls: Controls<F>) -> Result<(), ProxyError>
+where
+    F: Future<Output = ()> + Send,
+{
+    let Controls {
+        shutdown,
+        reload_tls: mut reload,
+        policies,
+        status,
+    } = controls;
     validate(&settings)?;
     let (shared, control) = Shared::new(SharedConfig {
         policies,
+        status: Arc::clone(&status),
         settings: settings.clone(),
     })?;
     if matches!(&settings.upstream_tls, Some(tls) if !tls.verify) {
@@ -202,6 +229,7 @@ pub async fn run(
         "kpress bootstrap listener ready"
     );
     listeners::spawn_accept_loop(&shared, bootstrap, role);
+    status.set_listening(true);
 
     {
         let shared = Arc::clone(&shared);
@@ -220,6 +248,7 @@ pub async fn run(
         "shutting down: no new connections, finishing in-flight requests"
     );
     let _ = control.shutdown.send(true);
+    status.set_listening(false);
     let drained = tokio::time::timeout(settings.shutdown_grace, open.wait_for(|n| *n == 0))
         .await
         .is_ok();
@@ -321,6 +350,7 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
                     &[],
                     shared.frame_limits(),
                     shared.budget.pool(Direction::Response),
+                    &shared.status,
                     &mut observer,
                 )
                 .await
@@ -431,6 +461,16 @@ mod tests {
         }
     }
 
+    fn controls<F>(shutdown: F) -> Controls<F> {
+        let policy: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::default());
+        Controls {
+            shutdown,
+            reload_tls: watch::channel(0).1,
+            policies: watch::channel(policy).1,
+            status: Arc::default(),
+        }
+    }
+
     fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -459,14 +499,11 @@ mod tests {
             )
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (_reload, reload_rx) = watch::channel(0);
         let proxy = tokio::spawn(run(
             settings,
-            Arc::new(RewritePolicy::default()),
-            async {
+            controls(async {
                 let _ = stopped.await;
-            },
-            reload_rx,
+            }),
         ));
         let mut client = loop {
             if let Ok(stream) = TcpStream::connect(("127.0.0.1", node_port_base)).await {
@@ -520,14 +557,11 @@ mod tests {
             )
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (_reload, reload_rx) = watch::channel(0);
         let proxy = tokio::spawn(run(
             settings,
-            Arc::new(RewritePolicy::default()),
-            async {
+            controls(async {
                 let _ = stopped.await;
-            },
-            reload_rx,
+            }),
         ));
         // kpress serves its bootstrap port although no broker answers yet.
         let served = async {

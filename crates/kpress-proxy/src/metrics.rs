@@ -55,6 +55,13 @@ pub const PRODUCE_NOT_REWRITTEN: &str = "kpress_produce_requests_not_rewritten_t
 /// (`ok`, `failed`).
 pub const SIDE_AUTHENTICATIONS: &str = "kpress_side_authentications_total";
 
+/// Re-reads of the policy file (on a change or SIGHUP), labelled `result`: `applied`,
+/// `unchanged` (same bytes), `invalid` (the file has problems: the policy in force
+/// stays), `restart_needed` (rules applied; keys that cannot change live were not).
+pub const POLICY_RELOADS: &str = "kpress_policy_reloads_total";
+/// Unix time of the policy file kpress applied last.
+pub const POLICY_LOADED_TIME: &str = "kpress_policy_loaded_timestamp_seconds";
+
 /// The `topic` label of topics without a label of their own (see [`TopicLabels`]).
 pub const OTHER_TOPICS: &str = "_other";
 
@@ -197,6 +204,16 @@ pub(crate) fn topic_id_lookup(result: &'static str) {
 
 pub(crate) fn answered_locally(api: &'static str) {
     metrics::counter!(REQUESTS_ANSWERED_LOCALLY, "api" => api).increment(1);
+}
+
+/// Counts a re-read of the policy file (see [`POLICY_RELOADS`]).
+pub fn policy_reload(result: &'static str) {
+    metrics::counter!(POLICY_RELOADS, "result" => result).increment(1);
+}
+
+/// Sets [`POLICY_LOADED_TIME`].
+pub fn policy_loaded(unix_seconds: f64) {
+    metrics::gauge!(POLICY_LOADED_TIME).set(unix_seconds);
 }
 
 pub(crate) fn tls_handshake_failed(reason: &'static str) {

@@ -4,7 +4,7 @@
 //! all its batches); every batch's outcome is kept (with its topic) for metrics.
 
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::BytesMut;
 use kpress_batch::{Outcome, PolicyLookup, ProduceAllowance, Recompressor};
@@ -13,8 +13,10 @@ use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 use crate::metrics;
 
 thread_local! {
-    /// Codec state and scratch buffers, reused by every rewrite on this blocking thread.
-    static RECOMPRESSOR: RefCell<Recompressor> = RefCell::new(Recompressor::new());
+    /// Codec state and scratch buffers, reused by every rewrite on this blocking thread,
+    /// and the policy they were last pruned for.
+    static RECOMPRESSOR: RefCell<(Recompressor, Option<Weak<dyn PolicyLookup>>)> =
+        RefCell::new((Recompressor::new(), None));
 }
 
 /// What one Produce rewrite did.
@@ -91,15 +93,25 @@ pub(crate) fn rewrite_produce(
     header_len: usize,
     api_version: i16,
     limits: RewriteLimits,
-    policies: &dyn PolicyLookup,
+    policies: &Arc<dyn PolicyLookup>,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
 ) -> Result<ProduceRewrite, ProtocolError> {
     RECOMPRESSOR.with(|cell| {
         // A panic inside a rewrite would poison nothing: `RefCell` is released on unwind.
-        let mut recompressor = cell.borrow_mut();
+        let mut held = cell.borrow_mut();
+        let (recompressor, pruned_for) = &mut *held;
+        // A new policy: compressors of settings no rule uses any more go, with their state.
+        // (A `Weak` keeps the old policy's allocation, so a new one never shares its address.)
+        if !pruned_for
+            .as_ref()
+            .is_some_and(|seen| Weak::ptr_eq(seen, &Arc::downgrade(policies)))
+        {
+            recompressor.retain_compressors(|codec, options| policies.uses(codec, options));
+            *pruned_for = Some(Arc::downgrade(policies));
+        }
         let mut rewriter = PolicyRewriter {
-            policies,
-            recompressor: &mut recompressor,
+            policies: &**policies,
+            recompressor,
             request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
             max_records_bytes: limits.max_frame_bytes,
             over_max_frame: false,

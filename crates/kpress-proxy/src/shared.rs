@@ -17,6 +17,7 @@ use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
 use crate::metrics::{self, TopicLabels};
 use crate::routing::SniRouting;
+use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
 use crate::topic_ids::TopicIdResolver;
 use crate::transport::{Acceptor, Connector, Stream};
@@ -42,7 +43,9 @@ impl fmt::Display for UpstreamTarget {
 
 /// Everything the proxy's tasks share.
 pub(crate) struct Shared {
-    pub(crate) policies: Arc<dyn PolicyLookup>,
+    /// The policy in force; the binary swaps in a new one on reload.
+    policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    pub(crate) status: Arc<ProxyStatus>,
     pub(crate) cluster: Cluster,
     pub(crate) budget: Budget,
     pub(crate) max_frame_bytes: usize,
@@ -99,8 +102,24 @@ pub(crate) struct ShutdownControl {
 }
 
 pub(crate) struct SharedConfig {
-    pub(crate) policies: Arc<dyn PolicyLookup>,
+    pub(crate) policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    pub(crate) status: Arc<ProxyStatus>,
     pub(crate) settings: ProxySettings,
+}
+
+impl SharedConfig {
+    /// A fixed policy and fresh status, for in-crate tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        policy: Arc<dyn PolicyLookup>,
+        settings: ProxySettings,
+    ) -> SharedConfig {
+        SharedConfig {
+            policies: watch::channel(policy).1,
+            status: Arc::default(),
+            settings,
+        }
+    }
 }
 
 impl fmt::Debug for SharedConfig {
@@ -136,6 +155,7 @@ impl Shared {
         let sni = SniRouting::of(&settings.routing);
         let shared = Arc::new(Shared {
             policies: config.policies,
+            status: config.status,
             acceptor: Acceptor::new(listener_tls.clone(), sni),
             connector: Connector::new(upstream_tls.clone()),
             listener_tls,
@@ -192,9 +212,14 @@ impl Shared {
         *self.shutdown.borrow()
     }
 
+    /// The policy in force now: one snapshot serves a whole Produce request.
+    pub(crate) fn policy(&self) -> Arc<dyn PolicyLookup> {
+        Arc::clone(&self.policies.borrow())
+    }
+
     /// Whether a rule or the brokers name `topic` (it may get a metric label).
     pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
-        self.policies.has_rule_for(topic) || self.cluster.is_named_topic(topic)
+        self.policy().has_rule_for(topic) || self.cluster.is_named_topic(topic)
     }
 
     /// Opens the upstream connection for a client of `target`: a bootstrap server, or

@@ -178,6 +178,7 @@ async fn ask_on(
         ids,
         shared.frame_limits(),
         shared.budget.pool(Direction::Response),
+        &shared.status,
         &mut observer,
     )
     .await?;
@@ -257,10 +258,10 @@ mod tests {
             20000,
             vec![addr.to_string()],
         );
-        let (shared, _control) = Shared::new(SharedConfig {
-            policies: Arc::new(RewritePolicy::default()),
+        let (shared, _control) = Shared::new(SharedConfig::for_tests(
+            Arc::new(RewritePolicy::default()),
             settings,
-        })
+        ))
         .unwrap();
         for first_byte in [1u8, 2, 3] {
             let id = [first_byte; 16];

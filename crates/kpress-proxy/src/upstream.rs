@@ -14,6 +14,7 @@ use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, FrameLimits};
 use crate::metrics;
 use crate::shared::Shared;
+use crate::status::ProxyStatus;
 use crate::transport::{Connector, Stream};
 use crate::SaslLogin;
 
@@ -210,6 +211,7 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
     topic_ids: &[[u8; 16]],
     limits: FrameLimits,
     pool: &Pool,
+    status: &ProxyStatus,
     observer: &mut (dyn ResponseObserver + Send),
 ) -> Result<(), ConnectionError> {
     let correlation_id = next_correlation_id();
@@ -242,6 +244,7 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
             received,
         });
     }
+    status.upstream_answered();
     let header_len = response_header_len(api_key::METADATA, version, body)
         .map_err(ConnectionError::BrokerFrame)?
         .unwrap_or(4);

@@ -56,37 +56,46 @@ pub(crate) enum Unusable {
 /// Loads a policy file and the TLS files it names, printing every problem to stderr
 /// when it is not usable.
 pub(crate) fn load_reporting(path: &Path) -> Result<Config, Unusable> {
+    load_checked(path).map_err(|(unusable, lines)| {
+        for line in lines {
+            eprintln!("{line}");
+        }
+        unusable
+    })
+}
+
+/// Loads a policy file and the TLS files it names; when it is not usable, the lines
+/// `check-config` prints about it.
+pub(crate) fn load_checked(path: &Path) -> Result<Config, (Unusable, Vec<String>)> {
     let config = match kpress_config::load(path) {
         Ok(config) => config,
         Err(err @ ConfigError::Read { .. }) => {
-            eprintln!("kpress: {err}");
-            return Err(Unusable::Unreadable);
+            return Err((Unusable::Unreadable, vec![format!("kpress: {err}")]));
         }
         Err(ConfigError::Invalid(problems)) => {
-            for problem in &problems {
-                eprintln!("{problem}");
-            }
-            report_count(path, problems.len());
-            return Err(Unusable::Invalid);
+            let mut lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            lines.push(problem_count(path, problems.len()));
+            return Err((Unusable::Invalid, lines));
         }
     };
     let tls_problems = tls_problems(&config);
-    for problem in &tls_problems {
-        eprintln!("{}: {problem}", path.display());
-    }
     if !tls_problems.is_empty() {
-        report_count(path, tls_problems.len());
-        return Err(Unusable::Invalid);
+        let mut lines: Vec<String> = tls_problems
+            .iter()
+            .map(|problem| format!("{}: {problem}", path.display()))
+            .collect();
+        lines.push(problem_count(path, tls_problems.len()));
+        return Err((Unusable::Invalid, lines));
     }
     Ok(config)
 }
 
-fn report_count(path: &Path, n: usize) {
-    eprintln!(
+fn problem_count(path: &Path, n: usize) -> String {
+    format!(
         "{}: {n} problem{}",
         path.display(),
         if n == 1 { "" } else { "s" }
-    );
+    )
 }
 
 /// The certificates and keys, loaded as `kpress run` loads them: a file that exists but

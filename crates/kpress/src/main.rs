@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod check_config;
 mod gzip_providers;
+mod policy_reload;
 mod recompress;
 mod reload;
 mod run;

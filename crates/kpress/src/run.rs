@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use kpress_batch::PolicyLookup;
-use kpress_config::{Config, PasswordSource, PolicySet};
-use kpress_proxy::{ProxyError, ProxySettings, SaslLogin};
+use kpress_config::{Config, PasswordSource};
+use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin};
+use tokio::sync::watch;
 
+use crate::policy_reload::{self, AppliedPolicy};
 use crate::{check_config, gzip_providers, reload};
 
 /// How often the gzip provider fallback counters are copied into the metrics.
@@ -58,7 +59,7 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let policies: Arc<dyn PolicyLookup> = Arc::new(PolicySet::new(&config));
+    let (lookups, policies) = watch::channel(policy_reload::lookup(&config));
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("kpress");
@@ -94,13 +95,22 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             check_config::summary(&config).trim_end()
         );
         // Before serving: SIGHUP's default action would end the process.
-        let reload = reload::spawn(&watched_files(&config));
-        kpress_proxy::run(settings, policies, shutdown_signal(), reload)
-            .await
-            .map_err(|err| {
-                let next = what_to_do(&err, &config, &args.config);
-                anyhow::anyhow!("{err}\n  {next}").context("proxy stopped")
-            })
+        let reload = reload::spawn(&watched_files(&config, &args.config));
+        let _applied = policy_reload::spawn(
+            AppliedPolicy::at_start(&args.config, config.clone()),
+            reload.clone(),
+            lookups,
+        );
+        let controls = Controls {
+            shutdown: shutdown_signal(),
+            reload_tls: reload,
+            policies,
+            status: Arc::new(ProxyStatus::default()),
+        };
+        kpress_proxy::run(settings, controls).await.map_err(|err| {
+            let next = what_to_do(&err, &config, &args.config);
+            anyhow::anyhow!("{err}\n  {next}").context("proxy stopped")
+        })
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
@@ -174,9 +184,10 @@ fn read_password(source: &PasswordSource) -> anyhow::Result<String> {
     Ok(password)
 }
 
-/// The files kpress re-reads while serving: its TLS certificates, keys and CAs.
-fn watched_files(config: &Config) -> Vec<PathBuf> {
-    let mut files = Vec::new();
+/// The files kpress re-reads while serving: the policy, its TLS certificates, keys and
+/// CAs.
+fn watched_files(config: &Config, policy: &Path) -> Vec<PathBuf> {
+    let mut files = vec![policy.to_owned()];
     if let Some(tls) = &config.listener.tls {
         files.extend([tls.cert.clone(), tls.key.clone()]);
         files.extend(tls.client_ca.clone());

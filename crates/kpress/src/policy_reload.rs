@@ -1,0 +1,212 @@
+//! The policy in force, re-read on every reload trigger (SIGHUP, a change to the file):
+//! checked exactly as `check-config` checks it, then swapped in whole. Only the rules
+//! (`[defaults]`, `[[topics]]`) change live; every other section is fixed at start, so
+//! a change there is reported as needing a restart and ignored, never half-applied.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use kpress_batch::PolicyLookup;
+use kpress_config::{Config, PolicySet};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::check_config;
+
+/// A policy file as applied.
+#[derive(Debug)]
+pub(crate) struct AppliedPolicy {
+    pub(crate) path: PathBuf,
+    /// What kpress runs with: the sections fixed at start, the rules of the file.
+    pub(crate) config: Config,
+    /// SHA-256 of the file's bytes, hex.
+    pub(crate) file_hash: String,
+    pub(crate) loaded_at: SystemTime,
+}
+
+impl AppliedPolicy {
+    /// The policy read at start.
+    pub(crate) fn at_start(path: &Path, config: Config) -> AppliedPolicy {
+        AppliedPolicy {
+            path: path.to_owned(),
+            file_hash: std::fs::read(path)
+                .map_or_else(|_| String::new(), |bytes| hex_sha256(&bytes)),
+            config,
+            loaded_at: SystemTime::now(),
+        }
+    }
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The lookup the proxy asks per topic.
+pub(crate) fn lookup(config: &Config) -> Arc<dyn PolicyLookup> {
+    Arc::new(PolicySet::new(config))
+}
+
+/// Re-reads the policy on every change of `reload`; sends each applied policy on
+/// `lookups` (the proxy's) and returns the receiver of the applied policies (the admin
+/// endpoint's).
+pub(crate) fn spawn(
+    applied: AppliedPolicy,
+    mut reload: watch::Receiver<u64>,
+    lookups: watch::Sender<Arc<dyn PolicyLookup>>,
+) -> watch::Receiver<Arc<AppliedPolicy>> {
+    record_loaded(&applied);
+    let (applied_tx, applied_rx) = watch::channel(Arc::new(applied));
+    tokio::spawn(async move {
+        while reload.changed().await.is_ok() {
+            let current = Arc::clone(&applied_tx.borrow());
+            let path = current.path.clone();
+            // check-config's work reads files and may probe gzip providers: off the reactor.
+            let outcome = tokio::task::spawn_blocking(move || reread(&current))
+                .await
+                .unwrap_or_else(|err| Reread::Invalid(vec![format!("reload task failed: {err}")]));
+            match outcome {
+                Reread::Unchanged => {
+                    kpress_proxy::metrics::policy_reload("unchanged");
+                }
+                Reread::Invalid(lines) => {
+                    kpress_proxy::metrics::policy_reload("invalid");
+                    tracing::error!(
+                        file = %path.display(),
+                        problems = %lines.join("\n"),
+                        "policy not reloaded: keeping the policy in force"
+                    );
+                }
+                Reread::Applied { policy, restart } => {
+                    let result = if restart.is_empty() {
+                        tracing::info!(
+                            file = %path.display(),
+                            hash = %policy.file_hash,
+                            "policy reloaded:\n{}",
+                            check_config::summary(&policy.config).trim_end()
+                        );
+                        "applied"
+                    } else {
+                        tracing::warn!(
+                            file = %path.display(),
+                            needs_restart = %restart.join(", "),
+                            "policy rules reloaded; these changes need a restart and were not applied"
+                        );
+                        "restart_needed"
+                    };
+                    kpress_proxy::metrics::policy_reload(result);
+                    record_loaded(&policy);
+                    let _ = lookups.send(lookup(&policy.config));
+                    let _ = applied_tx.send(Arc::from(policy));
+                }
+            }
+        }
+    });
+    applied_rx
+}
+
+fn record_loaded(policy: &AppliedPolicy) {
+    let seconds = policy
+        .loaded_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    kpress_proxy::metrics::policy_loaded(seconds);
+}
+
+enum Reread {
+    Unchanged,
+    Invalid(Vec<String>),
+    Applied {
+        policy: Box<AppliedPolicy>,
+        /// The sections that changed but apply only at start.
+        restart: Vec<&'static str>,
+    },
+}
+
+fn reread(current: &AppliedPolicy) -> Reread {
+    let bytes = match std::fs::read(&current.path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            return Reread::Invalid(vec![format!(
+                "kpress: cannot read {}: {err}",
+                current.path.display()
+            )])
+        }
+    };
+    let file_hash = hex_sha256(&bytes);
+    if file_hash == current.file_hash {
+        return Reread::Unchanged;
+    }
+    let new = match check_config::load_checked(&current.path) {
+        Ok(config) => config,
+        Err((_, lines)) => return Reread::Invalid(lines),
+    };
+    let (config, restart) = merge_live(&current.config, new);
+    Reread::Applied {
+        policy: Box::new(AppliedPolicy {
+            path: current.path.clone(),
+            config,
+            file_hash,
+            loaded_at: SystemTime::now(),
+        }),
+        restart,
+    }
+}
+
+/// `running` with `new`'s rules; the sections of `new` that differ from `running` and
+/// cannot change live are named, and `running`'s kept.
+fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
+    let mut restart = Vec::new();
+    if new.listener != running.listener {
+        restart.push("[listener]");
+    }
+    if new.upstream != running.upstream {
+        restart.push("[upstream]");
+    }
+    if new.limits != running.limits {
+        restart.push("[limits]");
+    }
+    if new.metrics != running.metrics {
+        restart.push("[metrics]");
+    }
+    let config = Config {
+        defaults: new.defaults,
+        topics: new.topics,
+        ..running.clone()
+    };
+    (config, restart)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> Config {
+        kpress_config::parse(
+            &format!(
+                "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n\
+                 [upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n{extra}"
+            ),
+            "k.toml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rules_apply_live_and_other_sections_wait_for_a_restart() {
+        let running = config("[[topics]]\nmatch = \"a\"\ncompression.type = \"lz4\"\n");
+        let new = config(
+            "[limits]\nmax_connections = 5\n[[topics]]\nmatch = \"a\"\ncompression.type = \"zstd\"\n",
+        );
+        let (merged, restart) = merge_live(&running, new.clone());
+        assert_eq!(restart, vec!["[limits]"]);
+        assert_eq!(merged.limits, running.limits);
+        assert_eq!(merged.topics.len(), 1);
+        assert_eq!(merged.topics[0].policy, new.topics[0].policy);
+        let (_, restart) = merge_live(&running, running.clone());
+        assert!(restart.is_empty());
+    }
+}
