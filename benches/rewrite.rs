@@ -41,7 +41,6 @@ fn rewrite(c: &mut Criterion) {
                         options: to_options.clone(),
                     },
                     mode: RecompressMode::CodecDiffers,
-                    allow_growth: true,
                     ..RewritePolicy::default()
                 };
                 let mut recompressor = Recompressor::new();

@@ -54,7 +54,6 @@ compression.type = "producer"
 [[topics]]
 match = "seed-java41-gzip"
 compression.type = "zstd"
-allow_growth = true
 
 [[topics]]
 match = "seed-ck-none"

@@ -883,12 +883,10 @@ fn connections_past_max_connections_are_refused_and_counted() {
 const LABEL_RULES: &str = r#"
 [defaults]
 compression.type = "zstd"
-allow_growth = true
 
 [[topics]]
 match = "zstd.*"
 compression.type = "zstd"
-allow_growth = true
 "#;
 
 /// Issue 7, defect 6, with `max_topic_labels = 10`: Produce v7 requests name 5000

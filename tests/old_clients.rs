@@ -17,7 +17,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// Topics named `<codec>.<anything>` get that codec, even where it is larger than the
-/// producer's batch (`allow_growth`), so a batch left in its source codec can only be
+/// producer's batch (kpress's default), so a batch left in its source codec can only be
 /// one kpress chose not to rewrite.
 fn rules() -> String {
     storing_rules(&["zstd", "gzip", "lz4"])

@@ -35,7 +35,7 @@ struct PolicyTopic {
 impl PolicyTopic {
     fn rule(&self) -> String {
         let mut rule = format!(
-            "[[topics]]\nmatch = \"{}\"\ncompression.type = \"{}\"\nallow_growth = true\n",
+            "[[topics]]\nmatch = \"{}\"\ncompression.type = \"{}\"\n",
             self.name, self.target
         );
         if let Some(provider) = self.provider {

@@ -27,9 +27,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Topics named `<codec>.<anything>` get that codec, even where it is larger than the
-/// producer's (`allow_growth`, so every batch lands in it); `keep.*` asks for lz4 but
-/// keeps a batch whose rewrite would not be smaller; everything else keeps the
-/// producer's codec.
+/// producer's (kpress stores the policy's codec, as Kafka's `compression.type` does);
+/// `keep.*` asks for lz4 `only_if_smaller`, so it keeps a batch whose rewrite would not
+/// be smaller; everything else keeps the producer's codec.
 const RULES: &str = r#"
 [defaults]
 compression.type = "producer"
@@ -38,23 +38,19 @@ compression.type = "producer"
 match = "zstd.*"
 compression.type = "zstd"
 compression.zstd.level = 3
-allow_growth = true
 
 [[topics]]
 match = "lz4.*"
 compression.type = "lz4"
-allow_growth = true
 
 [[topics]]
 match = "gzip.*"
 compression.type = "gzip"
 compression.gzip.level = 6
-allow_growth = true
 
 [[topics]]
 match = "snappy.*"
 compression.type = "snappy"
-allow_growth = true
 
 [[topics]]
 match = "none.*"
@@ -63,6 +59,7 @@ compression.type = "none"
 [[topics]]
 match = "keep.*"
 compression.type = "lz4"
+only_if_smaller = true
 "#;
 
 /// The one-node 4.1.1 broker and the proxy in front of it, shared by this binary's
@@ -237,7 +234,7 @@ struct StoredCodec {
 }
 
 /// What the rules in [`RULES`] store for a batch `client` sent in `source`: the
-/// policy's codec (allow_growth, or `none`, so never the source's because the rewrite
+/// policy's codec (stored whatever its size, so never the source's because the rewrite
 /// is larger), or the source's where the policy is `producer` or the codecs match.
 fn stored_codec(topic: &str, client: Client, source: Compression) -> StoredCodec {
     let codec = policy_codec(topic).unwrap_or(source);
@@ -289,7 +286,8 @@ fn every_client_and_codec_pair_through_kpress_stores_the_policy_codec() {
             .map(|t| format!("{t}.{}-lz4", old_java.name()))
             .collect(),
     ));
-    // zstd → lz4 is never smaller on this log: without allow_growth kpress keeps zstd.
+    // zstd → lz4 is never smaller on this log: with only_if_smaller kpress keeps zstd
+    // (keep.*), without it stores lz4 and counts the batch as grown (lz4.ck-zstd).
     runs.push((
         Client::ConfluentKafka,
         Compression::Zstd,
@@ -367,6 +365,21 @@ fn every_client_and_codec_pair_through_kpress_stores_the_policy_codec() {
     if not_smaller < kept {
         failures.push(format!(
             "{kept} batches of keep.ck-zstd kept, {not_smaller} counted as not_smaller"
+        ));
+    }
+    // The same zstd → lz4 rewrites where the policy stores lz4: counted as rewritten
+    // and as grown.
+    let grown_labels = [("topic", "lz4.ck-zstd"), ("from", "zstd"), ("to", "lz4")];
+    let grown = proxy
+        .counter("kpress_batches_grown_total", &grown_labels)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let rewritten_grown = proxy
+        .counter("kpress_batches_rewritten_total", &grown_labels)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if grown < 1.0 || grown > rewritten_grown {
+        failures.push(format!(
+            "lz4.ck-zstd: {grown} batches counted as grown, {rewritten_grown} as rewritten:\n{}",
+            proxy.scrape_metrics().unwrap_or_default()
         ));
     }
     let rewritten = proxy

@@ -59,10 +59,11 @@ fn topic_ids(broker: SocketAddr) -> Vec<([u8; 16], String)> {
 /// directly, sent to a kpress that has relayed no Metadata at all: kpress asks the
 /// broker for the id's name itself and rewrites every batch into the policy's zstd.
 ///
-/// The records are fixed and the policy has `allow_growth`, because a small batch of
-/// random text is often no smaller in zstd-3 than in gzip-6 (six records of 200 random
-/// letters: 39 of 40 draws, measured with zlib and the zstd CLI), which a size-guarded
-/// policy correctly keeps as gzip (`not_smaller`). So any batch left in gzip here is a
+/// The records are fixed and the policy stores zstd whatever its size (kpress's
+/// default), because a small batch of random text is often no smaller in zstd-3 than in
+/// gzip-6 (six records of 200 random letters: 39 of 40 draws, measured with zlib and
+/// the zstd CLI), which an `only_if_smaller` policy correctly keeps as gzip
+/// (`not_smaller`). So any batch left in gzip here is a
 /// real failure (e.g. an id kpress could not name); a 6-record batch is sent on purpose.
 #[test]
 fn produce_v13_for_a_topic_created_behind_kpress() {

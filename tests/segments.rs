@@ -246,7 +246,7 @@ fn check_output_dump(
             s.batches_rewritten, s.batches_passed
         ));
     }
-    // With --allow-growth only same-codec batches may pass through.
+    // Storing the target whatever its size, only same-codec batches may pass through.
     if s.batches_passed != s.passed("same_codec") {
         failures.push(format!("{name}: unexpected pass-throughs:\n{}", s.text));
     }
@@ -393,11 +393,12 @@ fn recompress_every_pair(producer: Producer, sources: &[(Dataset, Compression)])
         for target in Compression::ALL {
             let name = format!("{}-to-{}", source.name, target.name());
             let path = segment_path(work.path(), &name);
-            let options = RecompressOptions {
-                allow_growth: true,
-                ..RecompressOptions::default()
-            };
-            match recompress(&source.segment, &path, target, &options) {
+            match recompress(
+                &source.segment,
+                &path,
+                target,
+                &RecompressOptions::default(),
+            ) {
                 Ok(summary) => outputs.push(Output {
                     name,
                     source: index,
@@ -505,20 +506,25 @@ fn confluent_kafka_segments_recompress_to_every_codec() {
     recompress_every_pair(Producer::ConfluentKafka, &sources);
 }
 
-/// Without --allow-growth, a rewrite that would not be smaller keeps the original batch
+/// With --only-if-smaller, a rewrite that would not be smaller keeps the original batch
 /// and is counted as `not_smaller`: zstd → snappy grows every batch of the NGINX JSON,
 /// so the output is the input byte for byte and every batch is counted. (Target `none`
-/// is exempt by design: asking for uncompressed output accepts its growth.)
+/// is exempt by design: asking for uncompressed output accepts its growth.) Without
+/// it, every batch is stored in snappy and counted as grown.
 #[test]
 fn not_smaller_rewrites_pass_through_and_are_counted() {
     let source = source(Producer::Java, Dataset::NginxPlusStatus, Compression::Zstd);
     let work = tempfile::tempdir().expect("temp dir");
+    let only_if_smaller = RecompressOptions {
+        only_if_smaller: true,
+        ..RecompressOptions::default()
+    };
     let to_snappy = segment_path(work.path(), "to-snappy");
     let summary = recompress(
         &source.segment,
         &to_snappy,
         Compression::Snappy,
-        &RecompressOptions::default(),
+        &only_if_smaller,
     )
     .expect("kpress recompress");
     let to_none = segment_path(work.path(), "to-none");
@@ -526,6 +532,14 @@ fn not_smaller_rewrites_pass_through_and_are_counted() {
         &source.segment,
         &to_none,
         Compression::None,
+        &only_if_smaller,
+    )
+    .expect("kpress recompress");
+    let grown_snappy = segment_path(work.path(), "to-snappy-grown");
+    let grown = recompress(
+        &source.segment,
+        &grown_snappy,
+        Compression::Snappy,
         &RecompressOptions::default(),
     )
     .expect("kpress recompress");
@@ -535,7 +549,11 @@ fn not_smaller_rewrites_pass_through_and_are_counted() {
     assert!(batches >= 2, "{}: {batches} batch(es)", source.name);
 
     assert_eq!(summary.batches_rewritten, 0, "{}", summary.text);
+    assert_eq!(summary.batches_grown, 0, "{}", summary.text);
     assert_eq!(summary.passed("not_smaller"), batches, "{}", summary.text);
+    assert_eq!(grown.batches_rewritten, batches, "{}", grown.text);
+    assert_eq!(grown.batches_grown, batches, "{}", grown.text);
+    assert!(grown.bytes_out > grown.bytes_in, "{}", grown.text);
     assert_eq!(summary.batches_passed, batches, "{}", summary.text);
     assert_eq!(
         std::fs::read(&to_snappy).expect("output"),
@@ -603,7 +621,7 @@ fn codec_options_stay_readable_by_kafka_and_librdkafka() {
             let options = RecompressOptions {
                 properties: properties.iter().map(|p| p.to_string()).collect(),
                 always: true,
-                allow_growth: true,
+                only_if_smaller: false,
             };
             match recompress(&source.segment, &path, *target, &options) {
                 Ok(summary) => outputs.push(Output {
@@ -667,16 +685,8 @@ fn transactional_segments_keep_their_markers() {
     let mut outputs = Vec::new();
     for target in [Compression::Zstd, Compression::None] {
         let output = segment_path(work.path(), &format!("{name}-to-{target}"));
-        let summary = recompress(
-            &source,
-            &output,
-            target,
-            &RecompressOptions {
-                allow_growth: true,
-                ..RecompressOptions::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        let summary = recompress(&source, &output, target, &RecompressOptions::default())
+            .unwrap_or_else(|e| panic!("{e:#}"));
         if summary.passed("control_batch") != 3 {
             failures.push(format!(
                 "to {target}: 3 markers expected to pass:\n{}",

@@ -46,6 +46,8 @@ pub fn kpress_binary() -> &'static Path {
 pub struct RecompressSummary {
     pub text: String,
     pub batches_rewritten: u64,
+    /// Of the rewritten, those larger than the original.
+    pub batches_grown: u64,
     pub batches_passed: u64,
     /// Pass-throughs by reason (`not_smaller`, `same_codec`, …).
     pub passed_by_reason: BTreeMap<String, u64>,
@@ -63,6 +65,7 @@ impl RecompressSummary {
         let mut summary = RecompressSummary {
             text: text.to_string(),
             batches_rewritten: 0,
+            batches_grown: 0,
             batches_passed: 0,
             passed_by_reason: BTreeMap::new(),
             bytes_in: 0,
@@ -87,6 +90,7 @@ impl RecompressSummary {
             }
             match key {
                 "batches rewritten" => (summary.batches_rewritten, seen) = (number()?, seen + 1),
+                "batches grown" => summary.batches_grown = number()?,
                 "batches passed through" => (summary.batches_passed, seen) = (number()?, seen + 1),
                 "bytes in" => (summary.bytes_in, seen) = (number()?, seen + 1),
                 "bytes out" => (summary.bytes_out, seen) = (number()?, seen + 1),
@@ -107,7 +111,8 @@ pub struct RecompressOptions {
     pub properties: Vec<String>,
     /// `--recompress always` instead of the default `codec-differs`.
     pub always: bool,
-    pub allow_growth: bool,
+    /// `--only-if-smaller`: keep a batch whose rewrite would not be smaller.
+    pub only_if_smaller: bool,
 }
 
 /// Runs `kpress recompress` on `input` into `output` with target `compression`.
@@ -140,21 +145,21 @@ pub fn recompress_to(
     if options.always {
         cmd.args(["--recompress", "always"]);
     }
-    if options.allow_growth {
-        cmd.arg("--allow-growth");
+    if options.only_if_smaller {
+        cmd.arg("--only-if-smaller");
     }
     let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
     RecompressSummary::parse(&finished.stdout_text())
 }
 
 /// Policy rules under which each `<codec>.*` topic stores `<codec>` whether or not it
-/// is smaller (`allow_growth`), and every other topic keeps the producer's codec: a
+/// is smaller (kpress's default), and every other topic keeps the producer's codec: a
 /// batch left in its source codec can then only be one kpress chose not to rewrite.
 pub fn storing_rules(codecs: &[&str]) -> String {
     let mut rules = String::from("[defaults]\ncompression.type = \"producer\"\n");
     for codec in codecs {
         rules.push_str(&format!(
-            "\n[[topics]]\nmatch = \"{codec}.*\"\ncompression.type = \"{codec}\"\nallow_growth = true\n"
+            "\n[[topics]]\nmatch = \"{codec}.*\"\ncompression.type = \"{codec}\"\n"
         ));
     }
     rules
@@ -260,10 +265,7 @@ impl KpressSetup {
                 }
             }
         }
-        config.push_str(&format!(
-            "[metrics]\nbind = \"{metrics}\"\n{}\n",
-            self.rules
-        ));
+        config.push_str(&format!("[admin]\nbind = \"{metrics}\"\n{}\n", self.rules));
         Ok((config, env))
     }
 }
@@ -647,11 +649,11 @@ mod tests {
     #[test]
     fn parses_the_recompress_summary() {
         let text = "in -> out (target zstd, recompress codec-differs)\n\
-                    batches rewritten: 3\n\
+                    batches rewritten: 3\nbatches grown: 1\n\
                     batches passed through: 2\n  not_smaller: 1\n  same_codec: 1\n\
                     bytes in: 100\nbytes out: 80\nratio: 0.8000\nelapsed: 0.001 s\n";
         let summary = RecompressSummary::parse(text).unwrap();
-        assert_eq!(summary.batches_rewritten, 3);
+        assert_eq!((summary.batches_rewritten, summary.batches_grown), (3, 1));
         assert_eq!(summary.batches_passed, 2);
         assert_eq!(summary.passed("not_smaller"), 1);
         assert_eq!(summary.passed("crc_mismatch"), 0);
@@ -703,7 +705,7 @@ mod tests {
              [upstream.tls]\nca = \"/pki/ca.pem\"\ncert = \"/pki/k.pem\"\nkey = \"/pki/k.key\"\n\
              [upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
              password_file = \"{}\"\n\
-             [metrics]\nbind = \"127.0.0.1:9100\"\n[defaults]\ncompression.type = \"zstd\"\n",
+             [admin]\nbind = \"127.0.0.1:9100\"\n[defaults]\ncompression.type = \"zstd\"\n",
             password_file.display()
         );
         assert_eq!(config, expected);

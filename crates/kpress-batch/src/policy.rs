@@ -158,9 +158,11 @@ pub struct RewritePolicy {
     /// A batch whose records would inflate more than this many times their
     /// compressed size passes through.
     pub max_decompression_ratio: usize,
-    /// Use a rewrite even when it is larger than the original (the codec was chosen
-    /// for CPU, not size); `max_batch_bytes` still applies.
-    pub allow_growth: bool,
+    /// Keep the original when the rewrite is not smaller than it (`not_smaller`).
+    /// Off by default: like Kafka's topic `compression.type`, the policy's codec is
+    /// stored whatever its size (it may have been chosen for CPU, not size), limited
+    /// only by `max_batch_bytes`. A target of `none` is never held to it.
+    pub only_if_smaller: bool,
 }
 
 impl Default for RewritePolicy {
@@ -171,7 +173,7 @@ impl Default for RewritePolicy {
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             max_decompressed_bytes: DEFAULT_MAX_DECOMPRESSED_BYTES,
             max_decompression_ratio: DEFAULT_MAX_DECOMPRESSION_RATIO,
-            allow_growth: false,
+            only_if_smaller: false,
         }
     }
 }
@@ -247,7 +249,7 @@ mod tests {
         assert_eq!(p.target, Target::Producer);
         assert_eq!(p.max_batch_bytes, 1_048_588);
         assert_eq!(p.max_decompressed_bytes, 64 * 1024 * 1024);
-        assert!(!p.allow_growth);
+        assert!(!p.only_if_smaller);
         assert_eq!(p.policy_for("any").target, Target::Producer);
     }
 }

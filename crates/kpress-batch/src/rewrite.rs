@@ -310,7 +310,7 @@ impl Recompressor {
             return Err(PassReason::OverBatchLimit);
         }
         // The user asked for uncompressed output, so its growth is expected.
-        if bytes_out >= input.len() && !policy.allow_growth && to != Codec::None {
+        if policy.only_if_smaller && bytes_out >= input.len() && to != Codec::None {
             return Err(PassReason::NotSmaller);
         }
         let length =

@@ -17,6 +17,14 @@ pub enum Outcome {
     PassedThrough(PassReason),
 }
 
+impl Outcome {
+    /// A rewrite kept although it is larger than the original: the policy's codec is
+    /// stored whatever its size unless `only_if_smaller`, and operators count these.
+    pub fn grew(&self) -> bool {
+        matches!(*self, Outcome::Rewritten { bytes_in, bytes_out, .. } if bytes_out > bytes_in)
+    }
+}
+
 /// Why a batch went through untouched.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,7 +50,7 @@ pub enum PassReason {
     /// The records are not exactly `recordsCount` length-prefixed records.
     RecordCountMismatch,
     CompressFailed,
-    /// The rewrite was not smaller (and growth is not allowed).
+    /// The rewrite was not smaller and the policy says `only_if_smaller`.
     NotSmaller,
     /// The rewrite is larger than `max_batch_bytes`.
     OverBatchLimit,
@@ -123,6 +131,8 @@ impl fmt::Display for PassReason {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RewriteStats {
     pub batches_rewritten: u64,
+    /// Of `batches_rewritten`, those that came out larger ([`Outcome::grew`]).
+    pub batches_grown: u64,
     /// Batches passed through, indexed by [`PassReason::index`].
     pub passed: [u64; PassReason::ALL.len()],
     /// Bytes of every batch (and unparseable tail) seen.
@@ -138,6 +148,7 @@ impl RewriteStats {
         match *outcome {
             Outcome::Rewritten { bytes_out, .. } => {
                 self.batches_rewritten += 1;
+                self.batches_grown += u64::from(outcome.grew());
                 self.bytes_out += bytes_out as u64;
             }
             Outcome::PassedThrough(reason) => {
@@ -149,6 +160,7 @@ impl RewriteStats {
 
     pub fn merge(&mut self, other: &RewriteStats) {
         self.batches_rewritten += other.batches_rewritten;
+        self.batches_grown += other.batches_grown;
         for (mine, theirs) in self.passed.iter_mut().zip(other.passed) {
             *mine += theirs;
         }
@@ -213,13 +225,22 @@ mod tests {
             100,
         );
         a.add(&Outcome::PassedThrough(PassReason::CrcMismatch), 40);
+        let grown = Outcome::Rewritten {
+            from: Codec::Zstd,
+            to: Codec::Lz4,
+            bytes_in: 50,
+            bytes_out: 70,
+        };
+        assert!(grown.grew());
+        a.add(&grown, 50);
         let mut b = a.clone();
         b.merge(&a);
-        assert_eq!(b.batches_rewritten, 2);
+        assert_eq!((b.batches_rewritten, b.batches_grown), (4, 2));
         assert_eq!(b.passed_for(PassReason::CrcMismatch), 2);
-        assert_eq!(b.batches(), 4);
-        assert_eq!((b.bytes_in, b.bytes_out), (280, 200));
+        assert_eq!(b.batches(), 6);
+        assert_eq!((b.bytes_in, b.bytes_out), (380, 340));
         assert_eq!(b.passed_by_reason().filter(|(_, n)| *n > 0).count(), 1);
-        assert!((a.ratio() - 100.0 / 140.0).abs() < 1e-9);
+        assert!((a.ratio() - 170.0 / 190.0).abs() < 1e-9);
+        assert!(!Outcome::PassedThrough(PassReason::NotSmaller).grew());
     }
 }

@@ -16,14 +16,26 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
-use crate::settings::{Compression, Config, Limits, MetricsSettings, TopicPolicy, TopicRule};
+use crate::settings::{
+    AdminSettings, Compression, Config, Limits, TopicPolicy, TopicRule,
+    READINESS_WINDOW_SECS_DEFAULT,
+};
 use crate::topic_match::TopicPattern;
 
 mod listener;
 mod upstream;
 
-const SECTIONS: [&str; 6] = [
-    "listener", "upstream", "limits", "metrics", "defaults", "topics",
+const SECTIONS: [&str; 7] = [
+    "listener", "upstream", "limits", "admin", "metrics", "defaults", "topics",
+];
+/// `[admin] readiness_window_secs`'s range.
+const READINESS_WINDOW_SECS_MAX: i64 = 3600;
+/// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
+const POLICY_KEYS: [&str; 4] = [
+    "compression.type",
+    "recompress",
+    "only_if_smaller",
+    "allow_growth",
 ];
 const RECOMPRESS_MODES: &str = "codec-differs, always";
 
@@ -88,7 +100,10 @@ pub(crate) fn parse_document(
     };
     let config = walk.document(root.get_ref());
     match config {
-        Some(config) if walk.sink.is_empty() => Ok(config),
+        Some(mut config) if walk.sink.is_empty() => {
+            config.warnings = walk.sink.take_warnings();
+            Ok(config)
+        }
         _ => Err(walk.sink.into_problems()),
     }
 }
@@ -107,7 +122,8 @@ impl Walk<'_> {
         let mut listener = None;
         let mut upstream = None;
         let mut limits = Some(Limits::default());
-        let mut metrics = None;
+        // `[admin]`, or `[metrics]`, its deprecated name.
+        let mut admin = None;
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
@@ -126,7 +142,31 @@ impl Walk<'_> {
                     upstream = self.table(key, value).and_then(|t| self.upstream(t, value))
                 }
                 "limits" => limits = self.table(key, value).and_then(|t| self.limits(t)),
-                "metrics" => metrics = self.table(key, value).and_then(|t| self.metrics(t, value)),
+                "admin" => {
+                    admin = self
+                        .table(key, value)
+                        .and_then(|t| self.admin(t, value, "admin"))
+                }
+                "metrics" if root.contains_key("admin") => self.sink.report(
+                    &key.span(),
+                    Some("[metrics]"),
+                    None,
+                    "set together with [admin]: [metrics] is the deprecated name of [admin]; \
+                     keep [admin] only",
+                    None,
+                ),
+                "metrics" => {
+                    self.sink.warn(
+                        &key.span(),
+                        "[metrics]",
+                        None,
+                        "deprecated: write [admin] instead (same bind; it also serves /healthz, \
+                         /readyz and /policy); [metrics] is accepted for this release only",
+                    );
+                    admin = self
+                        .table(key, value)
+                        .and_then(|t| self.admin(t, value, "metrics"))
+                }
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
                 other => self.sink.unknown_name(
@@ -160,24 +200,27 @@ impl Walk<'_> {
         }
         let listener = listener?;
         let upstream = upstream?;
-        if root.contains_key("metrics") && metrics.is_none() {
+        let admin_section = ["admin", "metrics"]
+            .into_iter()
+            .find(|name| root.contains_key(*name));
+        if admin_section.is_some() && admin.is_none() {
             return None;
         }
         let limits = limits?;
-        if let Some(m) = &metrics {
-            if conflicts(m.bind, listener.bind) {
+        if let (Some(a), Some(section)) = (&admin, admin_section) {
+            if conflicts(a.bind, listener.bind) {
                 let bind_value = root
-                    .get("metrics")
+                    .get(section)
                     .and_then(|section| match section.get_ref() {
                         DeValue::Table(table) => table.get("bind"),
                         _ => None,
                     });
                 let span = bind_value.map_or(FILE_START, |v| v.span());
                 self.sink.bad_value(
-                    "metrics.bind",
+                    &format!("{section}.bind"),
                     &span,
                     format!(
-                        "takes the port of listener.bind ({}): give the metrics endpoint a port of its own",
+                        "takes the port of listener.bind ({}): give the admin endpoint a port of its own",
                         listener.bind
                     ),
                     None,
@@ -188,9 +231,10 @@ impl Walk<'_> {
             listener,
             upstream,
             limits,
-            metrics,
+            admin,
             defaults: defaults?,
             topics: topics?,
+            warnings: Vec::new(),
         })
     }
 
@@ -411,18 +455,39 @@ impl Walk<'_> {
         ok.then_some(limits)
     }
 
-    fn metrics(
+    /// `[admin]`, or `[metrics]` (`name`), its deprecated name, which has `bind` only.
+    fn admin(
         &mut self,
         table: &DeTable<'_>,
         section: &Spanned<DeValue<'_>>,
-    ) -> Option<MetricsSettings> {
-        let keys = self.known_keys("metrics", table, &["bind"]);
+        name: &str,
+    ) -> Option<AdminSettings> {
+        let known: &[&str] = if name == "admin" {
+            &["bind", "readiness_window_secs"]
+        } else {
+            &["bind"]
+        };
+        let keys = self.known_keys(name, table, known);
+        let window = match keys.get("readiness_window_secs") {
+            Some((_, v)) => self
+                .integer_in(
+                    "admin.readiness_window_secs",
+                    v,
+                    1,
+                    READINESS_WINDOW_SECS_MAX,
+                    &format!("1..{READINESS_WINDOW_SECS_MAX}"),
+                )
+                .map(|n| n as u64),
+            None => Some(READINESS_WINDOW_SECS_DEFAULT),
+        };
         let Some((_, value)) = keys.get("bind") else {
-            self.missing_key("metrics", "bind", section);
+            self.missing_key(name, "bind", section);
             return None;
         };
-        Some(MetricsSettings {
-            bind: self.socket_addr("metrics.bind", value)?,
+        let bind = self.socket_addr(&format!("{name}.bind"), value);
+        Some(AdminSettings {
+            bind: bind?,
+            readiness_window: std::time::Duration::from_secs(window?),
         })
     }
 
@@ -589,7 +654,27 @@ impl Walk<'_> {
                     }
                     Some(())
                 }),
-                "allow_growth" => self.boolean(name, value).map(|b| policy.allow_growth = b),
+                "only_if_smaller" => self
+                    .boolean(name, value)
+                    .map(|b| policy.only_if_smaller = b),
+                "allow_growth" => self.boolean(name, value).map(|allow| {
+                    let instead = if allow {
+                        "the default now: remove it"
+                    } else {
+                        "write only_if_smaller = true instead"
+                    };
+                    self.sink.warn(
+                        &key.span(),
+                        name,
+                        Some(&span),
+                        format!(
+                            "deprecated: kpress stores the codec the policy names, as Kafka's \
+                             compression.type does, unless only_if_smaller = true; {instead} \
+                             (allow_growth is accepted for this release only)"
+                        ),
+                    );
+                    policy.only_if_smaller = !allow;
+                }),
                 option if OPTION_KEYS.contains(&option) => {
                     let allowed = allowed_values(option).map(|a| a.to_string());
                     self.integer(name, value, allowed.clone()).and_then(|n| {
@@ -623,7 +708,7 @@ impl Walk<'_> {
                         let rule_only = rule.map(|_| "match");
                         rule_only
                             .into_iter()
-                            .chain(["compression.type", "recompress", "allow_growth"])
+                            .chain(POLICY_KEYS)
                             .chain(OPTION_KEYS)
                             .chain(TEXT_OPTION_KEYS)
                             .collect()
@@ -639,6 +724,21 @@ impl Walk<'_> {
                 }
             };
             ok &= read.is_some();
+        }
+        if let (Some(first), Some(_)) = (seen.get("only_if_smaller"), seen.get("allow_growth")) {
+            let at = seen["allow_growth"].clone();
+            let (line, _) = line_column(self.sink.text(), first.start);
+            self.sink.report(
+                &at,
+                Some("allow_growth"),
+                None,
+                format!(
+                    "set together with only_if_smaller (line {line}): allow_growth is its \
+                     deprecated opposite; keep only_if_smaller only"
+                ),
+                None,
+            );
+            ok = false;
         }
         if let Some(rule) = rule {
             if !seen.contains_key("match") {

@@ -1,5 +1,5 @@
 //! kpress's TOML policy file: where to listen, which brokers to front, TLS and SASL on
-//! either side, memory limits, the metrics endpoint, and per-topic compression rules
+//! either side, memory limits, the admin endpoint, and per-topic compression rules
 //! under Kafka's property names.
 //!
 //! [`parse`] checks a text and reports every problem as
@@ -11,8 +11,8 @@
 //! [listener]
 //! bind = "127.0.0.1:19092"
 //! mode = "ports"                  # default: a port per broker node; or "sni"
-//! advertised_host = "127.0.0.1"   # ports mode; default: bind's IP unless a wildcard
-//! node_port_base = 19100          # ports mode: broker node N is served on port node_port_base + N
+//! advertised_host = "127.0.0.1"   # ports mode; default: bind's IP, or this host's name for a wildcard
+//! node_port_base = 19100          # ports mode: node N on port node_port_base + N; default: bind's port + 100
 //! rewrite_before_auth = true      # default: false with [upstream.sasl], true without
 //! [listener.tls]                  # optional: TLS from clients (required in sni mode)
 //! cert = "certs/kpress.pem"       # PEM certificate chain, leaf first
@@ -34,8 +34,9 @@
 //! password_file = "secrets/kpress-password"   # or password_env = "KPRESS_SASL_PASSWORD"
 //! [limits]                        # optional
 //! max_batch_bytes = 1048588
-//! [metrics]                       # optional Prometheus endpoint
+//! [admin]                         # optional: /metrics, /healthz, /readyz, /policy ([metrics]: deprecated name)
 //! bind = "127.0.0.1:9464"
+//! readiness_window_secs = 30      # /readyz: an upstream broker answered this recently (1..3600)
 //! [defaults]
 //! compression.type = "producer"
 //! [[topics]]
@@ -43,7 +44,7 @@
 //! compression.type = "zstd"
 //! compression.zstd.level = 3
 //! recompress = "codec-differs"    # or "always"
-//! allow_growth = false            # use a rewrite even if larger than the original
+//! only_if_smaller = false         # true: keep the original unless the rewrite is smaller
 //! [[topics]]
 //! match = "archive.*"
 //! compression.type = "gzip"
@@ -52,7 +53,9 @@
 //!
 //! `compression.type` takes Kafka's names: `producer`, `gzip`, `snappy`, `lz4`, `zstd`,
 //! and `none` (the producer's name) or `uncompressed` (the topic config's name) for no
-//! codec. Every `compression.*` option of `kpress_codec` is accepted, with its range;
+//! codec. As Kafka's topic `compression.type` does, kpress stores the codec a policy names
+//! whatever its size (limited by `max_batch_bytes`) unless `only_if_smaller = true`.
+//! Every `compression.*` option of `kpress_codec` is accepted, with its range;
 //! `compression.gzip.provider` (KIP-1121) is a string and also selects the provider that
 //! reads gzip input of the topic, whatever its target codec.
 //!
@@ -69,6 +72,9 @@
 //! until it has authenticated with SASL, so an unauthenticated client cannot spend kpress's
 //! CPU. The default is `false` when `[upstream.sasl]` is present (the file declares a SASL
 //! cluster) and `true` otherwise; the resolved value is in [`ListenerSettings`].
+//!
+//! **Only `[listener] bind` and `[upstream] bootstrap_servers` are required.** Deprecated
+//! keys (`allow_growth`, `[metrics]`) still load and come back in [`Config::warnings`].
 //!
 //! **Secrets** never sit in the policy file: `[upstream.sasl]` refuses `password` and takes
 //! `password_file` or `password_env` (exactly one).
@@ -93,12 +99,13 @@ pub use host_name::{
 pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
-    ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls, MetricsSettings,
+    AdminSettings, ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls,
     NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule, UpstreamSasl,
     UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
     MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
     MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
     MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
+    READINESS_WINDOW_SECS_DEFAULT,
 };
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
 

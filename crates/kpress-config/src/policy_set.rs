@@ -97,6 +97,6 @@ pub fn rewrite_policy(policy: &TopicPolicy, limits: &Limits) -> RewritePolicy {
         max_batch_bytes: limits.max_batch_bytes,
         max_decompressed_bytes: limits.max_decompressed_bytes,
         max_decompression_ratio: limits.max_decompression_ratio,
-        allow_growth: policy.allow_growth,
+        only_if_smaller: policy.only_if_smaller,
     }
 }

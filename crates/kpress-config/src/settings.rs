@@ -3,6 +3,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use kpress_batch::RecompressMode;
 use kpress_codec::gzip_providers::{ProviderChoice, Registry};
@@ -31,6 +32,8 @@ pub const IDLE_TIMEOUT_MS_DEFAULT: usize = 600_000;
 pub const MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT: usize = 4 * MAX_DECOMPRESSED_BYTES_DEFAULT;
 /// Largest decompressed/compressed size ratio a rewritten batch may have.
 pub const MAX_DECOMPRESSION_RATIO_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DECOMPRESSION_RATIO;
+/// `[admin] readiness_window_secs` unset.
+pub const READINESS_WINDOW_SECS_DEFAULT: u64 = 30;
 /// Distinct topic label values in metrics before the rest are folded into one.
 pub const MAX_TOPIC_LABELS_DEFAULT: usize = 1000;
 
@@ -40,12 +43,16 @@ pub struct Config {
     pub listener: ListenerSettings,
     pub upstream: UpstreamSettings,
     pub limits: Limits,
-    /// `None` when the file has no `[metrics]` section: no exporter.
-    pub metrics: Option<MetricsSettings>,
+    /// `[admin]` (or its deprecated spelling `[metrics]`); `None` when the file has
+    /// neither: no admin endpoint.
+    pub admin: Option<AdminSettings>,
     /// `[defaults]`: the policy of topics no rule matches, and what rules inherit.
     pub defaults: TopicPolicy,
     /// `[[topics]]`, in file order; the first rule whose pattern matches wins.
     pub topics: Vec<TopicRule>,
+    /// What the file says that still works but should change (deprecated keys), in
+    /// file order: `check-config` prints them, `kpress run` logs them.
+    pub warnings: Vec<crate::Problem>,
 }
 
 /// `[listener]`: where clients connect, and how they tell broker nodes apart.
@@ -236,10 +243,13 @@ impl Default for Limits {
     }
 }
 
-/// `[metrics]`: the Prometheus scrape endpoint.
+/// `[admin]`: the HTTP endpoint of metrics, health and the policy in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MetricsSettings {
+pub struct AdminSettings {
     pub bind: SocketAddr,
+    /// `readiness_window_secs`: how recently an upstream broker must have answered for
+    /// kpress to report itself ready.
+    pub readiness_window: Duration,
 }
 
 /// `compression.type`: keep what the producer sent, or one of Kafka's codecs.
@@ -253,8 +263,10 @@ pub struct TopicPolicy {
     pub options: CompressionOptions,
     /// `recompress`: whether a batch already in the target codec is re-encoded.
     pub recompress: RecompressMode,
-    /// Use a rewrite even when it is larger than the original batch.
-    pub allow_growth: bool,
+    /// `only_if_smaller`: keep the original batch when the rewrite is not smaller.
+    /// Off by default: the policy's codec is stored, as Kafka's topic
+    /// `compression.type` stores its codec. The deprecated `allow_growth` sets it too.
+    pub only_if_smaller: bool,
 }
 
 impl Default for TopicPolicy {
@@ -263,7 +275,7 @@ impl Default for TopicPolicy {
             compression: Compression::Producer,
             options: CompressionOptions::default(),
             recompress: RecompressMode::default(),
-            allow_growth: false,
+            only_if_smaller: false,
         }
     }
 }
@@ -300,8 +312,8 @@ impl fmt::Display for TopicPolicy {
             write!(f, ", gzip input read by {provider_text}")?;
         }
         write!(f, ", recompress {}", self.recompress.name())?;
-        if self.allow_growth {
-            f.write_str(", allow_growth")?;
+        if self.only_if_smaller {
+            f.write_str(", only if smaller")?;
         }
         Ok(())
     }

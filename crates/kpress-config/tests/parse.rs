@@ -4,6 +4,7 @@ use kpress_batch::{PolicyLookup, RecompressMode, Target};
 use kpress_codec::options::{allowed_values, OPTION_KEYS};
 use kpress_codec::Codec;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use kpress_config::{
     parse, Compression, Config, ConfigError, PasswordSource, PolicySet, UpstreamSasl,
@@ -26,8 +27,10 @@ fn minimal_file_gets_kafka_defaults() {
     assert_eq!(c.limits.max_decompressed_bytes, 64 << 20);
     assert_eq!(c.limits.max_frame_bytes, 100 << 20);
     assert_eq!(c.limits.max_inflight_bytes, 256 << 20);
-    assert!(c.metrics.is_none());
+    assert!(c.admin.is_none());
+    assert!(c.warnings.is_empty());
     assert_eq!(c.defaults.compression, Compression::Producer);
+    assert!(!c.defaults.only_if_smaller, "the policy's codec is stored");
     assert!(c.topics.is_empty());
 }
 
@@ -40,7 +43,7 @@ max_batch_bytes = 1048588
 max_decompressed_bytes = 67108864
 max_frame_bytes = 104857600
 max_inflight_bytes = 268435456
-[metrics]
+[admin]
 bind = "127.0.0.1:9464"
 [defaults]
 compression.type = "producer"
@@ -53,7 +56,10 @@ recompress = "codec-differs"
 "#
     );
     let c = parse(&text, "t.toml").unwrap();
-    assert_eq!(c.metrics.unwrap().bind.to_string(), "127.0.0.1:9464");
+    let admin = c.admin.unwrap();
+    assert_eq!(admin.bind.to_string(), "127.0.0.1:9464");
+    assert_eq!(admin.readiness_window, Duration::from_secs(30));
+    assert!(c.warnings.is_empty());
     assert_eq!(c.topics.len(), 1);
     let rule = &c.topics[0];
     assert_eq!(rule.pattern.to_string(), "logs.*");
@@ -120,14 +126,20 @@ fn compression_types_and_recompress_modes() {
         "t.toml:8:20: compression.type = \"ZSTD\": unknown compression type \
          (allowed: producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
     );
-    let text = format!("{HEAD}[defaults]\nrecompress = \"always\"\nallow_growth = true\n");
+    let text = format!("{HEAD}[defaults]\nrecompress = \"always\"\nonly_if_smaller = true\n");
     let c = parse(&text, "t").unwrap();
     assert_eq!(c.defaults.recompress, RecompressMode::Always);
-    assert!(c.defaults.allow_growth);
+    assert!(c.defaults.only_if_smaller);
+    assert!(c.warnings.is_empty());
     assert_eq!(
         one_problem(&format!("{HEAD}[defaults]\nrecompress = \"sometimes\"\n")),
         "t.toml:8:14: recompress = \"sometimes\": unknown recompress mode \
          (allowed: codec-differs, always)"
+    );
+    assert_eq!(
+        one_problem(&format!("{HEAD}[defaults]\nonly_if_smaller = \"yes\"\n")),
+        "t.toml:8:19: only_if_smaller = \"yes\": must be true or false, not string \
+         (allowed: true, false)"
     );
     assert_eq!(
         one_problem(&format!("{HEAD}[defaults]\nallow_growth = \"yes\"\n")),
@@ -144,7 +156,7 @@ compression.type = "zstd"
 compression.zstd.level = 7
 compression.lz4.level = 3
 recompress = "always"
-allow_growth = true
+only_if_smaller = true
 [[topics]]
 match = "a"
 [[topics]]
@@ -162,7 +174,7 @@ recompress = "codec-differs"
     assert_eq!(b.options.lz4_level(), 3, "inherited");
     assert_eq!(b.options.zstd_level(), 1, "overridden");
     assert_eq!(b.recompress, RecompressMode::CodecDiffers);
-    assert!(b.allow_growth, "inherited");
+    assert!(b.only_if_smaller, "inherited");
 }
 
 #[test]
@@ -201,13 +213,13 @@ fn dotted_quoted_and_nested_spellings_are_the_same_key() {
 fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     let p = one_problem(&format!("{HEAD}[defaults]\ncompression.zstd.levle = 3\n"));
     assert!(
-        p.starts_with("t.toml:8:18: compression.zstd.levle: unknown key in [defaults] (allowed: compression.type, recompress, allow_growth, compression.gzip.level"),
+        p.starts_with("t.toml:8:18: compression.zstd.levle: unknown key in [defaults] (allowed: compression.type, recompress, only_if_smaller, allow_growth, compression.gzip.level"),
         "{p}"
     );
     let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
     assert_eq!(
         p,
-        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, metrics, defaults, topics); did you mean listener?"
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, metrics, defaults, topics); did you mean listener?"
     );
     let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
     assert!(
@@ -225,7 +237,6 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     assert_eq!(
         p,
         [
-            "t.toml:1:1: listener.node_port_base: missing key in [listener]",
             "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, mode, advertised_host, node_port_base, advertised_host_pattern, bootstrap_host, advertised_port, rewrite_before_auth, tls); did you mean node_port_base?"
         ]
     );
@@ -307,15 +318,14 @@ fn missing_sections_and_keys() {
             "t.toml:1:1: [upstream]: missing section"
         ]
     );
-    let text = "[listener]\nbind = \"0.0.0.0:19092\"\n[upstream]\n[metrics]\n";
+    let text = "[listener]\nbind = \"127.0.0.1:0\"\n[upstream]\n[admin]\n";
     let p = problem_texts(text);
     assert_eq!(
         p,
         [
-            "t.toml:1:1: listener.node_port_base: missing key in [listener]",
-            "t.toml:2:8: listener.advertised_host: missing: listener.bind is the wildcard 0.0.0.0, so clients need a host to be sent to",
+            "t.toml:2:8: listener.node_port_base: missing: listener.bind's port is 0 (chosen by the system at start), so node_port_base has no default; set node_port_base (broker node N is served on node_port_base + N) (allowed: 1..65535)",
             "t.toml:3:1: upstream.bootstrap_servers: missing key in [upstream]",
-            "t.toml:4:1: metrics.bind: missing key in [metrics]",
+            "t.toml:4:1: admin.bind: missing key in [admin]",
         ]
     );
 }
@@ -435,17 +445,136 @@ fn node_port_base_bounds() {
 }
 
 #[test]
-fn metrics_cannot_share_the_listener_port() {
-    let p = one_problem(&format!("{HEAD}[metrics]\nbind = \"0.0.0.0:19092\"\n"));
+fn admin_cannot_share_the_listener_port() {
+    for section in ["admin", "metrics"] {
+        let p = one_problem(&format!("{HEAD}[{section}]\nbind = \"0.0.0.0:19092\"\n"));
+        assert_eq!(
+            p,
+            format!("t.toml:8:8: {section}.bind = \"0.0.0.0:19092\": takes the port of listener.bind (127.0.0.1:19092): give the admin endpoint a port of its own"),
+        );
+        parse(
+            &format!("{HEAD}[{section}]\nbind = \"127.0.0.1:9464\"\n"),
+            "t",
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn metrics_is_the_deprecated_name_of_admin() {
+    let c = parse(
+        &format!("{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\n"),
+        "t.toml",
+    )
+    .unwrap();
+    let admin = c.admin.unwrap();
+    assert_eq!(admin.bind.to_string(), "127.0.0.1:9464");
+    assert_eq!(admin.readiness_window, Duration::from_secs(30));
+    let warnings: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        ["t.toml:7:2: [metrics]: deprecated: write [admin] instead (same bind; it also serves /healthz, /readyz and /policy); [metrics] is accepted for this release only"]
+    );
+    // Only [admin] has the readiness window.
+    let p = one_problem(&format!(
+        "{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 5\n"
+    ));
     assert!(
-        p == "t.toml:8:8: metrics.bind = \"0.0.0.0:19092\": takes the port of listener.bind (127.0.0.1:19092): give the metrics endpoint a port of its own",
+        p.starts_with(
+            "t.toml:9:1: metrics.readiness_window_secs: unknown key in [metrics] (allowed: bind)"
+        ),
         "{p}"
     );
-    parse(
-        &format!("{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\n"),
+    assert_eq!(
+        one_problem(&format!(
+            "{HEAD}[admin]\nbind = \"127.0.0.1:9464\"\n[metrics]\nbind = \"127.0.0.1:9465\"\n"
+        )),
+        "t.toml:9:2: [metrics]: set together with [admin]: [metrics] is the deprecated name of [admin]; keep [admin] only"
+    );
+}
+
+#[test]
+fn admin_readiness_window_secs() {
+    let text = |v: &str| {
+        format!("{HEAD}[admin]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = {v}\n")
+    };
+    for (v, secs) in [("1", 1), ("30", 30), ("3600", 3600)] {
+        let c = parse(&text(v), "t").unwrap();
+        assert_eq!(c.admin.unwrap().readiness_window, Duration::from_secs(secs));
+    }
+    for v in ["0", "3601", "-1"] {
+        assert_eq!(
+            one_problem(&text(v)),
+            format!(
+                "t.toml:9:25: admin.readiness_window_secs = {v}: out of range (allowed: 1..3600)"
+            )
+        );
+    }
+    assert!(one_problem(&text("\"30\"")).contains("must be an integer, not string"));
+}
+
+#[test]
+fn allow_growth_is_the_deprecated_opposite_of_only_if_smaller() {
+    for (allow, only_if_smaller, instead) in [
+        ("true", false, "the default now: remove it"),
+        ("false", true, "write only_if_smaller = true instead"),
+    ] {
+        let text = format!(
+            "{HEAD}[defaults]\ncompression.type = \"lz4\"\n[[topics]]\nmatch = \"a\"\nallow_growth = {allow}\n"
+        );
+        let c = parse(&text, "t.toml").unwrap();
+        assert!(!c.defaults.only_if_smaller);
+        assert_eq!(c.topics[0].policy.only_if_smaller, only_if_smaller);
+        let warnings: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [format!(
+                "t.toml:11:1: allow_growth = {allow}: deprecated: kpress stores the codec the policy names, as Kafka's compression.type does, unless only_if_smaller = true; {instead} (allow_growth is accepted for this release only)"
+            )]
+        );
+    }
+    // Both in one table: which one wins would be a guess.
+    assert_eq!(
+        one_problem(&format!("{HEAD}[defaults]\nonly_if_smaller = true\nallow_growth = true\n")),
+        "t.toml:9:1: allow_growth: set together with only_if_smaller (line 8): allow_growth is its deprecated opposite; keep only_if_smaller only"
+    );
+    // A rule may set the new key over deprecated defaults: no ambiguity there.
+    let c = parse(
+        &format!("{HEAD}[defaults]\nallow_growth = false\n[[topics]]\nmatch = \"a\"\nonly_if_smaller = false\n"),
         "t",
     )
     .unwrap();
+    assert!(c.defaults.only_if_smaller);
+    assert!(!c.topics[0].policy.only_if_smaller);
+    assert_eq!(c.warnings.len(), 1);
+}
+
+#[test]
+fn a_listener_bind_and_bootstrap_servers_are_enough() {
+    let two_keys = |bind: &str| {
+        format!(
+            "[listener]\nbind = \"{bind}\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n"
+        )
+    };
+    // Kafka's usual port: broker node N on 9192 + N, advertised as the bind address.
+    let c = parse(&two_keys("127.0.0.1:9092"), "t").unwrap();
+    assert_eq!(ports(&c), ("127.0.0.1", 9192));
+    assert!(c.warnings.is_empty());
+    let c = parse(&two_keys("[::1]:19092"), "t").unwrap();
+    assert_eq!(ports(&c), ("::1", 19192));
+    // A wildcard bind is advertised as this machine's name.
+    let c = parse(&two_keys("0.0.0.0:9092"), "t").unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(ports(&c), (host.trim(), 9192));
+    // The highest bind port with room for the default.
+    assert_eq!(
+        ports(&parse(&two_keys("127.0.0.1:65435"), "t").unwrap()).1,
+        65535
+    );
+    assert_eq!(
+        one_problem(&two_keys("127.0.0.1:65436")),
+        "t.toml:2:8: listener.node_port_base: missing: the default, listener.bind's port + 100 = 65536, is past 65535; set node_port_base (broker node N is served on node_port_base + N) (allowed: 1..65535)"
+    );
 }
 
 #[test]
@@ -485,7 +614,7 @@ compression.type = "lz4"
 [[topics]]
 match = "metrics.?"
 compression.type = "snappy"
-allow_growth = true
+only_if_smaller = true
 "#
     );
     let config = parse(&text, "t").unwrap();
@@ -502,7 +631,8 @@ allow_growth = true
     assert_eq!(codec("other"), "producer");
     assert_eq!(set.rule_index("logs.audit"), Some(0));
     assert_eq!(set.rule_index("other"), None);
-    assert!(set.policy_for("metrics.a").allow_growth);
+    assert!(set.policy_for("metrics.a").only_if_smaller);
+    assert!(!set.policy_for("logs.app").only_if_smaller);
     assert_eq!(set.policy_for("logs.app").max_batch_bytes, 1_048_588);
     assert_eq!(set.cached_topics(), 6);
     // Cached answers are the same answers.
@@ -638,7 +768,7 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
     assert!(p[2].ends_with("compression.gzip.provider)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
-        p.ends_with("unknown section (allowed: listener, upstream, limits, metrics, defaults, topics); did you mean topics?"),
+        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, metrics, defaults, topics); did you mean topics?"),
         "{p}"
     );
 }

@@ -141,8 +141,8 @@ fn check_rewritten(
         policy.max_batch_bytes
     );
     assert!(
-        policy.allow_growth || to == Codec::None || new.len() < original.len(),
-        "a {}-byte batch grew to {} bytes without allow_growth",
+        !policy.only_if_smaller || to == Codec::None || new.len() < original.len(),
+        "a {}-byte batch grew to {} bytes under only_if_smaller",
         original.len(),
         new.len()
     );

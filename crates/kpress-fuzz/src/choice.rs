@@ -17,7 +17,7 @@ use kpress_codec::{Codec, CompressionOptions};
 /// |---|---|
 /// | 0-2 | target: producer, none, gzip, snappy, lz4, zstd, gzip, zstd |
 /// | 3 | `recompress = "always"` (else `codec-differs`) |
-/// | 4 | `allow_growth` |
+/// | 4 | store the target whatever its size, kpress's default (clear: `only_if_smaller`) |
 /// | 5 | tight limits: 16 KiB batches, 64 KiB decompressed, ratio 8 (else kpress's defaults) |
 /// | 6 | repair: fix the frame's size prefix, batch lengths and CRCs before the rewrite, so mutated payloads reach the codecs |
 /// | 7 | the codec's alternative options (see [`codec_options`]) |
@@ -57,7 +57,7 @@ pub(crate) fn policy_choice(byte: u8) -> PolicyChoice {
         } else {
             RecompressMode::CodecDiffers
         },
-        allow_growth: byte & 0x10 != 0,
+        only_if_smaller: byte & 0x10 == 0,
         ..RewritePolicy::default()
     };
     if byte & 0x20 != 0 {
@@ -144,7 +144,7 @@ mod tests {
     fn every_byte_is_a_valid_choice() {
         for byte in 0..=u8::MAX {
             let choice = policy_choice(byte);
-            assert_eq!(choice.policy.allow_growth, byte & 0x10 != 0);
+            assert_eq!(choice.policy.only_if_smaller, byte & 0x10 == 0);
             let request = request_choice(byte);
             assert!((3..=10).contains(&request.produce_version));
         }

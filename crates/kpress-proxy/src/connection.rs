@@ -1011,10 +1011,7 @@ mod tests {
         // 40 KiB frames: a gzip batch of random data grows when stored uncompressed.
         let mut settings = settings(1 << 22, 30000);
         settings.max_frame_bytes = 40 << 10;
-        let policy = RewritePolicy {
-            allow_growth: true,
-            ..RewritePolicy::to_codec(Codec::None, CompressionOptions::default())
-        };
+        let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
         let mut h = start(shared_from(policy, settings));
         let text: Vec<Record> = (0..2000)
             .map(|i| Record::value(format!("{i:08} the same words again and again")))

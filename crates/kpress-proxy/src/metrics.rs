@@ -7,6 +7,10 @@ use kpress_codec::Codec;
 
 /// Batches recompressed, labelled `topic`, `from`, `to`.
 pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";
+/// Of the batches rewritten, those that came out larger than the producer sent them
+/// (the policy's codec is stored unless `only_if_smaller`), labelled `topic`, `from`,
+/// `to`; each is in [`BATCHES_REWRITTEN`] too.
+pub const BATCHES_GROWN: &str = "kpress_batches_grown_total";
 /// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`]).
 pub const BATCHES_PASSED: &str = "kpress_batches_passed_total";
 /// Bytes of the batches that were recompressed, before.
@@ -159,6 +163,16 @@ pub(crate) fn batch_rewritten(
     .increment(1);
     metrics::counter!(REWRITTEN_BYTES_IN).increment(bytes_in as u64);
     metrics::counter!(REWRITTEN_BYTES_OUT).increment(bytes_out as u64);
+}
+
+pub(crate) fn batch_grown(topic: &str, from: Codec, to: Codec) {
+    metrics::counter!(
+        BATCHES_GROWN,
+        "topic" => topic.to_owned(),
+        "from" => from.name(),
+        "to" => to.name()
+    )
+    .increment(1);
 }
 
 pub(crate) fn batch_passed(reason: PassReason) {

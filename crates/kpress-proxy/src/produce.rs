@@ -58,7 +58,10 @@ impl ProduceRewrite {
                     } => {
                         let label =
                             label.get_or_insert_with(|| labels.label(topic, || known(topic)));
-                        metrics::batch_rewritten(label, from, to, bytes_in, bytes_out)
+                        metrics::batch_rewritten(label, from, to, bytes_in, bytes_out);
+                        if outcome.grew() {
+                            metrics::batch_grown(label, from, to);
+                        }
                     }
                     Outcome::PassedThrough(reason) => metrics::batch_passed(reason),
                 }

@@ -23,6 +23,9 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     for path in &args.files {
         match load_reporting(path) {
             Ok(config) => {
+                for warning in &config.warnings {
+                    eprintln!("warning: {warning}");
+                }
                 println!("{}: ok", path.display());
                 print!("{}", summary(&config));
                 any_ok = true;
@@ -126,8 +129,10 @@ pub(crate) fn summary(config: &Config) -> String {
             node_port_base,
         } => writeln!(
             out,
-            "  listen {} (advertised as {advertised_host}, broker node N on port {node_port_base}+N) -> {servers}",
+            "  listen {} (advertised as {advertised_host}, broker node N on port {node_port_base}+N \
+             for node ids 0..={}) -> {servers}",
             l.bind,
+            u16::MAX - node_port_base,
         ),
         NodeRouting::Sni {
             advertised_host_pattern,
@@ -171,12 +176,17 @@ pub(crate) fn summary(config: &Config) -> String {
             "false: a connection's batches pass untouched until it has authenticated (SASL)"
         }
     );
-    match &config.metrics {
-        Some(m) => {
-            let _ = writeln!(out, "  metrics http://{}/metrics", m.bind);
+    match &config.admin {
+        Some(a) => {
+            let _ = writeln!(
+                out,
+                "  admin endpoint http://{} (ready when a broker answered within {}s)",
+                a.bind,
+                a.readiness_window.as_secs()
+            );
         }
         None => {
-            let _ = writeln!(out, "  metrics off");
+            let _ = writeln!(out, "  admin endpoint off");
         }
     }
     for (i, rule) in config.topics.iter().enumerate() {
@@ -264,11 +274,38 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "  listen 127.0.0.1:19092 (advertised as 127.0.0.1, broker node N on port 19100+N) -> k1:9093, k2:9093",
+                "  listen 127.0.0.1:19092 (advertised as 127.0.0.1, broker node N on port 19100+N for node ids 0..=46435) -> k1:9093, k2:9093",
                 "  clients: plaintext",
                 "  brokers: plaintext",
                 "  rewrite_before_auth true: batches are rewritten from a connection's first request",
             ]
+        );
+    }
+
+    #[test]
+    fn a_two_key_file_shows_the_derived_node_ports_and_host() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:9092\"\n{UPSTREAM}"
+        ));
+        assert!(
+            out.starts_with("  listen 127.0.0.1:9092 (advertised as 127.0.0.1, broker node N on port 9192+N for node ids 0..=56343) -> k1:9093, k2:9093\n"),
+            "{out}"
+        );
+        assert!(out.contains("  admin endpoint off\n"), "{out}");
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"0.0.0.0:9092\"\n{UPSTREAM}[admin]\nbind = \"127.0.0.1:9100\"\n"
+        ));
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert!(
+            out.starts_with(&format!(
+                "  listen 0.0.0.0:9092 (advertised as {}, broker node N on port 9192+N",
+                host.trim()
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("  admin endpoint http://127.0.0.1:9100 (ready when a broker answered within 30s)\n"),
+            "{out}"
         );
     }
 

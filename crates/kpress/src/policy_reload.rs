@@ -169,8 +169,8 @@ fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
     if new.limits != running.limits {
         restart.push("[limits]");
     }
-    if new.metrics != running.metrics {
-        restart.push("[metrics]");
+    if new.admin != running.admin {
+        restart.push("[admin]");
     }
     let config = Config {
         defaults: new.defaults,

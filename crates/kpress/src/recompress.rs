@@ -36,8 +36,12 @@ pub(crate) struct Args {
     /// Most bytes a batch may decompress to; larger batches are kept as they are.
     #[arg(long, default_value_t = DEFAULT_MAX_DECOMPRESSED_BYTES)]
     max_decompressed_bytes: usize,
-    /// Keep rewrites that are larger than the original batch.
+    /// Keep the original batch unless its rewrite is smaller (by default the target
+    /// codec is stored whatever its size, as Kafka's compression.type stores its codec).
     #[arg(long)]
+    only_if_smaller: bool,
+    /// Deprecated: keeping larger rewrites is the default now.
+    #[arg(long, hide = true, conflicts_with = "only_if_smaller")]
     allow_growth: bool,
 }
 
@@ -54,12 +58,18 @@ fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
         mode: args.recompress.parse()?,
         max_batch_bytes: args.max_batch_bytes,
         max_decompressed_bytes: args.max_decompressed_bytes,
-        allow_growth: args.allow_growth,
+        only_if_smaller: args.only_if_smaller,
         ..RewritePolicy::default()
     })
 }
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
+    if args.allow_growth {
+        eprintln!(
+            "kpress: warning: --allow-growth is deprecated and does nothing: the target codec \
+             is stored whatever its size unless --only-if-smaller"
+        );
+    }
     let policy = policy(&args)?;
     let input =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
@@ -118,6 +128,7 @@ fn summary(args: &Args, policy: &RewritePolicy, stats: &RewriteStats, elapsed: D
         policy.mode,
     );
     s += &format!("batches rewritten: {}\n", stats.batches_rewritten);
+    s += &format!("batches grown: {}\n", stats.batches_grown);
     s += &format!("batches passed through: {}\n", stats.batches_passed());
     for (reason, count) in stats.passed_by_reason().filter(|(_, n)| *n > 0) {
         s += &format!("  {}: {count}\n", reason.as_str());

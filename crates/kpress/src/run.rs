@@ -50,6 +50,9 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let provider_statuses = gzip_providers::statuses();
     gzip_providers::log(&provider_statuses);
     let settings = match proxy_settings(&config, Duration::from_secs(args.shutdown_grace)) {
@@ -68,13 +71,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     let runtime = runtime.build().context("starting the tokio runtime")?;
     runtime.block_on(async {
-        if let Some(metrics) = &config.metrics {
+        if let Some(metrics) = &config.admin {
             metrics_exporter_prometheus::PrometheusBuilder::new()
                 .with_http_listener(metrics.bind)
                 .install()
                 .with_context(|| {
                     format!(
-                        "starting the metrics endpoint on {} ([metrics] bind in {})",
+                        "starting the metrics endpoint on {} ([admin] bind in {})",
                         metrics.bind,
                         args.config.display()
                     )
@@ -214,7 +217,7 @@ fn what_to_do(err: &ProxyError, config: &Config, path: &Path) -> String {
             // kpress itself may hold the port: its bootstrap or metrics listener.
             let own = [
                 Some(("[listener] bind", config.listener.bind)),
-                config.metrics.as_ref().map(|m| ("[metrics] bind", m.bind)),
+                config.admin.as_ref().map(|a| ("[admin] bind", a.bind)),
             ];
             match own
                 .into_iter()
@@ -367,10 +370,11 @@ mod tests {
     }
 
     #[test]
-    fn a_node_port_on_the_metrics_port_is_blamed_on_node_port_base() {
+    fn a_node_port_on_the_admin_port_is_blamed_on_node_port_base() {
         let mut config = config();
-        config.metrics = Some(kpress_config::MetricsSettings {
+        config.admin = Some(kpress_config::AdminSettings {
             bind: "127.0.0.1:19095".parse().unwrap(),
+            readiness_window: Duration::from_secs(30),
         });
         let next = what_to_do(
             &in_use("broker node 5", "127.0.0.1:19095"),
@@ -378,7 +382,7 @@ mod tests {
             Path::new("k.toml"),
         );
         assert!(
-            next.contains("broker node 5's is [metrics] bind's port: move node_port_base"),
+            next.contains("broker node 5's is [admin] bind's port: move node_port_base"),
             "{next}"
         );
     }

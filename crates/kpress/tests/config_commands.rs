@@ -103,6 +103,11 @@ fn shipped_configs_check_ok_with_a_summary() {
         let stdout = text(&out.stdout);
         assert!(out.status.success(), "{name}: {}", text(&out.stderr));
         assert!(
+            !text(&out.stderr).contains("warning:"),
+            "{name} uses a deprecated key: {}",
+            text(&out.stderr)
+        );
+        assert!(
             stdout.starts_with(&format!("{}: ok\n", path.display())),
             "{stdout}"
         );
@@ -134,7 +139,7 @@ fn bad_file_exits_1_naming_file_line_key_value_and_range() {
         [
             format!("{bad}:10:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"),
             format!(
-                "{bad}:11:18: compression.zstd.windw: unknown key in [[topics]] (allowed: match, compression.type, recompress, allow_growth, compression.gzip.level, compression.gzip.buffer, compression.snappy.block, compression.lz4.level, compression.lz4.block, compression.zstd.level, compression.zstd.window, compression.gzip.provider); did you mean compression.zstd.window?"
+                "{bad}:11:18: compression.zstd.windw: unknown key in [[topics]] (allowed: match, compression.type, recompress, only_if_smaller, allow_growth, compression.gzip.level, compression.gzip.buffer, compression.snappy.block, compression.lz4.level, compression.lz4.block, compression.zstd.level, compression.zstd.window, compression.gzip.provider); did you mean compression.zstd.window?"
             ),
             format!("{bad}: 2 problems"),
         ]
@@ -219,7 +224,7 @@ fn run_serves_while_no_broker_answers_and_says_which_key_names_it() {
 }
 
 #[test]
-fn run_names_the_metrics_key_when_its_port_is_taken() {
+fn run_names_the_admin_key_when_its_port_is_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap();
     let listen = free_addr();
@@ -228,19 +233,101 @@ fn run_names_the_metrics_key_when_its_port_is_taken() {
         &dir,
         "k.toml",
         &format!(
-            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"127.0.0.1:1\"]\n[metrics]\nbind = \"{taken_addr}\"\n"
+            "[listener]\nbind = \"{listen}\"\nnode_port_base = 30000\n[upstream]\nbootstrap_servers = [\"127.0.0.1:1\"]\n[admin]\nbind = \"{taken_addr}\"\n"
         ),
     );
     let out = kpress(&["run", "--config", &config]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains(&format!(
-            "starting the metrics endpoint on {taken_addr} ([metrics] bind in {config})"
-        )),
+        stderr.contains(&format!("{taken_addr} ([admin] bind in {config})")),
         "{stderr}"
     );
     drop(taken);
+}
+
+#[test]
+fn a_listener_bind_and_bootstrap_servers_are_a_whole_policy_file() {
+    let closed = free_addr();
+    let listen = free_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        "k.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\n[upstream]\nbootstrap_servers = [\"{closed}\"]\n"
+        ),
+    );
+    let out = kpress(&["check-config", &config]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let base = listen.port() + 100;
+    assert!(
+        stdout.contains(&format!(
+            "  listen {listen} (advertised as 127.0.0.1, broker node N on port {base}+N for node ids 0..={}) -> {closed}\n",
+            u16::MAX - base
+        )),
+        "{stdout}"
+    );
+    assert!(
+        text(&out.stderr).is_empty(),
+        "no warnings: {}",
+        text(&out.stderr)
+    );
+    let (log, status) = run_until_logged(&config, &["kpress bootstrap listener ready"]);
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+#[test]
+fn deprecated_keys_are_warned_about_and_still_check_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = free_addr();
+    let config = write(
+        &dir,
+        "old.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:1\"]\n\
+             [metrics]\nbind = \"127.0.0.1:1\"\n[[topics]]\nmatch = \"a\"\ncompression.type = \"lz4\"\nallow_growth = false\n"
+        ),
+    );
+    let out = kpress(&["check-config", &config]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains(&format!("{config}: ok\n")), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {config}:5:2: [metrics]: deprecated: write [admin] instead"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: {config}:10:1: allow_growth = false: deprecated: kpress stores the codec the policy names"
+        )) && stderr.contains("write only_if_smaller = true instead"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("recompress codec-differs, only if smaller\n"),
+        "{stdout}"
+    );
+    // Both spellings of one thing: refused.
+    let both = write(
+        &dir,
+        "both.toml",
+        &format!(
+            "[listener]\nbind = \"{listen}\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:1\"]\n\
+             [defaults]\nonly_if_smaller = true\nallow_growth = true\n"
+        ),
+    );
+    let out = kpress(&["check-config", &both]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "{both}:7:1: allow_growth: set together with only_if_smaller (line 6)"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -112,6 +112,16 @@ fn rewrites_a_segment_into_zstd_and_reports_it() {
     let run = recompress(
         &input,
         &output,
+        &["--compression", "zstd", "--recompress", "always"],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success());
+    assert!(stdout.contains("batches rewritten: 4"), "{stdout}");
+
+    // The deprecated --allow-growth changes nothing and says so.
+    let run = recompress(
+        &input,
+        &output,
         &[
             "--compression",
             "zstd",
@@ -120,9 +130,28 @@ fn rewrites_a_segment_into_zstd_and_reports_it() {
             "--allow-growth",
         ],
     );
-    let stdout = String::from_utf8_lossy(&run.stdout);
     assert!(run.status.success());
-    assert!(stdout.contains("batches rewritten: 4"), "{stdout}");
+    assert!(String::from_utf8_lossy(&run.stdout).contains("batches rewritten: 4"));
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("--allow-growth is deprecated"),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let run = recompress(
+        &input,
+        &output,
+        &[
+            "--compression",
+            "zstd",
+            "--allow-growth",
+            "--only-if-smaller",
+        ],
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "the two flags contradict each other"
+    );
 }
 
 #[test]

@@ -292,19 +292,30 @@ fn compressed_sources_pass_through_with_a_reason() {
         .collect();
     let tiny = builder(Codec::None).build(&[Record::value(noise)]).unwrap();
     for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
-        assert_eq!(pass(&tiny, &to(codec)), PassReason::NotSmaller, "{codec}");
-        let mut out = Vec::new();
-        let grow = RewritePolicy {
-            allow_growth: true,
+        // The size guard is opt-in: with it the original stays.
+        let smaller_only = RewritePolicy {
+            only_if_smaller: true,
             ..to(codec)
         };
-        match Recompressor::new().rewrite_batch(&tiny, &grow, &mut out) {
+        assert_eq!(
+            pass(&tiny, &smaller_only),
+            PassReason::NotSmaller,
+            "{codec}"
+        );
+        // By default the policy's codec is stored, as Kafka's compression.type does.
+        let mut out = Vec::new();
+        let grow = to(codec);
+        let outcome = Recompressor::new().rewrite_batch(&tiny, &grow, &mut out);
+        match outcome {
             Outcome::Rewritten {
+                to: written,
                 bytes_in,
                 bytes_out,
                 ..
             } => {
-                assert!(bytes_out >= bytes_in);
+                assert_eq!(written, codec);
+                assert!(bytes_out > bytes_in);
+                assert!(outcome.grew(), "{codec}");
                 assert_eq!(bytes_out, out.len());
             }
             other => panic!("{codec}: {other:?}"),
@@ -317,7 +328,20 @@ fn compressed_sources_pass_through_with_a_reason() {
         assert_eq!(pass(&tiny, &capped), PassReason::OverBatchLimit, "{codec}");
     }
 
-    // Decompressing to none grows the batch: wanted, but not past the limit.
+    // Decompressing to none grows the batch: wanted, but not past the limit, and
+    // never held to only_if_smaller.
+    let mut out = Vec::new();
+    let smaller_only_none = RewritePolicy {
+        only_if_smaller: true,
+        ..to(Codec::None)
+    };
+    assert!(matches!(
+        Recompressor::new().rewrite_batch(&gzip, &smaller_only_none, &mut out),
+        Outcome::Rewritten {
+            to: Codec::None,
+            ..
+        }
+    ));
     let capped = RewritePolicy {
         max_batch_bytes: gzip.len() + 10,
         ..to(Codec::None)
@@ -343,7 +367,6 @@ fn rewrites_every_codec_into_every_codec() {
         for target in Codec::ALL {
             let policy = RewritePolicy {
                 mode: RecompressMode::Always,
-                allow_growth: true,
                 ..to(target)
             };
             let mut out = b"xy".to_vec();
@@ -453,6 +476,13 @@ fn check_contract(input: &[u8], policy: &RewritePolicy, r: &mut Recompressor) {
             assert!(original.crc_is_valid());
             assert_eq!(bytes_in, input.len());
             assert_eq!(bytes_out, out.len());
+            assert!(bytes_out <= policy.max_batch_bytes);
+            if policy.only_if_smaller && to != Codec::None {
+                assert!(
+                    bytes_out < bytes_in,
+                    "only_if_smaller kept a larger rewrite"
+                );
+            }
             let batch = RecordBatch::parse(&out).unwrap();
             assert_eq!(batch.bytes().len(), out.len());
             assert!(batch.crc_is_valid());
@@ -472,14 +502,14 @@ fn codec_strategy() -> impl Strategy<Value = Codec> {
 }
 
 fn policy_strategy() -> impl Strategy<Value = RewritePolicy> {
-    (codec_strategy(), any::<bool>(), any::<bool>()).prop_map(|(codec, always, grow)| {
+    (codec_strategy(), any::<bool>(), any::<bool>()).prop_map(|(codec, always, only_if_smaller)| {
         RewritePolicy {
             mode: if always {
                 RecompressMode::Always
             } else {
                 RecompressMode::CodecDiffers
             },
-            allow_growth: grow,
+            only_if_smaller,
             max_decompressed_bytes: 1 << 20,
             ..to(codec)
         }
@@ -642,11 +672,8 @@ fn a_request_budget_bounds_what_all_its_batches_decompress_to() {
     let plain_len = encode_records(&recs).len();
     let zstd = builder(Codec::Zstd).build(&recs).unwrap();
     // Room for two batches' records and a bit: the third is refused undecoded.
-    // Growth allowed: zstd to gzip is not smaller, and size is not what this tests.
-    let to_gzip = RewritePolicy {
-        allow_growth: true,
-        ..to(Codec::Gzip)
-    };
+    // zstd to gzip is not smaller; stored anyway, since size is not what this tests.
+    let to_gzip = to(Codec::Gzip);
     let mut request = ProduceAllowance::new(13, 2 * plain_len + 10);
     for _ in 0..2 {
         let (outcome, _) = partition(&zstd, &to_gzip, &mut request);
@@ -671,7 +698,6 @@ fn a_batch_inflating_past_the_ratio_cap_is_passed_through() {
         .unwrap();
     let capped = RewritePolicy {
         max_decompression_ratio: 100,
-        allow_growth: true,
         ..to(Codec::Gzip)
     };
     assert_eq!(pass(&bomb, &capped), PassReason::DecompressRatio);

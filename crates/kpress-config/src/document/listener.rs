@@ -41,6 +41,20 @@ const SNI_ONLY: [&str; 3] = [
     "advertised_port",
 ];
 
+/// `node_port_base` unset: broker node N is served on `bind`'s port + 100 + N (a
+/// bind on Kafka's usual 9092 serves node N on 9192 + N).
+pub(crate) const NODE_PORT_OFFSET: u16 = 100;
+
+/// This machine's host name (Linux's, else `/etc/hostname`), for a wildcard bind's
+/// `advertised_host`; `None` when neither names one.
+fn this_host_name() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .into_iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .map(|text| text.trim().to_owned())
+        .find(|name| !name.is_empty() && !name.contains(char::is_whitespace))
+}
+
 const TLS_KEYS: [&str; 5] = ["cert", "key", "client_ca", "client_auth", "min_version"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,10 +138,10 @@ impl Walk<'_> {
             Some((_, v)) => self
                 .integer_in("listener.node_port_base", v, 1, u16::MAX.into(), "1..65535")
                 .map(|p| p as u16),
-            None => {
-                self.missing_key("listener", "node_port_base", section);
-                None
-            }
+            None => bind.and_then(|bind| {
+                let at = keys.get("bind").map_or(section.span(), |(_, v)| v.span());
+                self.default_node_port_base(bind, &at)
+            }),
         };
         let advertised_host = match keys.get("advertised_host") {
             Some((_, v)) => self.string("listener.advertised_host", v).and_then(|host| {
@@ -143,23 +157,28 @@ impl Walk<'_> {
                     Some(host.to_owned())
                 }
             }),
-            // Clients can reach the bind address itself unless it is a wildcard.
+            // Clients can reach the bind address itself unless it is a wildcard; then
+            // this machine's name is the best guess of what they can reach.
             None => match bind {
                 Some(b) if !b.ip().is_unspecified() => Some(b.ip().to_string()),
-                Some(b) => {
-                    let at = keys.get("bind").map_or(FILE_START, |(_, v)| v.span());
-                    self.sink.report(
-                        &at,
-                        Some("listener.advertised_host"),
-                        None,
-                        format!(
-                            "missing: listener.bind is the wildcard {}, so clients need a host to be sent to",
-                            b.ip()
-                        ),
-                        None,
-                    );
-                    None
-                }
+                Some(b) => match this_host_name() {
+                    Some(name) => Some(name),
+                    None => {
+                        let at = keys.get("bind").map_or(FILE_START, |(_, v)| v.span());
+                        self.sink.report(
+                            &at,
+                            Some("listener.advertised_host"),
+                            None,
+                            format!(
+                                "missing: listener.bind is the wildcard {}, and this host's name \
+                                 cannot be read, so clients need a host to be sent to",
+                                b.ip()
+                            ),
+                            None,
+                        );
+                        None
+                    }
+                },
                 None => None,
             },
         };
@@ -168,6 +187,32 @@ impl Walk<'_> {
             node_port_base: node_port_base?,
         };
         ok.then_some(routing)
+    }
+
+    /// `node_port_base` unset: [`NODE_PORT_OFFSET`] above `bind`'s port, so node ids
+    /// from 0 up never land on the bootstrap port itself.
+    fn default_node_port_base(&mut self, bind: SocketAddr, at: &Range<usize>) -> Option<u16> {
+        let why = if bind.port() == 0 {
+            "listener.bind's port is 0 (chosen by the system at start), so node_port_base \
+             has no default"
+                .to_owned()
+        } else {
+            match bind.port().checked_add(NODE_PORT_OFFSET) {
+                Some(base) => return Some(base),
+                None => format!(
+                    "the default, listener.bind's port + {NODE_PORT_OFFSET} = {}, is past 65535",
+                    u32::from(bind.port()) + u32::from(NODE_PORT_OFFSET)
+                ),
+            }
+        };
+        self.sink.report(
+            at,
+            Some("listener.node_port_base"),
+            None,
+            format!("missing: {why}; set node_port_base (broker node N is served on node_port_base + N)"),
+            Some("1..65535".to_owned()),
+        );
+        None
     }
 
     /// `mode_span`: where `mode = "sni"` is written, the place of what sni mode lacks.
