@@ -31,6 +31,7 @@ mod error;
 mod frame_io;
 mod listeners;
 pub mod metrics;
+mod probe;
 mod produce;
 mod routing;
 mod shared;
@@ -43,6 +44,7 @@ mod upstream;
 pub use error::ProxyError;
 pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
+pub use probe::{probe_upstream, ProbeError};
 pub use status::ProxyStatus;
 
 use crate::budget::Direction;
