@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod admin;
 mod check_config;
 mod gzip_providers;
 mod policy_reload;

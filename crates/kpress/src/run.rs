@@ -1,4 +1,4 @@
-//! `kpress run --config FILE`: the proxy, with the policy file's rules, its metrics
+//! `kpress run --config FILE`: the proxy, with the policy file's rules, its admin
 //! endpoint, and a graceful stop on Ctrl-C or SIGTERM.
 
 use std::fmt;
@@ -14,11 +14,9 @@ use kpress_config::{Config, PasswordSource};
 use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin};
 use tokio::sync::watch;
 
+use crate::admin::{self, Admin, AdminServer};
 use crate::policy_reload::{self, AppliedPolicy};
 use crate::{check_config, gzip_providers, reload};
-
-/// How often the gzip provider fallback counters are copied into the metrics.
-const FALLBACK_REFRESH: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -71,27 +69,10 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     }
     let runtime = runtime.build().context("starting the tokio runtime")?;
     runtime.block_on(async {
-        if let Some(metrics) = &config.admin {
-            metrics_exporter_prometheus::PrometheusBuilder::new()
-                .with_http_listener(metrics.bind)
-                .install()
-                .with_context(|| {
-                    format!(
-                        "starting the metrics endpoint on {} ([admin] bind in {})",
-                        metrics.bind,
-                        args.config.display()
-                    )
-                })?;
-            tracing::info!("metrics on http://{}/metrics", metrics.bind);
-            kpress_proxy::metrics::gzip_provider_statuses(&provider_statuses);
-            tokio::spawn(async {
-                let mut every = tokio::time::interval(FALLBACK_REFRESH);
-                loop {
-                    every.tick().await;
-                    kpress_proxy::metrics::gzip_provider_fallbacks();
-                }
-            });
-        }
+        let metrics = match &config.admin {
+            Some(_) => Some(admin::install_metrics(&provider_statuses)?),
+            None => None,
+        };
         tracing::info!(
             "policy {}:\n{}",
             args.config.display(),
@@ -99,18 +80,49 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
-        let _applied = policy_reload::spawn(
+        let applied = policy_reload::spawn(
             AppliedPolicy::at_start(&args.config, config.clone()),
             reload.clone(),
             lookups,
         );
+        let status = Arc::new(ProxyStatus::default());
+        let admin_server = match (&config.admin, metrics) {
+            (Some(endpoint), Some(metrics)) => {
+                let admin = Admin::new(
+                    endpoint,
+                    metrics,
+                    Arc::clone(&status),
+                    applied,
+                    settings.clone(),
+                );
+                let server = AdminServer::start(endpoint.bind, admin)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "starting the admin endpoint on {} ([admin] bind in {})",
+                            endpoint.bind,
+                            args.config.display()
+                        )
+                    })?;
+                tracing::info!(
+                    "admin endpoint on http://{}: /metrics /healthz /readyz /policy",
+                    endpoint.bind
+                );
+                Some(server)
+            }
+            _ => None,
+        };
         let controls = Controls {
             shutdown: shutdown_signal(),
             reload_tls: reload,
             policies,
-            status: Arc::new(ProxyStatus::default()),
+            status,
         };
-        kpress_proxy::run(settings, controls).await.map_err(|err| {
+        let served = kpress_proxy::run(settings, controls).await;
+        if let Some(server) = admin_server {
+            server.stop().await;
+        }
+        served.map_err(|err| {
             let next = what_to_do(&err, &config, &args.config);
             anyhow::anyhow!("{err}\n  {next}").context("proxy stopped")
         })
@@ -119,7 +131,10 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn proxy_settings(config: &Config, shutdown_grace: Duration) -> anyhow::Result<ProxySettings> {
+pub(crate) fn proxy_settings(
+    config: &Config,
+    shutdown_grace: Duration,
+) -> anyhow::Result<ProxySettings> {
     let upstream_sasl = config
         .upstream
         .sasl
