@@ -81,6 +81,9 @@ pub(crate) fn spawn(
                     );
                 }
                 Reread::Applied { policy, restart } => {
+                    for warning in &policy.config.warnings {
+                        tracing::warn!("{warning}");
+                    }
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
