@@ -195,3 +195,78 @@ impl std::fmt::Debug for PolicyRewriter<'_> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kpress_batch::builder::{BatchBuilder, Record};
+    use kpress_batch::RewritePolicy;
+    use kpress_codec::{Codec, CompressionOptions};
+
+    /// A Produce v7 payload (header v1 with client id "t", no size prefix) of one
+    /// batch for topic "t" partition 0, and its header length.
+    fn produce_v7(batch: &[u8]) -> (Vec<u8>, usize) {
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&0i16.to_be_bytes()); // Produce
+        payload.extend_from_slice(&7i16.to_be_bytes());
+        payload.extend_from_slice(&1i32.to_be_bytes());
+        payload.extend_from_slice(&1i16.to_be_bytes());
+        payload.push(b't');
+        let header_len = payload.len();
+        payload.extend_from_slice(&(-1i16).to_be_bytes()); // no transactional id
+        payload.extend_from_slice(&1i16.to_be_bytes()); // acks
+        payload.extend_from_slice(&30_000i32.to_be_bytes());
+        payload.extend_from_slice(&1i32.to_be_bytes()); // one topic
+        payload.extend_from_slice(&1i16.to_be_bytes());
+        payload.push(b't');
+        payload.extend_from_slice(&1i32.to_be_bytes()); // one partition
+        payload.extend_from_slice(&0i32.to_be_bytes());
+        payload.extend_from_slice(&(batch.len() as i32).to_be_bytes());
+        payload.extend_from_slice(batch);
+        (payload, header_len)
+    }
+
+    fn compressors_held() -> usize {
+        RECOMPRESSOR.with(|cell| cell.borrow().0.compressors_held())
+    }
+
+    #[test]
+    fn compressors_no_policy_uses_are_dropped_when_the_policy_changes() {
+        let records: Vec<Record> = (0..100)
+            .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
+            .collect();
+        let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
+        let (payload, header_len) = produce_v7(&batch);
+        let limits = RewriteLimits {
+            max_request_decompressed_bytes: 1 << 20,
+            max_frame_bytes: 1 << 20,
+        };
+        let rewrite = |policy: &Arc<dyn PolicyLookup>| {
+            let rewrite =
+                rewrite_produce(&payload, header_len, 7, limits, policy, &|_| None).unwrap();
+            assert!(rewrite.frame.is_some(), "rewritten");
+        };
+        let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Zstd,
+            CompressionOptions::default(),
+        ));
+        let lz4: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Lz4,
+            CompressionOptions::default(),
+        ));
+        rewrite(&zstd);
+        assert_eq!(compressors_held(), 1);
+        rewrite(&zstd);
+        assert_eq!(compressors_held(), 1);
+        // The zstd compressor goes with the policy that used it.
+        rewrite(&lz4);
+        assert_eq!(compressors_held(), 1);
+        // A new snapshot of the same settings keeps the compressor it uses.
+        let lz4_again: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Lz4,
+            CompressionOptions::default(),
+        ));
+        rewrite(&lz4_again);
+        assert_eq!(compressors_held(), 1);
+    }
+}
