@@ -140,6 +140,42 @@ qatzip() {
   touch "$dir/.complete"
 }
 
+# helm, built from source (it is a Go module) into .cache/go/bin, with Go's module and
+# build caches under .cache/go too so CI keeps them; and kubernetes-validate (which
+# ships the Kubernetes schemas and validates offline) in the tests' venv. For
+# tests/deploy.rs. A cold `go install` of helm takes minutes; a warm cache, seconds.
+deploy_tools() {
+  local go_dir=$CACHE/go
+  # helm built by `go install` reports only its minor version: a stamp records the pin.
+  if [ ! -x "$go_dir/bin/helm" ] || [ "$(cat "$go_dir/bin/.helm-version" 2>/dev/null)" != "$HELM_VERSION" ]; then
+    need go "install Go 1.24 or later (https://go.dev/dl/) to build helm $HELM_VERSION"
+    log "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION into $go_dir/bin"
+    GOPATH=$go_dir GOMODCACHE=$go_dir/mod GOCACHE=$go_dir/build GOBIN=$go_dir/bin GOFLAGS="-buildvcs=false -modcacherw" \
+      go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2 ||
+      die "go install of helm $HELM_VERSION failed (errors above): check access to the Go module proxy (GOPROXY), then run $0 again"
+    echo "$HELM_VERSION" >"$go_dir/bin/.helm-version"
+  fi
+  local venv=$CACHE/venv
+  [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" = "$KUBERNETES_VALIDATE_VERSION" ] && return 0
+  log "pip install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+  "$venv/bin/pip" install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" >&2 ||
+    die "pip could not install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION into $venv (errors above): check access to PyPI (PIP_INDEX_URL for a mirror), then run $0 again"
+}
+
+# buildah and mmdebstrap from Debian, and a minbase Debian root file system in
+# .cache/container/, from which tests/container.rs builds the debian:bookworm-slim base
+# image locally (registry images cannot be pulled here).
+container_tools() {
+  apt_install buildah mmdebstrap
+  local dir=$CACHE/container tar=$CACHE/container/$CONTAINER_BASE_SUITE-minbase.tar
+  [ -f "$tar" ] && return 0
+  log "mmdebstrap --variant=minbase $CONTAINER_BASE_SUITE into $tar"
+  mkdir -p "$dir"
+  mmdebstrap --quiet --variant=minbase "$CONTAINER_BASE_SUITE" "$tar.partial" >&2 ||
+    die "mmdebstrap of $CONTAINER_BASE_SUITE failed (errors above): it needs root and the Debian mirrors; delete $tar.partial and run $0 again"
+  mv "$tar.partial" "$tar"
+}
+
 what=${1:-all}
 case $what in
   kafka)
@@ -161,6 +197,8 @@ case $what in
     fi
     python_clients
     qatzip
+    deploy_tools
+    container_tools
     ;;
   *) echo "usage: $0 [all|kafka]" >&2; exit 2 ;;
 esac
