@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod check_config;
 mod gzip_providers;
+mod healthcheck;
 mod policy_reload;
 mod recompress;
 mod reload;
@@ -33,6 +34,8 @@ enum Command {
     CheckConfig(check_config::Args),
     /// Recompress every record batch of a file of concatenated batches (a Kafka log segment).
     Recompress(recompress::Args),
+    /// GET an admin endpoint URL (default http://127.0.0.1:9464/healthz): exit 0 on 200, else 1.
+    Healthcheck(healthcheck::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,6 +60,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::main(args),
         Command::CheckConfig(args) => check_config::main(args),
         Command::Recompress(args) => recompress::main(args),
+        Command::Healthcheck(args) => healthcheck::main(args),
     };
     match result {
         Ok(code) => code,
