@@ -78,6 +78,10 @@ pub struct Recompressor {
     /// One per (codec, options) seen; policies are few, so a linear scan is enough.
     compressors: Vec<Compressor>,
     scratch: Vec<u8>,
+    /// The codec's error behind the last `DecompressFailed` or `CompressFailed`
+    /// outcome, kept aside so an [`Outcome`] stays `Copy` and the success path
+    /// allocates nothing for it.
+    codec_error: Option<CodecError>,
 }
 
 impl Recompressor {
@@ -89,6 +93,12 @@ impl Recompressor {
     /// (up to hundreds of MiB at high zstd levels); called when the policy changes.
     pub fn retain_compressors(&mut self, keep: impl Fn(Codec, &CompressionOptions) -> bool) {
         self.compressors.retain(|c| keep(c.codec(), c.options()));
+    }
+
+    /// The codec's error text behind the last [`PassReason::DecompressFailed`] or
+    /// [`PassReason::CompressFailed`] outcome, once: for logs.
+    pub fn take_codec_error(&mut self) -> Option<CodecError> {
+        self.codec_error.take()
     }
 
     /// Compressors held, one per (codec, options) used since they were last dropped.
@@ -285,10 +295,13 @@ impl Recompressor {
                 request.decompressed_bytes_left =
                     request.decompressed_bytes_left.saturating_sub(spent);
             }
-            decoded.map_err(|err| match err {
-                CodecError::LimitExceeded { .. } => over_limit,
-                _ => PassReason::DecompressFailed,
-            })?;
+            if let Err(err) = decoded {
+                if let CodecError::LimitExceeded { .. } = err {
+                    return Err(over_limit);
+                }
+                self.codec_error = Some(err);
+                return Err(PassReason::DecompressFailed);
+            }
             &self.scratch
         };
         // `count` is positive here.
@@ -301,9 +314,12 @@ impl Recompressor {
         if to == Codec::None {
             out.extend_from_slice(records);
         } else {
-            compressor_for(&mut self.compressors, to, options)
-                .compress(records, out)
-                .map_err(|_| PassReason::CompressFailed)?;
+            if let Err(err) =
+                compressor_for(&mut self.compressors, to, options).compress(records, out)
+            {
+                self.codec_error = Some(err);
+                return Err(PassReason::CompressFailed);
+            }
         }
         let bytes_out = out.len() - start;
         if bytes_out > policy.max_batch_bytes {

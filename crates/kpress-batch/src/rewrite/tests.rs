@@ -716,3 +716,25 @@ fn a_batch_inflating_past_the_ratio_cap_is_passed_through() {
     );
     assert!(matches!(outcome, Outcome::Rewritten { .. }));
 }
+
+#[test]
+fn a_decode_failure_keeps_the_codecs_error_text_until_taken() {
+    let mut recompressor = Recompressor::new();
+    let mut out = Vec::new();
+    let ok = builder(Codec::Gzip).build(&records(5)).unwrap();
+    let outcome = recompressor.rewrite_batch(&ok, &to(Codec::Zstd), &mut out);
+    assert!(matches!(outcome, Outcome::Rewritten { .. }), "{outcome:?}");
+    assert_eq!(recompressor.take_codec_error(), None);
+
+    let mut garbage = builder(Codec::None).build_raw(&[0xff; 64], 1, 0).unwrap();
+    garbage[22] = (garbage[22] & !0x07) | Codec::Lz4.id() as u8;
+    seal(&mut garbage);
+    let outcome = recompressor.rewrite_batch(&garbage, &to(Codec::Zstd), &mut out);
+    assert_eq!(
+        outcome,
+        Outcome::PassedThrough(PassReason::DecompressFailed)
+    );
+    let err = recompressor.take_codec_error().expect("the lz4 error");
+    assert!(err.to_string().starts_with("corrupt lz4 payload"), "{err}");
+    assert_eq!(recompressor.take_codec_error(), None, "taken once");
+}
