@@ -16,9 +16,45 @@ pub const DESCRIBE_CLUSTER: i16 = ApiKey::DescribeCluster as i16;
 pub const SHARE_FETCH: i16 = ApiKey::ShareFetch as i16;
 pub const SHARE_ACKNOWLEDGE: i16 = ApiKey::ShareAcknowledge as i16;
 
+/// Kafka's name of `api_key` (`Produce`, `ApiVersions`, as kafka-protocol's [`ApiKey`]
+/// spells it), or `unknown` for a key Kafka does not define: the `api` label of
+/// metrics, bounded by Kafka's list whatever a client sends.
+pub fn name(api_key: i16) -> &'static str {
+    static NAMES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let mut names = Vec::new();
+        for key in ApiKey::iter() {
+            let index = key as usize;
+            if names.len() <= index {
+                names.resize(index + 1, UNKNOWN_NAME);
+            }
+            // Once per key for the process: the table lives as long as it does.
+            names[index] = &*Box::leak(format!("{key:?}").into_boxed_str());
+        }
+        names
+    });
+    usize::try_from(api_key)
+        .ok()
+        .and_then(|index| NAMES.get(index))
+        .copied()
+        .unwrap_or(UNKNOWN_NAME)
+}
+
+/// [`name`] of a key Kafka does not define.
+pub const UNKNOWN_NAME: &str = "unknown";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_kafkas_and_unknown_keys_share_one() {
+        assert_eq!(name(PRODUCE), "Produce");
+        assert_eq!(name(API_VERSIONS), "ApiVersions");
+        assert_eq!(name(SHARE_ACKNOWLEDGE), "ShareAcknowledge");
+        for key in [-1, 93, 1000, i16::MAX, i16::MIN] {
+            assert_eq!(name(key), UNKNOWN_NAME, "{key}");
+        }
+    }
 
     #[test]
     fn keys_are_kafkas() {
