@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
 use crate::settings::{
-    AdminSettings, Compression, Config, Limits, TopicPolicy, TopicRule,
+    AdminSettings, Compression, Config, Limits, LogSettings, TopicPolicy, TopicRule, LOG_LEVELS,
     READINESS_WINDOW_SECS_DEFAULT,
 };
 use crate::topic_match::TopicPattern;
@@ -25,8 +25,8 @@ use crate::topic_match::TopicPattern;
 mod listener;
 mod upstream;
 
-const SECTIONS: [&str; 7] = [
-    "listener", "upstream", "limits", "admin", "metrics", "defaults", "topics",
+const SECTIONS: [&str; 8] = [
+    "listener", "upstream", "limits", "admin", "metrics", "log", "defaults", "topics",
 ];
 /// `[admin] readiness_window_secs`'s range.
 const READINESS_WINDOW_SECS_MAX: i64 = 3600;
@@ -124,6 +124,7 @@ impl Walk<'_> {
         let mut limits = Some(Limits::default());
         // `[admin]`, or `[metrics]`, its deprecated name.
         let mut admin = None;
+        let mut log = Some(LogSettings::default());
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
@@ -167,6 +168,7 @@ impl Walk<'_> {
                         .table(key, value)
                         .and_then(|t| self.admin(t, value, "metrics"))
                 }
+                "log" => log = self.table(key, value).and_then(|t| self.log(t)),
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
                 other => self.sink.unknown_name(
@@ -207,6 +209,7 @@ impl Walk<'_> {
             return None;
         }
         let limits = limits?;
+        let log = log?;
         if let (Some(a), Some(section)) = (&admin, admin_section) {
             if conflicts(a.bind, listener.bind) {
                 let bind_value = root
@@ -235,6 +238,7 @@ impl Walk<'_> {
             defaults: defaults?,
             topics: topics?,
             warnings: Vec::new(),
+            log,
         })
     }
 
@@ -489,6 +493,19 @@ impl Walk<'_> {
             bind: bind?,
             readiness_window: std::time::Duration::from_secs(window?),
         })
+    }
+
+    /// `[log]`: `level` only.
+    fn log(&mut self, table: &DeTable<'_>) -> Option<LogSettings> {
+        let keys = self.known_keys("log", table, &["level"]);
+        let level = match keys.get("level") {
+            Some((_, value)) => {
+                let choices = LOG_LEVELS.map(|level| (level, level));
+                Some(self.choice("log.level", value, "log level", &choices)?)
+            }
+            None => None,
+        };
+        Some(LogSettings { level })
     }
 
     fn topics(

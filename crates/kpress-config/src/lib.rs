@@ -37,6 +37,8 @@
 //! [admin]                         # optional: /metrics, /healthz, /readyz, /policy ([metrics]: deprecated name)
 //! bind = "127.0.0.1:9464"
 //! readiness_window_secs = 30      # /readyz: an upstream broker answered this recently (1..3600)
+//! [log]                           # optional
+//! level = "info"                  # off, error, warn, info (default), debug, trace; --log, KPRESS_LOG and RUST_LOG win
 //! [defaults]
 //! compression.type = "producer"
 //! [[topics]]
@@ -100,9 +102,9 @@ pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
     AdminSettings, ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls,
-    NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule, UpstreamSasl,
-    UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
-    MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
+    LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule,
+    UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
+    LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
     MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
     MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
     READINESS_WINDOW_SECS_DEFAULT,

@@ -53,7 +53,20 @@ pub struct Config {
     /// What the file says that still works but should change (deprecated keys), in
     /// file order: `check-config` prints them, `kpress run` logs them.
     pub warnings: Vec<crate::Problem>,
+    /// `[log]`: what kpress logs when no command-line flag or environment variable says.
+    pub log: LogSettings,
 }
+
+/// `[log]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogSettings {
+    /// `level`: one of [`LOG_LEVELS`]; `None` when the file does not say (kpress logs
+    /// at `info`).
+    pub level: Option<&'static str>,
+}
+
+/// `[log] level`'s values, least verbose first (tracing's levels).
+pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
 /// `[listener]`: where clients connect, and how they tell broker nodes apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
