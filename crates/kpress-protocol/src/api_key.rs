@@ -8,6 +8,7 @@ pub const PRODUCE: i16 = ApiKey::Produce as i16;
 pub const FETCH: i16 = ApiKey::Fetch as i16;
 pub const METADATA: i16 = ApiKey::Metadata as i16;
 pub const FIND_COORDINATOR: i16 = ApiKey::FindCoordinator as i16;
+pub const DESCRIBE_CONFIGS: i16 = ApiKey::DescribeConfigs as i16;
 pub const SASL_HANDSHAKE: i16 = ApiKey::SaslHandshake as i16;
 pub const API_VERSIONS: i16 = ApiKey::ApiVersions as i16;
 pub const SASL_AUTHENTICATE: i16 = ApiKey::SaslAuthenticate as i16;
@@ -64,6 +65,7 @@ mod tests {
                 FETCH,
                 METADATA,
                 FIND_COORDINATOR,
+                DESCRIBE_CONFIGS,
                 SASL_HANDSHAKE,
                 API_VERSIONS,
                 SASL_AUTHENTICATE,
@@ -72,7 +74,7 @@ mod tests {
                 SHARE_FETCH,
                 SHARE_ACKNOWLEDGE
             ],
-            [0, 1, 3, 10, 17, 18, 36, 55, 60, 78, 79]
+            [0, 1, 3, 10, 32, 17, 18, 36, 55, 60, 78, 79]
         );
     }
 }

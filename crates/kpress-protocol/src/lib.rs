@@ -65,6 +65,7 @@ pub mod api_key;
 mod api_versions;
 mod cluster;
 mod coordinator;
+mod describe_configs;
 mod endpoints;
 mod error;
 pub mod frame;
@@ -77,6 +78,11 @@ mod wire;
 pub use api_versions::{
     answer_unsupported_api_versions, api_versions_body_version, API_VERSIONS_MAX_VERSION,
     PARSED_MAX_VERSIONS,
+};
+pub use describe_configs::{
+    describe_configs_version, describe_topic_configs_request, parse_describe_configs_response,
+    ConfigEntry, ConfigSource, TopicConfigs, DESCRIBE_CONFIGS_MAX_VERSION,
+    DESCRIBE_CONFIGS_MIN_VERSION,
 };
 pub use error::{Fault, ProtocolError, WireError};
 pub use metadata::metadata_request;
