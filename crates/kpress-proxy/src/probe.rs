@@ -81,7 +81,7 @@ async fn ask(connector: &Connector, server: &str) -> Result<(), String> {
 }
 
 /// ApiVersions v0 (every Kafka version answers it): header v1, empty body.
-fn api_versions_v0_request() -> Vec<u8> {
+pub(crate) fn api_versions_v0_request() -> Vec<u8> {
     let mut body = Vec::with_capacity(10 + CLIENT_ID.len());
     body.extend_from_slice(&api_key::API_VERSIONS.to_be_bytes());
     body.extend_from_slice(&0i16.to_be_bytes());
