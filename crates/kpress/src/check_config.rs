@@ -1,13 +1,17 @@
 //! `kpress check-config FILE...`: validates policy files, naming every problem by file,
-//! line, key, value and allowed range.
+//! line, key, value and allowed range; `--format json` prints one JSON document.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use std::fmt::Write as _;
 
-use kpress_config::{Config, ConfigError, ListenerTls, NodeRouting, PasswordSource, UpstreamTls};
+use kpress_config::{
+    Config, ConfigError, ListenerTls, NodeRouting, PasswordSource, Problem, UpstreamTls,
+};
+use serde_json::{json, Value};
 
+use crate::doctor::Format;
 use crate::gzip_providers;
 
 #[derive(Debug, clap::Args)]
@@ -15,22 +19,49 @@ pub(crate) struct Args {
     /// Policy files to check.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// text (default) or json: one JSON document on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
+/// A policy file as loaded: usable, or why not.
+type Loaded = Result<Config, (Unusable, Vec<FileProblem>)>;
+
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
-    let mut all_ok = true;
+    let checked: Vec<(&PathBuf, Loaded)> = args
+        .files
+        .iter()
+        .map(|path| (path, load_problems(path)))
+        .collect();
+    let all_ok = checked.iter().all(|(_, result)| result.is_ok());
+    match args.format {
+        Format::Text => print_text(&checked),
+        Format::Json => println!("{:#}", json_report(&checked)),
+    }
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_text(checked: &[(&PathBuf, Loaded)]) {
     let mut any_ok = false;
-    for path in &args.files {
-        match load_reporting(path) {
+    for (path, result) in checked {
+        match result {
             Ok(config) => {
                 for warning in &config.warnings {
                     eprintln!("warning: {warning}");
                 }
                 println!("{}: ok", path.display());
-                print!("{}", summary(&config));
+                print!("{}", summary(config));
                 any_ok = true;
             }
-            Err(_) => all_ok = false,
+            Err((_, problems)) => {
+                for line in problem_lines(path, problems) {
+                    eprintln!("{line}");
+                }
+            }
         }
     }
     // Process-wide, so once: what the files' gzip providers would run on here.
@@ -40,10 +71,50 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             println!("  {}", gzip_providers::describe(&status));
         }
     }
-    Ok(if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+}
+
+/// `{"files": [{"path", "ok", "problems": [...], "warnings": [...]}], "gzip_providers"}`.
+fn json_report(checked: &[(&PathBuf, Loaded)]) -> Value {
+    let files: Vec<Value> = checked
+        .iter()
+        .map(|(path, result)| {
+            let (problems, warnings): (Vec<Value>, Vec<Value>) = match result {
+                Ok(config) => (
+                    Vec::new(),
+                    config.warnings.iter().map(problem_json).collect(),
+                ),
+                Err((_, problems)) => {
+                    (problems.iter().map(FileProblem::json).collect(), Vec::new())
+                }
+            };
+            json!({
+                "path": path.display().to_string(),
+                "ok": result.is_ok(),
+                "problems": problems,
+                "warnings": warnings,
+            })
+        })
+        .collect();
+    json!({
+        "files": files,
+        "gzip_providers": gzip_providers::statuses().iter().map(|s| json!({
+            "provider": s.provider.name(),
+            "available": s.available,
+            "hardware": s.hardware,
+            "detail": s.detail,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn problem_json(problem: &Problem) -> Value {
+    json!({
+        "line": problem.line,
+        "column": problem.column,
+        "key": problem.key,
+        "value": problem.value,
+        "message": problem.message,
+        "allowed": problem.allowed,
+        "did_you_mean": problem.did_you_mean,
     })
 }
 
@@ -54,6 +125,34 @@ pub(crate) enum Unusable {
     Unreadable,
     /// Its text, or a certificate or key it names, is invalid.
     Invalid,
+}
+
+/// One thing that keeps a policy file from being used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FileProblem {
+    /// In the file's text, located by line and column.
+    Text(Problem),
+    /// The file cannot be read.
+    Unreadable(String),
+    /// A certificate or key the file names does not load.
+    Tls(String),
+}
+
+impl FileProblem {
+    fn json(&self) -> Value {
+        match self {
+            FileProblem::Text(problem) => problem_json(problem),
+            FileProblem::Unreadable(message) | FileProblem::Tls(message) => json!({
+                "line": null,
+                "column": null,
+                "key": null,
+                "value": null,
+                "message": message,
+                "allowed": null,
+                "did_you_mean": null,
+            }),
+        }
+    }
 }
 
 /// Loads a policy file and the TLS files it names, printing every problem to stderr
@@ -70,27 +169,51 @@ pub(crate) fn load_reporting(path: &Path) -> Result<Config, Unusable> {
 /// Loads a policy file and the TLS files it names; when it is not usable, the lines
 /// `check-config` prints about it.
 pub(crate) fn load_checked(path: &Path) -> Result<Config, (Unusable, Vec<String>)> {
+    load_problems(path).map_err(|(unusable, problems)| (unusable, problem_lines(path, &problems)))
+}
+
+/// Loads a policy file and the TLS files it names; when it is not usable, why.
+pub(crate) fn load_problems(path: &Path) -> Loaded {
     let config = match kpress_config::load(path) {
         Ok(config) => config,
         Err(err @ ConfigError::Read { .. }) => {
-            return Err((Unusable::Unreadable, vec![format!("kpress: {err}")]));
+            return Err((
+                Unusable::Unreadable,
+                vec![FileProblem::Unreadable(err.to_string())],
+            ));
         }
         Err(ConfigError::Invalid(problems)) => {
-            let mut lines: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            lines.push(problem_count(path, problems.len()));
-            return Err((Unusable::Invalid, lines));
+            return Err((
+                Unusable::Invalid,
+                problems.into_iter().map(FileProblem::Text).collect(),
+            ));
         }
     };
     let tls_problems = tls_problems(&config);
     if !tls_problems.is_empty() {
-        let mut lines: Vec<String> = tls_problems
-            .iter()
-            .map(|problem| format!("{}: {problem}", path.display()))
-            .collect();
-        lines.push(problem_count(path, tls_problems.len()));
-        return Err((Unusable::Invalid, lines));
+        return Err((
+            Unusable::Invalid,
+            tls_problems.into_iter().map(FileProblem::Tls).collect(),
+        ));
     }
     Ok(config)
+}
+
+/// The lines `check-config` prints for an unusable file: one per problem, then their
+/// count (none for a file that cannot be read).
+fn problem_lines(path: &Path, problems: &[FileProblem]) -> Vec<String> {
+    let mut lines: Vec<String> = problems
+        .iter()
+        .map(|problem| match problem {
+            FileProblem::Text(problem) => problem.to_string(),
+            FileProblem::Unreadable(message) => format!("kpress: {message}"),
+            FileProblem::Tls(message) => format!("{}: {message}", path.display()),
+        })
+        .collect();
+    if !matches!(problems, [FileProblem::Unreadable(_)]) {
+        lines.push(problem_count(path, problems.len()));
+    }
+    lines
 }
 
 fn problem_count(path: &Path, n: usize) -> String {

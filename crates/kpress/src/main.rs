@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod admin;
 mod check_config;
+mod doctor;
 mod gzip_providers;
 mod healthcheck;
 mod policy_reload;
@@ -34,6 +35,8 @@ enum Command {
     CheckConfig(check_config::Args),
     /// Recompress every record batch of a file of concatenated batches (a Kafka log segment).
     Recompress(recompress::Args),
+    /// Ask the brokers a policy names whether they would undo or refuse kpress's work.
+    Doctor(doctor::Args),
     /// GET an admin endpoint URL (default http://127.0.0.1:9464/healthz): exit 0 on 200, else 1.
     Healthcheck(healthcheck::Args),
 }
@@ -60,6 +63,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::main(args),
         Command::CheckConfig(args) => check_config::main(args),
         Command::Recompress(args) => recompress::main(args),
+        Command::Doctor(args) => doctor::main(args),
         Command::Healthcheck(args) => healthcheck::main(args),
     };
     match result {

@@ -12,6 +12,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
+use crate::doctor::Format;
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// File of concatenated record batches, e.g. a partition's 00000000000000000000.log.
@@ -43,6 +47,9 @@ pub(crate) struct Args {
     /// Deprecated: keeping larger rewrites is the default now.
     #[arg(long, hide = true, conflicts_with = "only_if_smaller")]
     allow_growth: bool,
+    /// text (default) or json: the summary as one JSON document on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
 }
 
 fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
@@ -86,8 +93,15 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     output_file
         .write_all(&output)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    print!("{}", summary(&args, &policy, &stats, elapsed));
-    if let Some(warning) = not_a_segment_warning(&args, &stats) {
+    let warning = not_a_segment_warning(&args, &stats);
+    match args.format {
+        Format::Text => print!("{}", summary(&args, &policy, &stats, elapsed)),
+        Format::Json => println!(
+            "{:#}",
+            summary_json(&args, &policy, &stats, elapsed, warning.as_deref())
+        ),
+    }
+    if let Some(warning) = warning {
         eprintln!("kpress: warning: {warning}");
     }
     Ok(ExitCode::SUCCESS)
@@ -117,6 +131,36 @@ fn not_a_segment_warning(args: &Args, stats: &RewriteStats) -> Option<String> {
         stats.batches(),
         args.input.display(),
     ))
+}
+
+/// The summary's numbers as one JSON document; every pass reason is listed, with 0
+/// where none passed for it.
+fn summary_json(
+    args: &Args,
+    policy: &RewritePolicy,
+    stats: &RewriteStats,
+    elapsed: Duration,
+    warning: Option<&str>,
+) -> Value {
+    let passed_by_reason: serde_json::Map<String, Value> = stats
+        .passed_by_reason()
+        .map(|(reason, count)| (reason.as_str().to_owned(), json!(count)))
+        .collect();
+    json!({
+        "input": args.input.display().to_string(),
+        "output": args.output.display().to_string(),
+        "target": policy.target.name(),
+        "recompress": policy.mode.name(),
+        "batches_rewritten": stats.batches_rewritten,
+        "batches_grown": stats.batches_grown,
+        "batches_passed": stats.batches_passed(),
+        "passed_by_reason": passed_by_reason,
+        "bytes_in": stats.bytes_in,
+        "bytes_out": stats.bytes_out,
+        "ratio": stats.ratio(),
+        "elapsed_seconds": elapsed.as_secs_f64(),
+        "warnings": warning.into_iter().collect::<Vec<_>>(),
+    })
 }
 
 fn summary(args: &Args, policy: &RewritePolicy, stats: &RewriteStats, elapsed: Duration) -> String {
