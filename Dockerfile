@@ -1,15 +1,29 @@
-# kpress: build the release binary, then ship it on a slim Debian with the runtime
-# libraries its codecs link (ISA-L). QATzip is loaded at run time when present; mount
-# or install it (libqatzip3) in a derived image for QAT hosts.
+# kpress on a slim Debian with the runtime libraries its codecs link (ISA-L).
+#
+# With network, the default target builds the release binary in a Rust stage:
+#   docker build -t kpress .
+# With a binary built on the host (Debian bookworm or a glibc as old), the `runtime`
+# target copies it in instead, and needs no Rust toolchain or crates.io:
+#   cargo build --release --locked -p kpress
+#   docker build --target runtime --build-arg KPRESS_BINARY=target/release/kpress -t kpress .
+# (buildah: `buildah bud --format docker --target runtime ...`; the docker format keeps
+# the HEALTHCHECK, which OCI images cannot carry.)
+#
+# QATzip (Intel QAT, `compression.gzip.provider = "qat"`) is loaded at run time when
+# present: `--build-arg QATZIP=true` adds libqatzip3 with libqat4 and libusdm0. Bookworm
+# has no QATzip, and trixie's packages would drag in trixie's libc through apt, so
+# their files are unpacked (dpkg-deb -x) over bookworm's libraries, which satisfy them.
 #
 # The shipped /etc/kpress/kpress.toml listens on 127.0.0.1 and expects a broker on
 # 127.0.0.1:9092, both inside the container: mount a policy of your own with
-# bind = "0.0.0.0:19092" (and [metrics] bind = "0.0.0.0:9464"), advertised_host = the
+# bind = "0.0.0.0:19092" (and [admin] bind = "0.0.0.0:9464"), advertised_host = the
 # name clients reach the host by, and brokers the container can reach; then publish
 # the bootstrap and node ports (node_port_base + each broker's node id), e.g.
 #   docker run -v $PWD/my.toml:/etc/kpress/kpress.toml:ro \
 #     -p 19092:19092 -p 19101-19103:19101-19103 -p 9464:9464 kpress
 # (`docker run … kpress check-config /etc/kpress/kpress.toml` checks it first.)
+# Kubernetes and Helm: deploy/.
+
 FROM rust:1-bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libisal-dev libclang-dev pkg-config \
@@ -18,13 +32,40 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p kpress
 
-FROM debian:bookworm-slim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libisal2 ca-certificates \
- && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/target/release/kpress /usr/local/bin/kpress
+FROM debian:bookworm-slim AS base
+ARG QATZIP=false
+RUN set -eu; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends libisal2 ca-certificates; \
+    case "$QATZIP" in \
+      true) \
+        apt-get install -y --no-install-recommends liblz4-1 libnuma1 zlib1g libssl3; \
+        echo 'deb http://deb.debian.org/debian trixie main' >/etc/apt/sources.list.d/trixie.list; \
+        apt-get update; \
+        cd /tmp; \
+        apt-get download libqatzip3/trixie libqat4/trixie libusdm0/trixie; \
+        for deb in /tmp/*.deb; do dpkg-deb -x "$deb" /; done; \
+        rm /tmp/*.deb /etc/apt/sources.list.d/trixie.list; \
+        ldconfig ;; \
+      false) ;; \
+      *) echo "QATZIP must be true or false, not $QATZIP" >&2; exit 1 ;; \
+    esac; \
+    rm -rf /var/lib/apt/lists/*
 COPY config/ /etc/kpress/
 USER nobody
 EXPOSE 19092 9464
+# The admin endpoint of the shipped policy; a policy with another [admin] bind needs
+# its own `--health-cmd`. Kubernetes ignores this and probes /healthz and /readyz itself.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/usr/local/bin/kpress", "healthcheck", "http://127.0.0.1:9464/healthz"]
 ENTRYPOINT ["/usr/local/bin/kpress"]
 CMD ["run", "--config", "/etc/kpress/kpress.toml"]
+
+# A binary built on the host, from the build context.
+FROM base AS runtime
+ARG KPRESS_BINARY=target/release/kpress
+COPY ${KPRESS_BINARY} /usr/local/bin/kpress
+
+# The default target: the binary the build stage compiled.
+FROM base AS release
+COPY --from=build /src/target/release/kpress /usr/local/bin/kpress

@@ -1,0 +1,399 @@
+//! The container image: the Dockerfile's `runtime` target (the binary this workspace
+//! built, no Rust stage) built with buildah (`--storage-driver vfs --isolation chroot`,
+//! docker format so the HEALTHCHECK is kept) on a `debian:bookworm-slim` built locally
+//! from `scripts/setup.sh`'s mmdebstrap root file system (`FROM scratch`, `ADD`; every
+//! build `--pull=never`), its `RUN apt-get` steps included. Then the image is run with
+//! `buildah run`: `kpress check-config` on the shipped policy as `nobody`; with
+//! `--build-arg QATZIP=true`, QATzip loaded (its software backup, no device here); and
+//! `kpress run` in front of a real 4.1.1 broker on the host (host network), the
+//! image's own HEALTHCHECK command against its admin endpoint, kcat producing lz4
+//! through it into a topic the policy stores in zstd, every record read back through
+//! it and every stored batch zstd (DumpLogSegments).
+//!
+//! Images live in `target/kpress-tests/containers` (cleared at the start of each run).
+//! ~70 s on the 2-core dev machine, half of it the two image builds' `apt-get`.
+
+use anyhow::{ensure, Context};
+use kpress_tests::cluster::KafkaCluster;
+use kpress_tests::compression::Compression;
+use kpress_tests::data::{write_records, Dataset};
+use kpress_tests::java_client::JavaClient;
+use kpress_tests::kcat;
+use kpress_tests::kpress::kpress_binary;
+use kpress_tests::paths;
+use kpress_tests::ports::{free_port, free_port_range, wait_for_port};
+use kpress_tests::proc_status::pids_with_argument;
+use kpress_tests::process::{run, run_ok, ChildGuard, Finished};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
+const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+const BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
+const IMAGE: &str = "localhost/kpress:test";
+const QAT_IMAGE: &str = "localhost/kpress:test-qatzip";
+
+/// buildah with this test's own storage, so nothing of the host's images is touched.
+fn buildah() -> Command {
+    let dir = paths::scratch_dir().join("containers");
+    let mut cmd = Command::new("buildah");
+    cmd.arg("--root")
+        .arg(dir.join("storage"))
+        .arg("--runroot")
+        .arg(dir.join("run"))
+        .args(["--storage-driver", "vfs"]);
+    cmd
+}
+
+fn buildah_ok(args: &[&str], timeout: Duration) -> Finished {
+    run_ok(buildah().args(args), timeout).unwrap_or_else(|err| panic!("{err:#}"))
+}
+
+/// The root file system tar `scripts/setup.sh` made with mmdebstrap.
+fn base_rootfs() -> PathBuf {
+    let suite = std::fs::read_to_string(paths::workspace_root().join("scripts/versions.sh"))
+        .expect("scripts/versions.sh")
+        .lines()
+        .find_map(|l| l.strip_prefix("CONTAINER_BASE_SUITE=").map(str::to_string))
+        .expect("scripts/versions.sh sets CONTAINER_BASE_SUITE");
+    let tar = paths::cache_dir()
+        .join("container")
+        .join(format!("{suite}-minbase.tar"));
+    assert!(
+        tar.exists(),
+        "{} not found: run scripts/setup.sh (it builds it with mmdebstrap)",
+        tar.display()
+    );
+    tar
+}
+
+/// A build context holding only what the `runtime` target copies: the binary and
+/// `config/` (the repository itself would hand buildah all of `target/`).
+fn runtime_context() -> tempfile::TempDir {
+    let context = tempfile::Builder::new()
+        .prefix("kpress-image-")
+        .tempdir()
+        .expect("temp dir");
+    std::fs::copy(kpress_binary(), context.path().join("kpress")).expect("copy kpress");
+    let config = context.path().join("config");
+    std::fs::create_dir(&config).unwrap();
+    for entry in std::fs::read_dir(paths::workspace_root().join("config")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), config.join(entry.file_name())).unwrap();
+        }
+    }
+    context
+}
+
+/// Builds the Dockerfile's `runtime` target as `tag` with `build_args`.
+fn build_runtime_image(tag: &str, build_args: &[&str]) {
+    let context = runtime_context();
+    let dockerfile = paths::workspace_root().join("Dockerfile");
+    let mut cmd = buildah();
+    cmd.args([
+        "bud",
+        "--isolation",
+        "chroot",
+        "--pull=never",
+        "--format",
+        "docker",
+    ])
+    .arg("-f")
+    .arg(&dockerfile)
+    .args(["--target", "runtime", "--build-arg", "KPRESS_BINARY=kpress"]);
+    for arg in build_args {
+        cmd.args(["--build-arg", arg]);
+    }
+    cmd.args(["-t", tag]).arg(context.path());
+    let started = std::time::Instant::now();
+    run_ok(&mut cmd, BUILD_TIMEOUT)
+        .unwrap_or_else(|err| panic!("building the runtime image {tag}: {err:#}"));
+    eprintln!("built {tag} in {:.0?}", started.elapsed());
+}
+
+/// The image of the `runtime` target, built once per test process on a freshly built
+/// base.
+fn image() -> &'static str {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        // Leftovers of an earlier run would only grow the vfs storage.
+        buildah_ok(&["rm", "--all"], RUN_TIMEOUT);
+        let _ = run(buildah().args(["rmi", "--all", "--force"]), RUN_TIMEOUT);
+        let context = tempfile::Builder::new()
+            .prefix("kpress-base-")
+            .tempdir()
+            .expect("temp dir");
+        let tar = context.path().join("rootfs.tar");
+        if std::fs::hard_link(base_rootfs(), &tar).is_err() {
+            std::fs::copy(base_rootfs(), &tar).expect("copy the root file system");
+        }
+        std::fs::write(
+            context.path().join("Containerfile"),
+            "FROM scratch\nADD rootfs.tar /\nCMD [\"bash\"]\n",
+        )
+        .unwrap();
+        let mut cmd = buildah();
+        cmd.args([
+            "bud",
+            "--isolation",
+            "chroot",
+            "--pull=never",
+            "-t",
+            BASE_IMAGE,
+        ])
+        .arg(context.path());
+        run_ok(&mut cmd, BUILD_TIMEOUT).unwrap_or_else(|err| panic!("base image: {err:#}"));
+        build_runtime_image(IMAGE, &[]);
+    });
+    IMAGE
+}
+
+/// A working container of `image`, removed on drop.
+struct WorkingContainer {
+    name: String,
+}
+
+impl WorkingContainer {
+    fn of(image: &str) -> WorkingContainer {
+        let finished = buildah_ok(&["from", "--pull=never", image], RUN_TIMEOUT);
+        WorkingContainer {
+            name: finished.stdout_text().trim().to_string(),
+        }
+    }
+
+    /// `buildah run` on the host's network, as the image's user.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = buildah();
+        cmd.args(["run", "--isolation", "chroot", "--network", "host"])
+            .arg(&self.name)
+            .arg("--")
+            .args(args);
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Finished {
+        run(&mut self.command(args), RUN_TIMEOUT).unwrap_or_else(|err| panic!("{err:#}"))
+    }
+
+    /// Copies `file` in, readable by the image's user (temp files are 0600).
+    fn copy_in(&self, file: &Path, destination: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).expect("chmod 0644");
+        buildah_ok(
+            &["copy", &self.name, file.to_str().unwrap(), destination],
+            RUN_TIMEOUT,
+        );
+    }
+}
+
+impl Drop for WorkingContainer {
+    fn drop(&mut self) {
+        let _ = run(buildah().args(["rm", &self.name]), RUN_TIMEOUT);
+    }
+}
+
+/// The kpress processes started with `config` (buildah run and its helpers carry the
+/// same argument).
+fn kpress_pids(config: &str) -> Vec<u32> {
+    pids_with_argument(Path::new(config))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline.split(|b| *b == 0).next() == Some(b"/usr/local/bin/kpress")
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn image_checks_its_shipped_policy_as_nobody_and_carries_the_healthcheck() {
+    let image = image();
+    // buildah 1.28's templates have no `json`: Go's %v of the lists.
+    let config = buildah_ok(
+        &[
+            "inspect",
+            "--format",
+            "{{.Docker.Config.Healthcheck.Test}} {{.Docker.Config.Entrypoint}} {{.Docker.Config.Cmd}} {{.Docker.Config.User}}",
+            image,
+        ],
+        RUN_TIMEOUT,
+    )
+    .stdout_text();
+    assert_eq!(
+        config.trim(),
+        "[CMD /usr/local/bin/kpress healthcheck http://127.0.0.1:9464/healthz] \
+         [/usr/local/bin/kpress] [run --config /etc/kpress/kpress.toml] nobody"
+    );
+
+    let container = WorkingContainer::of(image);
+    let user = container.run(&["id", "-u"]);
+    assert_eq!(user.stdout_text().trim(), "65534", "{}", user.stderr_text());
+    let checked = container.run(&[
+        "/usr/local/bin/kpress",
+        "check-config",
+        "/etc/kpress/kpress.toml",
+    ]);
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        checked.stdout_text(),
+        checked.stderr_text()
+    );
+    let text = checked.stdout_text();
+    assert!(text.starts_with("/etc/kpress/kpress.toml: ok"), "{text}");
+    assert!(
+        text.contains("isal: available"),
+        "libisal2 in the image: {text}"
+    );
+    // Nothing listens: the healthcheck fails, and says why.
+    let port = free_port();
+    let unhealthy = container.run(&[
+        "/usr/local/bin/kpress",
+        "healthcheck",
+        &format!("http://127.0.0.1:{port}/healthz"),
+    ]);
+    assert_eq!(unhealthy.status.code(), Some(1));
+    assert!(
+        unhealthy.stderr_text().contains("connecting to"),
+        "{}",
+        unhealthy.stderr_text()
+    );
+}
+
+#[test]
+fn image_built_with_qatzip_loads_it() {
+    image();
+    build_runtime_image(QAT_IMAGE, &["QATZIP=true"]);
+    let container = WorkingContainer::of(QAT_IMAGE);
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        "[listener]\nbind = \"127.0.0.1:19092\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n\
+         [[topics]]\nmatch = \"gzip.*\"\ncompression.type = \"gzip\"\ncompression.gzip.provider = \"qat\"\n",
+    )
+    .unwrap();
+    container.copy_in(policy.path(), "/tmp/qat.toml");
+    let checked = container.run(&["/usr/local/bin/kpress", "check-config", "/tmp/qat.toml"]);
+    let text = checked.stdout_text();
+    assert!(checked.status.success(), "{text}{}", checked.stderr_text());
+    assert!(
+        text.contains("qat: available, software: QATzip libqatzip.so.3: QZ_NO_HW"),
+        "{text}"
+    );
+
+    // Without the argument there is no QATzip, and a policy naming it is refused.
+    let plain = WorkingContainer::of(IMAGE);
+    plain.copy_in(policy.path(), "/tmp/qat.toml");
+    let refused = plain.run(&["/usr/local/bin/kpress", "check-config", "/tmp/qat.toml"]);
+    assert!(!refused.status.success(), "{}", refused.stdout_text());
+}
+
+#[test]
+fn image_runs_kpress_in_front_of_a_real_broker() {
+    let image = image();
+    let cluster = KafkaCluster::start(paths::kafka_version(), 1).expect("broker");
+    let topic = "zstd.container";
+    JavaClient::new(paths::kafka_version())
+        .create_topic(
+            &cluster.bootstrap(),
+            topic,
+            1,
+            &["compression.type=producer"],
+        )
+        .expect("create topic");
+
+    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let node_port_base = free_port_range(cluster.node_ids().into_iter().max().unwrap_or(0) as u16);
+    // A path of this run's own, so its kpress process can be found by its arguments.
+    let in_container = format!("/etc/kpress/container-test-{}.toml", std::process::id());
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        format!(
+            "[listener]\nbind = \"{listen}\"\nnode_port_base = {node_port_base}\n\
+             [upstream]\nbootstrap_servers = [\"{}\"]\n\
+             [admin]\nbind = \"{admin}\"\n\
+             [[topics]]\nmatch = \"zstd.*\"\ncompression.type = \"zstd\"\n",
+            cluster.bootstrap()
+        ),
+    )
+    .unwrap();
+    let container = WorkingContainer::of(image);
+    container.copy_in(policy.path(), &in_container);
+
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = container.command(&["/usr/local/bin/kpress", "run", "--config", &in_container]);
+    cmd.stdout(log.reopen().unwrap())
+        .stderr(log.reopen().unwrap());
+    let mut proxy = ChildGuard::spawn(&mut cmd).expect("buildah run");
+    let result = (|| -> anyhow::Result<()> {
+        ensure!(
+            wait_for_port(listen, Duration::from_secs(60)),
+            "kpress in the container never listened on {listen}"
+        );
+        // The image's own HEALTHCHECK command, run in the image.
+        let healthy = container.run(&[
+            "/usr/local/bin/kpress",
+            "healthcheck",
+            &format!("http://{admin}/healthz"),
+        ]);
+        ensure!(
+            healthy.status.success(),
+            "healthcheck: {}",
+            healthy.stderr_text()
+        );
+        let mut ready = false;
+        for _ in 0..60 {
+            let probe = container.run(&[
+                "/usr/local/bin/kpress",
+                "healthcheck",
+                &format!("http://{admin}/readyz"),
+            ]);
+            if probe.status.success() {
+                ready = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        ensure!(ready, "/readyz never answered 200");
+
+        let records = Dataset::ApacheAccessLog.records();
+        let dir = tempfile::tempdir()?;
+        let file = write_records(&dir.path().join("records"), &records);
+        let bootstrap = listen.to_string();
+        kcat::produce_file(&bootstrap, topic, 0, Compression::Lz4, &file, &[])
+            .context("kcat producing through the container")?;
+        if let Some(problem) = kcat::read_back_problem(&bootstrap, topic, 0, &[], &records) {
+            anyhow::bail!("{problem}");
+        }
+        let dump = cluster.dump_partition_0(&[topic])?;
+        let problems = dump[0].problems_storing(topic, Compression::Zstd, &records);
+        ensure!(problems.is_empty(), "{}", problems.join("\n"));
+        Ok(())
+    })();
+
+    // SIGTERM to kpress itself (not to buildah run, which waits for it), which drains
+    // and exits 0; buildah run then exits with its status.
+    let pids = kpress_pids(&in_container);
+    for pid in &pids {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    let status = proxy.terminate(Duration::from_secs(30));
+    let output = std::fs::read_to_string(log.path()).unwrap_or_default();
+    for pid in kpress_pids(&in_container) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    if let Err(err) = result {
+        panic!("{err:#}\nkpress in the container:\n{output}");
+    }
+    assert_eq!(pids.len(), 1, "kpress processes: {pids:?}\n{output}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "buildah run ended {status:?}\n{output}"
+    );
+}
