@@ -16,6 +16,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use bytes::{BufMut, BytesMut};
 use kpress_protocol::api_key;
@@ -36,7 +37,7 @@ use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, Frame, ReadFrameError};
 use crate::listeners::ensure_node_listeners;
-use crate::metrics;
+use crate::metrics::{self, BatchFate};
 use crate::produce::{rewrite_produce, ProduceRewrite, RewriteLimits};
 use crate::shared::{Shared, UpstreamTarget};
 use crate::topic_ids::LookupResult;
@@ -47,6 +48,8 @@ struct Expected {
     api_key: i16,
     api_version: i16,
     correlation_id: i32,
+    /// When kpress began forwarding the request, for the upstream latency.
+    forwarded: Instant,
 }
 
 /// What the response half relays next.
@@ -158,6 +161,7 @@ where
             return Ok(());
         };
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
+        metrics::request(header.api_key);
         if header.api_key == api_key::SASL_HANDSHAKE && header.api_version == 0 {
             // v0 is followed by SASL tokens without Kafka headers, which kpress cannot
             // tell from requests; relaying them blind could let broker addresses through.
@@ -195,6 +199,7 @@ where
                 if let Some(acks) = legacy_produce_acks(body, header.api_version) {
                     // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
                     expects_response = acks != 0;
+                    metrics::produce_not_read("legacy_message_set", frame.bytes.len());
                     Forward::Original(frame)
                 } else {
                     let acks = produce_acks(body, header.api_version)
@@ -207,6 +212,7 @@ where
                     } else {
                         // The broker refuses it anyway; kpress spends no CPU on it.
                         metrics::produce_not_rewritten("before_auth");
+                        metrics::produce_not_read("before_auth", frame.bytes.len());
                         Forward::Original(frame)
                     }
                 }
@@ -218,6 +224,7 @@ where
                 api_key: header.api_key,
                 api_version: header.api_version,
                 correlation_id: header.correlation_id,
+                forwarded: Instant::now(),
             }));
         }
         write_frame(upstream, forward.bytes(), limits.frame_timeout)
@@ -313,6 +320,7 @@ fn finish_rewrite(
                     "Produce request not parsed; forwarding it untouched for the broker to answer"
                 ),
             }
+            metrics::produce_not_read("unparsed", frame.bytes.len());
             return Ok(Forward::Original(frame));
         }
     };
@@ -320,11 +328,16 @@ fn finish_rewrite(
     if unknown > 0 {
         metrics::unknown_topic_ids(unknown);
     }
-    let record_metrics = |rewrite: &ProduceRewrite| {
-        rewrite.record_metrics(&shared.topic_labels, |topic| shared.is_known_topic(topic))
+    let record_metrics = |rewrite: &ProduceRewrite, dropped| {
+        rewrite.record_metrics(
+            &shared.topic_labels,
+            |topic| shared.is_known_topic(topic),
+            dropped,
+        )
     };
     if rewrite.over_max_frame {
-        metrics::rewrite_dropped("max_frame_bytes");
+        metrics::rewrite_dropped(metrics::DROPPED_MAX_FRAME_BYTES);
+        record_metrics(&rewrite, Some(BatchFate::DroppedOverMaxFrame));
         tracing::debug!(
             correlation_id = header.correlation_id,
             "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
@@ -332,20 +345,21 @@ fn finish_rewrite(
         return Ok(Forward::Original(frame));
     }
     let Some(bytes) = rewrite.frame.take() else {
-        record_metrics(&rewrite);
+        record_metrics(&rewrite, None);
         return Ok(Forward::Original(frame));
     };
     // The output is counted too; if the budget has no room for it right now, the
     // original goes (waiting here while holding the input could deadlock the pool).
     let Some(permit) = pool.try_acquire(bytes.len()) else {
-        metrics::rewrite_dropped("budget");
+        metrics::rewrite_dropped(metrics::DROPPED_BUDGET);
+        record_metrics(&rewrite, Some(BatchFate::DroppedNoBudget));
         tracing::debug!(
             correlation_id = header.correlation_id,
             "no in-flight budget for a rewritten Produce request; forwarding the original"
         );
         return Ok(Forward::Original(frame));
     };
-    record_metrics(&rewrite);
+    record_metrics(&rewrite, None);
     tracing::trace!(
         correlation_id = header.correlation_id,
         batches = rewrite.rewritten_batches(),
@@ -369,6 +383,7 @@ async fn run_rewrite(
     header_len: usize,
     shared: &Arc<Shared>,
 ) -> Result<(Frame, RewriteResult), ConnectionError> {
+    let queued = Instant::now();
     // The semaphore is never closed; a slot is held until the rewrite is done.
     let slot = Arc::clone(&shared.rewrite_slots)
         .acquire_owned()
@@ -377,6 +392,7 @@ async fn run_rewrite(
     let shared = Arc::clone(shared);
     tokio::task::spawn_blocking(move || {
         let _slot = slot;
+        let started = Instant::now();
         let policies = shared.policy();
         let result = rewrite_produce(
             &frame.bytes[SIZE_PREFIX_LEN..],
@@ -389,6 +405,7 @@ async fn run_rewrite(
             &policies,
             &|id| shared.cluster.topic_name(id),
         );
+        metrics::produce_rewrite_times(started - queued, started.elapsed());
         (frame, result)
     })
     .await
@@ -444,6 +461,7 @@ where
                 correlation_id: next.correlation_id,
             })?;
         shared.status.upstream_answered();
+        metrics::upstream_latency(next.api_key, next.forwarded.elapsed());
         let received =
             response_correlation_id(frame.body()).map_err(ConnectionError::BrokerFrame)?;
         if received != next.correlation_id {

@@ -1,9 +1,15 @@
 //! The proxy's metrics, through the `metrics` facade (the binary installs an exporter).
 //! Every name and label is defined here so dashboards have one place to look.
 
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::time::Duration;
+
 use kpress_batch::PassReason;
 use kpress_codec::gzip_providers::{self, ProviderKind, ProviderStatus};
 use kpress_codec::Codec;
+use kpress_protocol::api_key;
+use metrics::{Counter, Gauge, Histogram};
 
 /// Batches recompressed, labelled `topic`, `from`, `to`.
 pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";
@@ -55,6 +61,73 @@ pub const TLS_RELOADS: &str = "kpress_tls_reloads_total";
 /// `before_auth` (the connection had not finished SASL authentication and
 /// `rewrite_before_auth` is off).
 pub const PRODUCE_NOT_REWRITTEN: &str = "kpress_produce_requests_not_rewritten_total";
+/// Bytes of the Produce frames counted in [`PRODUCE_NOT_REWRITTEN`] or otherwise
+/// forwarded without kpress reading their batches, labelled `reason`: `before_auth`,
+/// `legacy_message_set` (Produce v0-v2: magic 0/1 message sets), `unparsed` (a request
+/// kpress could not parse; the broker answers it). Their batches are in none of the
+/// per-topic counters below (their topics were not read), and they went on unchanged.
+pub const PRODUCE_NOT_REWRITTEN_BYTES: &str = "kpress_produce_requests_not_rewritten_bytes_total";
+
+/// Bytes of every produced batch kpress read, rewritten or not, as the client sent
+/// them; labelled `topic` ([`TopicLabels`]).
+pub const PRODUCE_BYTES_IN: &str = "kpress_produce_bytes_in_total";
+/// Bytes of the same batches as they went to the broker (the original for those not
+/// rewritten); labelled `topic`. `in - out` is what kpress saved.
+pub const PRODUCE_BYTES_OUT: &str = "kpress_produce_bytes_out_total";
+/// Records in the same batches (their `recordsCount`), labelled `topic`.
+pub const PRODUCE_RECORDS: &str = "kpress_produce_records_total";
+/// The same batches, labelled `topic` and `outcome`: `rewritten`, a pass reason
+/// ([`PassReason::as_str`]), or, when a rewritten request was dropped and its original
+/// forwarded, the drop reason of [`REWRITES_DROPPED`] (`max_frame_bytes`, `budget`).
+pub const BATCHES: &str = "kpress_batches_total";
+/// Histogram: wall time of one batch rewrite that was kept, labelled `from` and `to`
+/// (codec names).
+pub const REWRITE_SECONDS: &str = "kpress_rewrite_seconds";
+/// CPU time of the rewriting thread spent on the topic's batches (decoding attempts
+/// that failed included), labelled `topic`: divided by the savings it gives CPU per
+/// saved byte.
+pub const REWRITE_CPU_SECONDS: &str = "kpress_rewrite_cpu_seconds_total";
+/// Histogram: bytes per produced batch as the client sent it, labelled `topic`.
+pub const BATCH_BYTES: &str = "kpress_batch_bytes";
+/// Histogram: records per produced batch, labelled `topic`.
+pub const BATCH_RECORDS: &str = "kpress_batch_records";
+/// Requests read from clients, labelled `api` (Kafka's name of the API key,
+/// `unknown` for keys Kafka does not define).
+pub const REQUESTS: &str = "kpress_requests_total";
+/// Histogram: from forwarding a request to having read the broker's response,
+/// labelled `api` (requests without a response, Produce with acks=0, are not in it).
+pub const UPSTREAM_LATENCY: &str = "kpress_upstream_latency_seconds";
+/// Histogram: per Produce request rewritten, time waiting for a rewrite slot and a
+/// blocking-pool thread.
+pub const PRODUCE_QUEUE_SECONDS: &str = "kpress_produce_queue_seconds";
+/// Histogram: per Produce request rewritten, time spent rewriting it (all its batches).
+pub const PRODUCE_REWRITE_SECONDS: &str = "kpress_produce_rewrite_seconds";
+
+/// Bucket bounds of every histogram above, for the exporter (without them the
+/// Prometheus exporter renders summaries, which cannot be aggregated).
+pub const HISTOGRAM_BUCKETS: [(&str, &[f64]); 6] = [
+    (REWRITE_SECONDS, &SECONDS_BUCKETS),
+    (UPSTREAM_LATENCY, &SECONDS_BUCKETS),
+    (PRODUCE_QUEUE_SECONDS, &SECONDS_BUCKETS),
+    (PRODUCE_REWRITE_SECONDS, &SECONDS_BUCKETS),
+    (BATCH_BYTES, &BATCH_BYTES_BUCKETS),
+    (BATCH_RECORDS, &BATCH_RECORDS_BUCKETS),
+];
+/// 50 µs to 30 s.
+const SECONDS_BUCKETS: [f64; 18] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0,
+];
+/// 1 KiB to 16 MiB, by powers of 2.
+const BATCH_BYTES_BUCKETS: [f64; 15] = [
+    1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0, 131072.0, 262144.0, 524288.0,
+    1048576.0, 2097152.0, 4194304.0, 8388608.0, 16777216.0,
+];
+/// 1 to 100k records.
+const BATCH_RECORDS_BUCKETS: [f64; 16] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0,
+    50000.0, 100000.0,
+];
 /// kpress's own SASL authentications on its side connections, labelled `result`
 /// (`ok`, `failed`).
 pub const SIDE_AUTHENTICATIONS: &str = "kpress_side_authentications_total";
@@ -106,11 +179,13 @@ pub fn gzip_provider_fallbacks() {
 /// Which topics get a `topic` label of their own: those a policy rule names or the
 /// brokers' Metadata named, up to `[limits] max_topic_labels`; every other topic
 /// (client-invented names included) is counted under [`OTHER_TOPICS`], so clients
-/// cannot grow the exporter's series without bound.
+/// cannot grow the exporter's series without bound. Each label's metric handles are
+/// registered once and kept, so counting a batch allocates nothing.
 #[derive(Debug)]
 pub(crate) struct TopicLabels {
     cap: usize,
-    labelled: std::sync::RwLock<std::collections::HashSet<Box<str>>>,
+    labelled: RwLock<HashMap<Box<str>, Arc<TopicSeries>>>,
+    other: OnceLock<Arc<TopicSeries>>,
 }
 
 impl TopicLabels {
@@ -118,65 +193,278 @@ impl TopicLabels {
         TopicLabels {
             cap,
             labelled: Default::default(),
+            other: OnceLock::new(),
         }
     }
 
-    /// The label value for `topic`; `known` says whether a rule or the brokers name it.
-    pub(crate) fn label(&self, topic: &str, known: impl FnOnce() -> bool) -> String {
-        use std::sync::PoisonError;
-        if self
+    /// The series of `topic`; `known` says whether a rule or the brokers name it.
+    pub(crate) fn series(&self, topic: &str, known: impl FnOnce() -> bool) -> Arc<TopicSeries> {
+        if let Some(series) = self
             .labelled
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(topic)
+            .get(topic)
         {
-            return topic.to_owned();
+            return Arc::clone(series);
         }
-        if !known() {
-            return OTHER_TOPICS.to_owned();
+        if known() {
+            let mut labelled = self
+                .labelled
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(series) = labelled.get(topic) {
+                return Arc::clone(series);
+            }
+            if labelled.len() < self.cap {
+                let series = Arc::new(TopicSeries::new(Arc::from(topic)));
+                labelled.insert(topic.into(), Arc::clone(&series));
+                return series;
+            }
         }
-        let mut labelled = self
-            .labelled
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if labelled.len() < self.cap {
-            labelled.insert(topic.into());
-            return topic.to_owned();
-        }
-        OTHER_TOPICS.to_owned()
+        Arc::clone(
+            self.other
+                .get_or_init(|| Arc::new(TopicSeries::new(Arc::from(OTHER_TOPICS)))),
+        )
     }
 }
 
-pub(crate) fn batch_rewritten(
-    topic: &str,
-    from: Codec,
-    to: Codec,
-    bytes_in: usize,
-    bytes_out: usize,
-) {
-    metrics::counter!(
-        BATCHES_REWRITTEN,
-        "topic" => topic.to_owned(),
-        "from" => from.name(),
-        "to" => to.name()
-    )
-    .increment(1);
-    metrics::counter!(REWRITTEN_BYTES_IN).increment(bytes_in as u64);
-    metrics::counter!(REWRITTEN_BYTES_OUT).increment(bytes_out as u64);
+/// Why a batch went to the broker as the client sent it although kpress read it, for
+/// the `outcome` label: the rewrite's own reason, or the whole rewritten request
+/// dropped (see [`REWRITES_DROPPED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchFate {
+    Rewritten,
+    Passed(PassReason),
+    /// The rewritten request would be a frame over `[limits] max_frame_bytes`.
+    DroppedOverMaxFrame,
+    /// No in-flight budget for the rewritten request.
+    DroppedNoBudget,
 }
 
-pub(crate) fn batch_grown(topic: &str, from: Codec, to: Codec) {
-    metrics::counter!(
-        BATCHES_GROWN,
-        "topic" => topic.to_owned(),
-        "from" => from.name(),
-        "to" => to.name()
-    )
-    .increment(1);
+impl BatchFate {
+    const COUNT: usize = PassReason::ALL.len() + 3;
+
+    fn index(self) -> usize {
+        match self {
+            BatchFate::Rewritten => 0,
+            BatchFate::Passed(reason) => 1 + reason.index(),
+            BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 1,
+            BatchFate::DroppedNoBudget => PassReason::ALL.len() + 2,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            BatchFate::Rewritten => "rewritten",
+            BatchFate::Passed(reason) => reason.as_str(),
+            BatchFate::DroppedOverMaxFrame => DROPPED_MAX_FRAME_BYTES,
+            BatchFate::DroppedNoBudget => DROPPED_BUDGET,
+        }
+    }
 }
 
+/// [`REWRITES_DROPPED`] reasons, also [`BATCHES`] outcomes.
+pub(crate) const DROPPED_MAX_FRAME_BYTES: &str = "max_frame_bytes";
+pub(crate) const DROPPED_BUDGET: &str = "budget";
+
+/// One topic label's handles.
+#[derive(Debug)]
+pub(crate) struct TopicSeries {
+    label: Arc<str>,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    records: Counter,
+    /// Registered on first use: most topics see few of the outcomes.
+    batches: [OnceLock<Counter>; BatchFate::COUNT],
+    cpu_seconds: Gauge,
+    batch_bytes: Histogram,
+    batch_records: Histogram,
+    /// [`BATCHES_REWRITTEN`] and [`BATCHES_GROWN`] by codec pair.
+    rewritten: [OnceLock<Counter>; CODEC_PAIRS],
+    grown: [OnceLock<Counter>; CODEC_PAIRS],
+}
+
+/// One batch kpress read, as [`TopicSeries::count`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchCount {
+    pub(crate) fate: BatchFate,
+    pub(crate) bytes_in: usize,
+    pub(crate) bytes_out: usize,
+    pub(crate) records: u64,
+}
+
+impl TopicSeries {
+    fn new(label: Arc<str>) -> TopicSeries {
+        let topic = metrics::SharedString::from(Arc::clone(&label));
+        TopicSeries {
+            bytes_in: metrics::counter!(PRODUCE_BYTES_IN, "topic" => topic.clone()),
+            bytes_out: metrics::counter!(PRODUCE_BYTES_OUT, "topic" => topic.clone()),
+            records: metrics::counter!(PRODUCE_RECORDS, "topic" => topic.clone()),
+            batches: [const { OnceLock::new() }; BatchFate::COUNT],
+            cpu_seconds: metrics::gauge!(REWRITE_CPU_SECONDS, "topic" => topic.clone()),
+            batch_bytes: metrics::histogram!(BATCH_BYTES, "topic" => topic.clone()),
+            batch_records: metrics::histogram!(BATCH_RECORDS, "topic" => topic),
+            rewritten: [const { OnceLock::new() }; CODEC_PAIRS],
+            grown: [const { OnceLock::new() }; CODEC_PAIRS],
+            label,
+        }
+    }
+
+    /// The `topic` label value.
+    #[cfg(test)]
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Counts one batch.
+    pub(crate) fn count(&self, batch: BatchCount) {
+        self.bytes_in.increment(batch.bytes_in as u64);
+        self.bytes_out.increment(batch.bytes_out as u64);
+        self.records.increment(batch.records);
+        self.batch_bytes.record(batch.bytes_in as f64);
+        self.batch_records.record(batch.records as f64);
+        self.batches[batch.fate.index()]
+            .get_or_init(|| {
+                metrics::counter!(
+                    BATCHES,
+                    "topic" => metrics::SharedString::from(Arc::clone(&self.label)),
+                    "outcome" => batch.fate.as_str()
+                )
+            })
+            .increment(1);
+    }
+
+    /// Counts a kept rewrite in [`BATCHES_REWRITTEN`] (and [`BATCHES_GROWN`] if it
+    /// `grew`), [`REWRITTEN_BYTES_IN`] and [`REWRITTEN_BYTES_OUT`].
+    pub(crate) fn rewritten(
+        &self,
+        from: Codec,
+        to: Codec,
+        bytes_in: usize,
+        bytes_out: usize,
+        grew: bool,
+    ) {
+        let by_pair = |name: &'static str| {
+            let topic = metrics::SharedString::from(Arc::clone(&self.label));
+            move || metrics::counter!(name, "topic" => topic, "from" => from.name(), "to" => to.name())
+        };
+        let pair = pair_index(from, to);
+        self.rewritten[pair]
+            .get_or_init(by_pair(BATCHES_REWRITTEN))
+            .increment(1);
+        if grew {
+            self.grown[pair]
+                .get_or_init(by_pair(BATCHES_GROWN))
+                .increment(1);
+        }
+        static BYTES: OnceLock<(Counter, Counter)> = OnceLock::new();
+        let (total_in, total_out) = BYTES.get_or_init(|| {
+            (
+                metrics::counter!(REWRITTEN_BYTES_IN),
+                metrics::counter!(REWRITTEN_BYTES_OUT),
+            )
+        });
+        total_in.increment(bytes_in as u64);
+        total_out.increment(bytes_out as u64);
+    }
+
+    /// Adds rewriting thread CPU time spent on the topic.
+    pub(crate) fn cpu_time(&self, cpu: Duration) {
+        // A gauge only ever increased: the facade's counters take whole numbers.
+        self.cpu_seconds.increment(cpu.as_secs_f64());
+    }
+}
+
+/// Codec ids run 0-4 (none, gzip, snappy, lz4, zstd).
+const CODECS: usize = 5;
+const CODEC_PAIRS: usize = CODECS * CODECS;
+
+/// The slot of a (from, to) pair in a table of [`CODEC_PAIRS`].
+fn pair_index(from: Codec, to: Codec) -> usize {
+    let (from, to) = (usize::from(from.id()), usize::from(to.id()));
+    (from.min(CODECS - 1)) * CODECS + to.min(CODECS - 1)
+}
+
+/// Records one kept batch rewrite's wall time by codec pair.
+pub(crate) fn rewrite_time(from: Codec, to: Codec, took: Duration) {
+    static BY_PAIR: [OnceLock<Histogram>; CODEC_PAIRS] = [const { OnceLock::new() }; CODEC_PAIRS];
+    BY_PAIR[pair_index(from, to)]
+        .get_or_init(
+            || metrics::histogram!(REWRITE_SECONDS, "from" => from.name(), "to" => to.name()),
+        )
+        .record(took.as_secs_f64());
+}
+
+/// Handles labelled by API key: Kafka's keys, then one slot for any other key.
+struct ByApiKey<T: 'static> {
+    slots: [OnceLock<T>; API_KEY_SLOTS],
+}
+
+/// Kafka's keys run to 92 today; keys past the table share the last slot.
+const API_KEY_SLOTS: usize = 128;
+
+impl<T> ByApiKey<T> {
+    const fn new() -> ByApiKey<T> {
+        ByApiKey {
+            slots: [const { OnceLock::new() }; API_KEY_SLOTS],
+        }
+    }
+
+    fn get(&self, key: i16, register: impl FnOnce(&'static str) -> T) -> &T {
+        let index = usize::try_from(key)
+            .ok()
+            .filter(|&i| i < API_KEY_SLOTS - 1)
+            .unwrap_or(API_KEY_SLOTS - 1);
+        self.slots[index].get_or_init(|| register(api_key::name(key)))
+    }
+}
+
+/// Counts a request read from a client.
+pub(crate) fn request(api_key: i16) {
+    static COUNTERS: ByApiKey<Counter> = ByApiKey::new();
+    COUNTERS
+        .get(api_key, |api| metrics::counter!(REQUESTS, "api" => api))
+        .increment(1);
+}
+
+/// Records how long the broker took to answer a request.
+pub(crate) fn upstream_latency(api_key: i16, took: Duration) {
+    static HISTOGRAMS: ByApiKey<Histogram> = ByApiKey::new();
+    HISTOGRAMS
+        .get(
+            api_key,
+            |api| metrics::histogram!(UPSTREAM_LATENCY, "api" => api),
+        )
+        .record(took.as_secs_f64());
+}
+
+/// Records one Produce rewrite's wait for a slot and thread, and its own time.
+pub(crate) fn produce_rewrite_times(queued: Duration, rewriting: Duration) {
+    static HANDLES: OnceLock<(Histogram, Histogram)> = OnceLock::new();
+    let (queue, rewrite) = HANDLES.get_or_init(|| {
+        (
+            metrics::histogram!(PRODUCE_QUEUE_SECONDS),
+            metrics::histogram!(PRODUCE_REWRITE_SECONDS),
+        )
+    });
+    queue.record(queued.as_secs_f64());
+    rewrite.record(rewriting.as_secs_f64());
+}
+
+/// Counts a Produce request forwarded without its batches read (see
+/// [`PRODUCE_NOT_REWRITTEN_BYTES`]).
+pub(crate) fn produce_not_read(reason: &'static str, frame_bytes: usize) {
+    metrics::counter!(PRODUCE_NOT_REWRITTEN_BYTES, "reason" => reason)
+        .increment(frame_bytes as u64);
+}
+
+/// Counts a batch passed through in [`BATCHES_PASSED`].
 pub(crate) fn batch_passed(reason: PassReason) {
-    metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()).increment(1);
+    static COUNTERS: [OnceLock<Counter>; PassReason::ALL.len()] =
+        [const { OnceLock::new() }; PassReason::ALL.len()];
+    COUNTERS[reason.index()]
+        .get_or_init(|| metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()))
+        .increment(1);
 }
 
 pub(crate) fn unknown_topic_ids(count: usize) {
@@ -253,11 +541,54 @@ mod tests {
     #[test]
     fn only_known_topics_get_labels_and_only_up_to_the_cap() {
         let labels = TopicLabels::new(2);
-        assert_eq!(labels.label("invented-by-a-client", || false), OTHER_TOPICS);
-        assert_eq!(labels.label("orders", || true), "orders");
-        assert_eq!(labels.label("payments", || true), "payments");
-        assert_eq!(labels.label("third", || true), OTHER_TOPICS);
-        // Labelled topics keep their label without asking again.
-        assert_eq!(labels.label("orders", || panic!("asked again")), "orders");
+        let label = |topic: &str, known: bool| labels.series(topic, || known).label().to_owned();
+        assert_eq!(label("invented-by-a-client", false), OTHER_TOPICS);
+        assert_eq!(label("orders", true), "orders");
+        assert_eq!(label("payments", true), "payments");
+        assert_eq!(label("third", true), OTHER_TOPICS);
+        // Labelled topics keep their label (and handles) without asking again.
+        let orders = labels.series("orders", || panic!("asked again"));
+        assert_eq!(orders.label(), "orders");
+        assert!(Arc::ptr_eq(&orders, &labels.series("orders", || true)));
+        assert!(Arc::ptr_eq(
+            &labels.series("x", || false),
+            &labels.series("y", || false)
+        ));
+    }
+
+    #[test]
+    fn outcome_labels_are_unique_and_index_their_slot() {
+        let fates: Vec<BatchFate> = [BatchFate::Rewritten]
+            .into_iter()
+            .chain(PassReason::ALL.into_iter().map(BatchFate::Passed))
+            .chain([BatchFate::DroppedOverMaxFrame, BatchFate::DroppedNoBudget])
+            .collect();
+        assert_eq!(fates.len(), BatchFate::COUNT);
+        for (i, fate) in fates.iter().enumerate() {
+            assert_eq!(fate.index(), i);
+        }
+        let mut names: Vec<_> = fates.iter().map(|f| f.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), BatchFate::COUNT);
+    }
+
+    #[test]
+    fn every_codec_pair_has_its_own_slot() {
+        let codecs = [
+            Codec::None,
+            Codec::Gzip,
+            Codec::Snappy,
+            Codec::Lz4,
+            Codec::Zstd,
+        ];
+        let mut slots: Vec<_> = codecs
+            .iter()
+            .flat_map(|&a| codecs.iter().map(move |&b| pair_index(a, b)))
+            .collect();
+        slots.sort();
+        slots.dedup();
+        assert_eq!(slots.len(), CODEC_PAIRS);
+        assert!(slots.iter().all(|&s| s < CODEC_PAIRS));
     }
 }

@@ -4,13 +4,14 @@
 //! all its batches); every batch's outcome is kept (with its topic) for metrics.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use kpress_batch::{Outcome, PolicyLookup, ProduceAllowance, Recompressor};
+use kpress_batch::{batches, Outcome, PassReason, PolicyLookup, ProduceAllowance, Recompressor};
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
-use crate::metrics;
+use crate::metrics::{self, BatchCount, BatchFate};
 
 thread_local! {
     /// Codec state and scratch buffers, reused by every rewrite on this blocking thread,
@@ -33,39 +34,72 @@ pub(crate) struct ProduceRewrite {
     /// The rewrite would be a frame over `max_frame_bytes` (it was stopped once its
     /// records alone outgrew it), so `frame` is `None`: forward the original.
     pub(crate) over_max_frame: bool,
-    /// Each batch's outcome, grouped by topic in request order.
-    pub(crate) outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
+    /// Each batch's report, grouped by topic in request order.
+    pub(crate) outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
+}
+
+/// What became of one partition's records field, and what it cost.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchReport {
+    /// `None`: not tried, the rewrite had already outgrown `max_frame_bytes`.
+    pub(crate) outcome: Option<Outcome>,
+    /// The records field's bytes as the client sent them.
+    pub(crate) bytes_in: usize,
+    /// Its batches' `recordsCount`s.
+    pub(crate) records: u64,
+    /// This thread's CPU time and the wall time of the attempt.
+    pub(crate) cpu: Duration,
+    pub(crate) wall: Duration,
 }
 
 impl ProduceRewrite {
-    /// Counts every batch in the metrics: rewritten ones by topic (as `labels` label
-    /// it; `known` says whether a rule or the brokers name a topic) and codecs,
-    /// others by reason.
+    /// Counts every batch in the metrics by topic (as `labels` label it; `known` says
+    /// whether a rule or the brokers name a topic). `dropped`: the rewritten request was
+    /// not sent (the original went on), so every batch is counted with that outcome and
+    /// unchanged bytes, and the rewrite-only counters skip it.
     pub(crate) fn record_metrics(
         &self,
         labels: &metrics::TopicLabels,
         known: impl Fn(&str) -> bool,
+        dropped: Option<BatchFate>,
     ) {
-        for (topic, outcomes) in &self.outcomes {
-            let mut label = None;
-            for outcome in outcomes {
-                match *outcome {
-                    Outcome::Rewritten {
-                        from,
-                        to,
-                        bytes_in,
-                        bytes_out,
-                    } => {
-                        let label =
-                            label.get_or_insert_with(|| labels.label(topic, || known(topic)));
-                        metrics::batch_rewritten(label, from, to, bytes_in, bytes_out);
-                        if outcome.grew() {
-                            metrics::batch_grown(label, from, to);
-                        }
+        for (topic, reports) in &self.outcomes {
+            let series = labels.series(topic, || known(topic));
+            let mut cpu = Duration::ZERO;
+            for report in reports {
+                cpu += report.cpu;
+                let (fate, bytes_out) = match (dropped, report.outcome) {
+                    (Some(fate), _) => (fate, report.bytes_in),
+                    // Only a rewrite over max_frame_bytes stops trying, and then it is dropped.
+                    (None, None) => (BatchFate::DroppedOverMaxFrame, report.bytes_in),
+                    (
+                        None,
+                        Some(
+                            outcome @ Outcome::Rewritten {
+                                from,
+                                to,
+                                bytes_in,
+                                bytes_out,
+                            },
+                        ),
+                    ) => {
+                        series.rewritten(from, to, bytes_in, bytes_out, outcome.grew());
+                        metrics::rewrite_time(from, to, report.wall);
+                        (BatchFate::Rewritten, bytes_out)
                     }
-                    Outcome::PassedThrough(reason) => metrics::batch_passed(reason),
-                }
+                    (None, Some(Outcome::PassedThrough(reason))) => {
+                        metrics::batch_passed(reason);
+                        (BatchFate::Passed(reason), report.bytes_in)
+                    }
+                };
+                series.count(BatchCount {
+                    fate,
+                    bytes_in: report.bytes_in,
+                    bytes_out,
+                    records: report.records,
+                });
             }
+            series.cpu_time(cpu);
         }
     }
 
@@ -73,9 +107,99 @@ impl ProduceRewrite {
     pub(crate) fn rewritten_batches(&self) -> usize {
         self.outcomes
             .iter()
-            .flat_map(|(_, outcomes)| outcomes)
-            .filter(|o| matches!(o, Outcome::Rewritten { .. }))
+            .flat_map(|(_, reports)| reports)
+            .filter(|r| matches!(r.outcome, Some(Outcome::Rewritten { .. })))
             .count()
+    }
+}
+
+/// Records of every v2 batch in a records field, as their headers declare (the
+/// broker checks them); magic 0/1 entries and an unparseable tail add none.
+fn records_declared(records: &[u8]) -> u64 {
+    batches(records)
+        .map_while(Result::ok)
+        .map(|batch| u64::try_from(batch.records_count()).unwrap_or(0))
+        .sum()
+}
+
+/// This thread's CPU time so far (zero where the clock cannot be read).
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; clock_gettime only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// At most one log line per pass reason per interval; the lines held back are counted
+/// and their number given with the next line, so a stream of corrupt batches cannot
+/// flood the log yet none goes unmentioned.
+#[derive(Debug)]
+pub(crate) struct LogLimiter {
+    interval: Duration,
+    slots: Mutex<[LimiterSlot; PassReason::ALL.len()]>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LimiterSlot {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl LogLimiter {
+    pub(crate) const fn new(interval: Duration) -> LogLimiter {
+        LogLimiter {
+            interval,
+            slots: Mutex::new(
+                [LimiterSlot {
+                    last: None,
+                    suppressed: 0,
+                }; PassReason::ALL.len()],
+            ),
+        }
+    }
+
+    /// `Some(lines held back since the last one)` when a line about `reason` may be
+    /// written at `now`; `None` (and counted) when not.
+    pub(crate) fn admit(&self, reason: PassReason, now: Instant) -> Option<u64> {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = &mut slots[reason.index()];
+        if slot
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) < self.interval)
+        {
+            slot.suppressed += 1;
+            return None;
+        }
+        slot.last = Some(now);
+        Some(std::mem::take(&mut slot.suppressed))
+    }
+}
+
+/// Codec failures are logged at most once per reason per 10 s.
+static CODEC_FAILURE_LOG: LogLimiter = LogLimiter::new(Duration::from_secs(10));
+
+/// Logs the codec's error behind a batch kpress could not decode or encode.
+fn log_codec_failure(topic: &str, reason: PassReason, recompressor: &mut Recompressor) {
+    let Some(error) = recompressor.take_codec_error() else {
+        return;
+    };
+    if let Some(suppressed) = CODEC_FAILURE_LOG.admit(reason, Instant::now()) {
+        tracing::warn!(
+            topic,
+            reason = reason.as_str(),
+            %error,
+            suppressed,
+            "batch forwarded untouched: its codec failed (suppressed: lines like it held back in the last 10 s)"
+        );
     }
 }
 
@@ -145,15 +269,15 @@ struct PolicyRewriter<'a> {
     /// Rewritten records held at most before the rewrite gives up.
     max_records_bytes: usize,
     over_max_frame: bool,
-    outcomes: Vec<(Arc<str>, Vec<Outcome>)>,
+    outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
 }
 
-/// The outcome list of `topic`: the last one if the previous partition was of the same
+/// The report list of `topic`: the last one if the previous partition was of the same
 /// topic (requests group partitions by topic), else a new one.
 fn topic_outcomes<'a>(
-    outcomes: &'a mut Vec<(Arc<str>, Vec<Outcome>)>,
+    outcomes: &'a mut Vec<(Arc<str>, Vec<BatchReport>)>,
     topic: &str,
-) -> &'a mut Vec<Outcome> {
+) -> &'a mut Vec<BatchReport> {
     let same_topic = matches!(outcomes.last(), Some((last, _)) if &**last == topic);
     if !same_topic {
         outcomes.push((Arc::from(topic), Vec::new()));
@@ -164,26 +288,40 @@ fn topic_outcomes<'a>(
 
 impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
+        let reports = topic_outcomes(&mut self.outcomes, topic);
+        let mut report = BatchReport {
+            outcome: None,
+            bytes_in: records.len(),
+            records: records_declared(records),
+            cpu: Duration::ZERO,
+            wall: Duration::ZERO,
+        };
         if self.over_max_frame {
+            reports.push(report);
             return false;
         }
         let policy = self.policies.policy_for(topic);
-        let outcomes = topic_outcomes(&mut self.outcomes, topic);
-        let first = outcomes.len();
-        self.recompressor.rewrite_partition(
-            records,
-            policy,
-            &mut self.request,
-            out,
-            |outcome, _| outcomes.push(*outcome),
-        );
+        let (cpu_start, wall_start) = (thread_cpu_time(), Instant::now());
+        let mut outcome = None;
+        self.recompressor
+            .rewrite_partition(records, policy, &mut self.request, out, |o, _| {
+                outcome = Some(*o)
+            });
+        report.wall = wall_start.elapsed();
+        report.cpu = thread_cpu_time().saturating_sub(cpu_start);
+        report.outcome = outcome;
+        reports.push(report);
+        if let Some(Outcome::PassedThrough(
+            reason @ (PassReason::DecompressFailed | PassReason::CompressFailed),
+        )) = outcome
+        {
+            log_codec_failure(topic, reason, self.recompressor);
+        }
         if out.len() > self.max_records_bytes {
             self.over_max_frame = true;
             return false;
         }
-        outcomes[first..]
-            .iter()
-            .any(|o| matches!(o, Outcome::Rewritten { .. }))
+        matches!(outcome, Some(Outcome::Rewritten { .. }))
     }
 }
 
@@ -268,5 +406,75 @@ mod tests {
         ));
         rewrite(&lz4_again);
         assert_eq!(compressors_held(), 1);
+    }
+
+    #[test]
+    fn the_log_limiter_admits_one_line_per_reason_per_interval_and_counts_the_rest() {
+        let limiter = LogLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        let failed = PassReason::DecompressFailed;
+        assert_eq!(limiter.admit(failed, t0), Some(0));
+        assert_eq!(limiter.admit(failed, t0 + Duration::from_secs(1)), None);
+        assert_eq!(limiter.admit(failed, t0 + Duration::from_secs(9)), None);
+        // Another reason has its own allowance.
+        let compress = PassReason::CompressFailed;
+        assert_eq!(
+            limiter.admit(compress, t0 + Duration::from_secs(2)),
+            Some(0)
+        );
+        // Once the interval is over: a line, with the two held back.
+        assert_eq!(limiter.admit(failed, t0 + Duration::from_secs(10)), Some(2));
+        assert_eq!(limiter.admit(failed, t0 + Duration::from_secs(11)), None);
+        assert_eq!(limiter.admit(failed, t0 + Duration::from_secs(25)), Some(1));
+    }
+
+    #[test]
+    fn thread_cpu_time_advances_with_work() {
+        let start = thread_cpu_time();
+        let mut x = 0u64;
+        for _ in 0..20_000_000 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        assert!(thread_cpu_time() > start, "{x}");
+    }
+
+    #[test]
+    fn records_are_counted_from_batch_headers() {
+        let batch = BatchBuilder::codec(Codec::Lz4)
+            .build(&[Record::value("a"), Record::value("b"), Record::value("c")])
+            .unwrap();
+        assert_eq!(records_declared(&batch), 3);
+        assert_eq!(records_declared(&[batch.clone(), batch].concat()), 6);
+        assert_eq!(records_declared(b"garbage"), 0);
+    }
+
+    #[test]
+    fn every_partition_is_reported_with_its_bytes_records_and_outcome() {
+        let records: Vec<Record> = (0..50)
+            .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
+            .collect();
+        let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
+        let (payload, header_len) = produce_v7(&batch);
+        let limits = RewriteLimits {
+            max_request_decompressed_bytes: 1 << 20,
+            max_frame_bytes: 1 << 20,
+        };
+        let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Zstd,
+            CompressionOptions::default(),
+        ));
+        let rewrite = rewrite_produce(&payload, header_len, 7, limits, &zstd, &|_| None).unwrap();
+        assert_eq!(rewrite.outcomes.len(), 1);
+        let (topic, reports) = &rewrite.outcomes[0];
+        assert_eq!(&**topic, "t");
+        let [report] = reports[..] else {
+            panic!("{reports:?}")
+        };
+        assert_eq!((report.bytes_in, report.records), (batch.len(), 50));
+        assert!(
+            matches!(report.outcome, Some(Outcome::Rewritten { from: Codec::Gzip, to: Codec::Zstd, bytes_in, .. }) if bytes_in == batch.len()),
+            "{report:?}"
+        );
+        assert_eq!(rewrite.rewritten_batches(), 1);
     }
 }
