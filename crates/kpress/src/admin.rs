@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use kpress_codec::gzip_providers::ProviderStatus;
 use kpress_config::{AdminSettings, ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy};
 use kpress_proxy::{ProxySettings, ProxyStatus};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex, Semaphore};
@@ -52,7 +52,13 @@ const PROBE_RETRY: Duration = Duration::from_secs(5);
 pub(crate) fn install_metrics(
     provider_statuses: &[ProviderStatus],
 ) -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
+    let mut builder = PrometheusBuilder::new();
+    for (name, buckets) in kpress_proxy::metrics::HISTOGRAM_BUCKETS {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets)
+            .map_err(|err| anyhow::anyhow!("buckets of {name}: {err}"))?;
+    }
+    let handle = builder
         .install_recorder()
         .map_err(|err| anyhow::anyhow!("installing the metrics recorder: {err}"))?;
     kpress_proxy::metrics::gzip_provider_statuses(provider_statuses);
