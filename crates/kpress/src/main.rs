@@ -8,6 +8,7 @@ mod check_config;
 mod doctor;
 mod gzip_providers;
 mod healthcheck;
+mod logging;
 mod policy_reload;
 mod recompress;
 mod reload;
@@ -20,9 +21,13 @@ mod run;
     about = "Kafka-compatible proxy that recompresses produced record batches per topic"
 )]
 struct Cli {
-    /// Log filter, e.g. `info` or `kpress_proxy=debug,info` (overrides KPRESS_LOG).
+    /// Log filter, e.g. `info` or `kpress_proxy=debug,info` (overrides KPRESS_LOG,
+    /// RUST_LOG and the policy's [log] level).
     #[arg(long, global = true, value_name = "FILTER")]
     log: Option<String>,
+    /// Log lines for people (`text`) or one JSON object per event (`json`).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,22 +48,10 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = match &cli.log {
-        Some(spec) => match tracing_subscriber::EnvFilter::try_new(spec) {
-            Ok(filter) => filter,
-            Err(err) => {
-                eprintln!("kpress: error: --log {spec:?}: {err}");
-                return std::process::ExitCode::from(2);
-            }
-        },
-        None => tracing_subscriber::EnvFilter::try_from_env("KPRESS_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(err) = logging::init(cli.log.as_deref(), cli.log_format) {
+        eprintln!("kpress: error: {err}");
+        return std::process::ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Run(args) => run::main(args),
         Command::CheckConfig(args) => check_config::main(args),

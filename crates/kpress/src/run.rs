@@ -48,6 +48,7 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    crate::logging::apply_policy_level(config.log.level);
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
