@@ -490,19 +490,63 @@ impl KpressProxy {
         Ok(proxy)
     }
 
-    /// The Prometheus text the proxy's metrics endpoint serves.
-    pub fn scrape_metrics(&self) -> anyhow::Result<String> {
-        let addr = self.metrics.context("this proxy has no metrics endpoint")?;
+    /// Starts another kpress as `setup` describes on `other`'s listener and node ports,
+    /// with an admin endpoint of its own (both need `reuse_port = true` in their
+    /// `listener_keys`). Waits until its own `/readyz` answers 200, since the shared
+    /// ports accept whether or not this process serves them yet.
+    pub fn start_beside(setup: KpressSetup, other: &KpressProxy) -> anyhow::Result<KpressProxy> {
+        let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let (config, env) =
+            setup.render(other.listen, other.node_port_base, metrics, dir.path())?;
+        let mut proxy = KpressProxy::launch(dir, &config, other.listen, &env)?;
+        proxy.metrics = Some(metrics);
+        proxy.node_port_base = other.node_port_base;
+        proxy.bootstrap_host = setup.sni.and_then(|sni| sni.bootstrap_host);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = proxy.process.try_wait() {
+                bail!("kpress run exited at startup ({status})\n{}", proxy.log());
+            }
+            if proxy
+                .http_get("/readyz")
+                .is_ok_and(|(status, _)| status == 200)
+            {
+                return Ok(proxy);
+            }
+            if std::time::Instant::now() > deadline {
+                bail!(
+                    "kpress run beside {} was not ready within 30 s\n{}",
+                    other.listen,
+                    proxy.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Status code and body of `GET path` on the proxy's admin endpoint.
+    fn http_get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        let addr = self.metrics.context("this proxy has no admin endpoint")?;
         let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
         let mut response = String::new();
         stream.read_to_string(&mut response)?;
-        let body = response
+        let (head, body) = response
             .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-            .context("no HTTP body from the metrics endpoint")?;
-        Ok(body)
+            .with_context(|| format!("no HTTP response from {addr}{path}"))?;
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .with_context(|| format!("no status in {head:?}"))?;
+        Ok((status, body.to_string()))
+    }
+
+    /// The Prometheus text the proxy's metrics endpoint serves.
+    pub fn scrape_metrics(&self) -> anyhow::Result<String> {
+        Ok(self.http_get("/metrics")?.1)
     }
 
     /// The sum of a counter's samples whose labels contain every `label="value"` given.

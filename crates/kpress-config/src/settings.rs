@@ -82,6 +82,10 @@ pub struct ListenerSettings {
     /// a SASL cluster (an unauthenticated client must not spend kpress's CPU), `true`
     /// otherwise.
     pub rewrite_before_auth: bool,
+    /// `reuse_port` (default `false`): every listener sets `SO_REUSEPORT`, so several
+    /// kpress processes with the same policy share the bootstrap and node ports (scale
+    /// out on one host, or a restart without a moment nobody listens).
+    pub reuse_port: bool,
 }
 
 /// `listener.mode`: how a client's connection reaches the broker node it wants.

@@ -21,6 +21,7 @@ fn minimal_file_gets_kafka_defaults() {
     assert_eq!(ports(&c), ("127.0.0.1", 19100));
     assert_eq!(c.listener.tls, None);
     assert!(c.listener.rewrite_before_auth);
+    assert!(!c.listener.reuse_port);
     assert_eq!(c.upstream.bootstrap_servers, ["127.0.0.1:9092"]);
     assert_eq!((&c.upstream.tls, &c.upstream.sasl), (&None, &None));
     assert_eq!(c.limits.max_batch_bytes, 1_048_588);
@@ -32,6 +33,19 @@ fn minimal_file_gets_kafka_defaults() {
     assert_eq!(c.defaults.compression, Compression::Producer);
     assert!(!c.defaults.only_if_smaller, "the policy's codec is stored");
     assert!(c.topics.is_empty());
+}
+
+#[test]
+fn listener_reuse_port_is_true_or_false() {
+    let with = |line: &str| HEAD.replacen("[upstream]", &format!("{line}\n[upstream]"), 1);
+    let reuse_port = |line: &str| parse(&with(line), "t.toml").unwrap().listener.reuse_port;
+    assert!(reuse_port("reuse_port = true"));
+    assert!(!reuse_port("reuse_port = false"));
+    assert_eq!(
+        one_problem(&with("reuse_port = \"yes\"")),
+        "t.toml:5:14: listener.reuse_port = \"yes\": must be true or false, not string \
+         (allowed: true, false)"
+    );
 }
 
 #[test]
@@ -237,7 +251,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     assert_eq!(
         p,
         [
-            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, mode, advertised_host, node_port_base, advertised_host_pattern, bootstrap_host, advertised_port, rewrite_before_auth, tls); did you mean node_port_base?"
+            "t.toml:4:1: listener.node_port_bas: unknown key in [listener] (allowed: bind, mode, advertised_host, node_port_base, advertised_host_pattern, bootstrap_host, advertised_port, rewrite_before_auth, reuse_port, tls); did you mean node_port_base?"
         ]
     );
 }

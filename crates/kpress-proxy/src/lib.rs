@@ -24,7 +24,6 @@ use std::time::Duration;
 use kpress_batch::PolicyLookup;
 use tokio::sync::watch;
 
-mod admin_client;
 mod budget;
 mod cluster;
 mod connection;
@@ -42,10 +41,6 @@ mod topic_ids;
 mod transport;
 mod upstream;
 
-pub use admin_client::{
-    AdminClient, AdminConnector, AdminError, AdvertisedBroker, ApiMaxVersions, ClusterView,
-    Reachability, Stage,
-};
 pub use error::ProxyError;
 pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
@@ -95,6 +90,10 @@ pub struct ProxySettings {
     /// Whether a client connection's batches are rewritten before it authenticated with
     /// SASL; `false` leaves them untouched until then.
     pub rewrite_before_auth: bool,
+    /// Every listener sets `SO_REUSEPORT`, so several kpress processes (of the same
+    /// user) serve the same ports: Linux spreads new connections across them, and a
+    /// new process can take over before the old one stops.
+    pub reuse_port: bool,
     /// `host:port` of the brokers kpress bootstraps from, tried in order.
     pub bootstrap_servers: Vec<String>,
     /// Largest frame accepted in either direction; a larger one closes its connection.
@@ -143,6 +142,7 @@ impl ProxySettings {
             upstream_tls: None,
             upstream_sasl: None,
             rewrite_before_auth: true,
+            reuse_port: false,
             bootstrap_servers,
             max_frame_bytes: MAX_FRAME_BYTES,
             max_inflight_bytes: 256 << 20,
@@ -210,7 +210,7 @@ where
         );
     }
 
-    let bootstrap = listeners::bind(settings.bind, "bootstrap")?;
+    let bootstrap = listeners::bind(settings.bind, "bootstrap", settings.reuse_port)?;
     match discover(&shared).await {
         Ok(nodes) => ensure_node_listeners(&shared, &nodes)?,
         // Brokers down while kpress starts (a restart of both, say) is routine: serve
@@ -234,6 +234,7 @@ where
         bootstrap_servers = ?settings.bootstrap_servers,
         tls = settings.listener_tls.is_some(),
         routing = role.label(),
+        reuse_port = settings.reuse_port,
         "kpress bootstrap listener ready"
     );
     listeners::spawn_accept_loop(&shared, bootstrap, role);
@@ -255,6 +256,9 @@ where
         grace = ?settings.shutdown_grace,
         "shutting down: no new connections, finishing in-flight requests"
     );
+    // Every accept loop drops its listener as it sees this, so the ports close now,
+    // not at exit: with reuse_port, the kernel then sends new connections to the
+    // other processes instead of queueing them here for nobody to accept.
     let _ = control.shutdown.send(true);
     status.set_listening(false);
     let drained = tokio::time::timeout(settings.shutdown_grace, open.wait_for(|n| *n == 0))
@@ -498,7 +502,7 @@ mod tests {
             max_frame_bytes: 1 << 20,
             max_inflight_bytes: 4 << 20,
             max_connection_inflight_bytes: 1 << 20,
-            shutdown_grace: Duration::from_millis(500),
+            shutdown_grace: Duration::from_secs(2),
             ..ProxySettings::for_tests(
                 bind,
                 "127.0.0.1".into(),
@@ -530,13 +534,28 @@ mod tests {
 
         let started = std::time::Instant::now();
         stop.send(()).unwrap();
+        // The ports close as shutdown begins, while the held request still has its
+        // grace: a listener left open would queue connections nobody accepts.
+        let closed = async {
+            while TcpStream::connect(bind).await.is_ok()
+                || TcpStream::connect(("127.0.0.1", node_port_base))
+                    .await
+                    .is_ok()
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), closed)
+            .await
+            .expect("listeners closed once shutdown began");
+        assert!(!proxy.is_finished(), "closed only when run returned");
         tokio::time::timeout(Duration::from_secs(10), proxy)
             .await
             .expect("run returns after the grace")
             .unwrap()
             .unwrap();
         assert!(
-            started.elapsed() >= Duration::from_millis(500),
+            started.elapsed() >= Duration::from_secs(2),
             "did not wait for the grace"
         );
         // The listeners are gone and the held connection was closed.
@@ -601,6 +620,31 @@ mod tests {
             .unwrap()
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn listeners_share_a_port_only_with_reuse_port() {
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let in_use = |result: Result<TcpListener, ProxyError>| match result {
+            Err(ProxyError::Bind { source, .. }) => source.kind() == std::io::ErrorKind::AddrInUse,
+            other => panic!("bound a port already served: {other:?}"),
+        };
+        let first = listeners::bind(addr, "bootstrap", true).unwrap();
+        let second = listeners::bind(addr, "bootstrap", true).unwrap();
+        assert!(in_use(listeners::bind(addr, "bootstrap", false)));
+        // The first process stops: every new connection reaches the other.
+        drop(first);
+        for _ in 0..16 {
+            let _client = TcpStream::connect(addr).await.unwrap();
+            tokio::time::timeout(Duration::from_secs(5), second.accept())
+                .await
+                .expect("a connection stranded on the closed listener")
+                .unwrap();
+        }
+        // A port served without reuse_port cannot be joined.
+        let alone = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let _only = listeners::bind(alone, "broker node 1", false).unwrap();
+        assert!(in_use(listeners::bind(alone, "broker node 1", true)));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cluster::node_port;
@@ -37,6 +38,7 @@ pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Resu
         let listener = bind(
             SocketAddr::new(shared.listen_ip, port),
             &format!("broker node {node_id}"),
+            shared.reuse_port,
         )?;
         tracing::info!(
             node_id,
@@ -180,15 +182,64 @@ impl Drop for OpenConnection {
     }
 }
 
+/// Connections the kernel queues on a listener until kpress accepts them (what tokio's
+/// own bind asks for).
+const LISTEN_BACKLOG: i32 = 1024;
+
 /// Binds a TCP listener now (not at the next await), so the port is served before any
-/// client learns it.
-pub(crate) fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener, ProxyError> {
+/// client learns it. With `reuse_port`, other kpress processes of the same user may
+/// listen on the same address (`SO_REUSEPORT`; Linux spreads new connections across
+/// them).
+pub(crate) fn bind(
+    addr: SocketAddr,
+    what: &str,
+    reuse_port: bool,
+) -> Result<TcpListener, ProxyError> {
     let error = |source| ProxyError::Bind {
         listener: what.to_owned(),
         addr,
         source,
     };
-    let listener = std::net::TcpListener::bind(addr).map_err(error)?;
-    listener.set_nonblocking(true).map_err(error)?;
-    TcpListener::from_std(listener).map_err(error)
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(error)?;
+    // As std's bind does on Unix: a restarted kpress binds while the previous one's
+    // connections linger in TIME_WAIT. On Windows it would let others take the port.
+    #[cfg(unix)]
+    socket.set_reuse_address(true).map_err(error)?;
+    if reuse_port {
+        set_reuse_port(&socket).map_err(error)?;
+    }
+    socket.bind(&addr.into()).map_err(error)?;
+    socket.listen(LISTEN_BACKLOG).map_err(error)?;
+    socket.set_nonblocking(true).map_err(error)?;
+    TcpListener::from_std(socket.into()).map_err(error)
+}
+
+#[cfg(all(
+    unix,
+    not(any(
+        target_os = "solaris",
+        target_os = "illumos",
+        target_os = "cygwin",
+        target_os = "nuttx"
+    ))
+))]
+fn set_reuse_port(socket: &Socket) -> std::io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+#[cfg(not(all(
+    unix,
+    not(any(
+        target_os = "solaris",
+        target_os = "illumos",
+        target_os = "cygwin",
+        target_os = "nuttx"
+    ))
+)))]
+fn set_reuse_port(_: &Socket) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "[listener] reuse_port needs SO_REUSEPORT, which this platform does not have",
+    ))
 }

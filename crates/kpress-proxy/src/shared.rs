@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     pub(crate) topic_ids: TopicIdResolver,
     bootstrap_servers: Vec<String>,
     pub(crate) listen_ip: IpAddr,
+    /// Node listeners share their ports with other kpress processes (`SO_REUSEPORT`).
+    pub(crate) reuse_port: bool,
     pub(crate) max_connections: usize,
     /// How client connections are taken: plain or TLS, by port or by SNI name.
     pub(crate) acceptor: Acceptor,
@@ -175,6 +177,7 @@ impl Shared {
             topic_ids: TopicIdResolver::default(),
             bootstrap_servers: settings.bootstrap_servers,
             listen_ip: settings.bind.ip(),
+            reuse_port: settings.reuse_port,
             shutdown: shutdown_rx,
             abort: abort_rx,
             open_connections: open_tx,

@@ -155,6 +155,7 @@ pub(crate) fn proxy_settings(
         upstream_tls: config.upstream.tls.clone(),
         upstream_sasl,
         rewrite_before_auth: config.listener.rewrite_before_auth,
+        reuse_port: config.listener.reuse_port,
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),
         max_frame_bytes: config.limits.max_frame_bytes,
         max_inflight_bytes: config.limits.max_inflight_bytes,

@@ -12,7 +12,7 @@ use super::{Entry, Walk, FILE_START};
 use crate::host_name::{check_dns_name, HostPattern, DNS_NAME_ALLOWED};
 use crate::settings::{ClientAuth, ListenerSettings, ListenerTls, NodeRouting, TlsVersion};
 
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "bind",
     "mode",
     "advertised_host",
@@ -21,6 +21,7 @@ const KEYS: [&str; 9] = [
     "bootstrap_host",
     "advertised_port",
     "rewrite_before_auth",
+    "reuse_port",
     "tls",
 ];
 
@@ -99,6 +100,10 @@ impl Walk<'_> {
             Some((_, v)) => self.boolean("listener.rewrite_before_auth", v),
             None => Some(!upstream_sasl),
         };
+        let reuse_port = match keys.get("reuse_port") {
+            Some((_, v)) => self.boolean("listener.reuse_port", v),
+            None => Some(false),
+        };
         let routing = match mode? {
             Mode::Ports => self.ports_routing(&keys, bind, section),
             Mode::Sni => {
@@ -111,6 +116,7 @@ impl Walk<'_> {
             routing: routing?,
             tls: tls?,
             rewrite_before_auth: rewrite_before_auth?,
+            reuse_port: reuse_port?,
         })
     }
 
