@@ -24,6 +24,7 @@ use std::time::Duration;
 use kpress_batch::PolicyLookup;
 use tokio::sync::watch;
 
+mod admin_client;
 mod budget;
 mod cluster;
 mod connection;
@@ -41,6 +42,10 @@ mod topic_ids;
 mod transport;
 mod upstream;
 
+pub use admin_client::{
+    AdminClient, AdminConnector, AdminError, AdvertisedBroker, ApiMaxVersions, ClusterView,
+    Reachability, Stage,
+};
 pub use error::ProxyError;
 pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
