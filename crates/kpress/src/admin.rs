@@ -331,6 +331,7 @@ fn listener_json(config: &Config) -> Value {
         "rewrite_before_auth".into(),
         listener.rewrite_before_auth.into(),
     );
+    out.insert("reuse_port".into(), listener.reuse_port.into());
     Value::Object(out)
 }
 

@@ -290,6 +290,12 @@ pub(crate) fn summary(config: &Config) -> String {
             sasl.username
         );
     }
+    if l.reuse_port {
+        let _ = writeln!(
+            out,
+            "  reuse_port: other kpress processes may share these ports (SO_REUSEPORT)"
+        );
+    }
     let _ = writeln!(
         out,
         "  rewrite_before_auth {}",
