@@ -8,7 +8,7 @@
 
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
-use kpress_tests::bare_requests::{exchange, parse_produce_v7, produce_v7};
+use kpress_tests::bare_requests::{exchange, parse_produce_v7, produce_v7, Partitions};
 use kpress_tests::compression::Compression;
 use kpress_tests::java_client::{JavaClient, ProduceOptions};
 use kpress_tests::kpress::KpressProxy;
@@ -112,7 +112,7 @@ fn metric_values_match_the_traffic_and_the_dashboard_queries_only_metrics_kpress
         sent.0 += zstd.len() as u64;
         sent.1 += keep.len() as u64;
         sent.2 += n as u64;
-        let mut topics: Vec<(&[u8], Vec<(i32, &[u8])>)> = vec![
+        let mut topics: Vec<(&[u8], Partitions<'_>)> = vec![
             (&b"zstd.raw"[..], vec![(0, &zstd[..])]),
             (&b"keep.raw"[..], vec![(0, &keep[..])]),
         ];
