@@ -89,6 +89,8 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
 
 fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, role: ListenerRole) {
     let guard = OpenConnection::new(Arc::clone(shared), role);
+    // One line per lifecycle event at info: accepted here, closed (with why) below.
+    tracing::info!(client = %peer, listener = role.label(), "connection accepted");
     tokio::spawn(async move {
         let shared = Arc::clone(&guard.shared);
         let mut abort = shared.abort.clone();
@@ -122,12 +124,17 @@ fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, r
             }
         };
         match result {
-            Ok(()) => tracing::debug!(client = %peer, listener = role.label(), "connection closed"),
-            Err(err) if err.is_routine_close() => tracing::debug!(
+            Ok(()) => tracing::info!(
                 client = %peer,
                 listener = role.label(),
-                error = %err,
-                "connection ended"
+                reason = "client closed or shutdown",
+                "connection closed"
+            ),
+            Err(err) if err.is_routine_close() => tracing::info!(
+                client = %peer,
+                listener = role.label(),
+                reason = %err,
+                "connection closed"
             ),
             Err(err) => {
                 if let Some(reason) = err.refused_frame_reason() {
