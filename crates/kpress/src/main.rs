@@ -48,6 +48,11 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Run(_)) {
+        // `kpress check-config … | head` ends quietly, as Unix tools do, instead of a
+        // panic on the closed pipe; the proxy keeps SIGPIPE ignored for its sockets.
+        restore_default_sigpipe();
+    }
     if let Err(err) = logging::init(cli.log.as_deref(), cli.log_format) {
         eprintln!("kpress: error: {err}");
         return std::process::ExitCode::from(2);
@@ -67,3 +72,15 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+#[cfg(unix)]
+fn restore_default_sigpipe() {
+    // SAFETY: called once at start, before any thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn restore_default_sigpipe() {}

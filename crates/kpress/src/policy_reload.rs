@@ -1,7 +1,8 @@
 //! The policy in force, re-read on every reload trigger (SIGHUP, a change to the file):
 //! checked exactly as `check-config` checks it, then swapped in whole. Only the rules
-//! (`[defaults]`, `[[topics]]`) change live; every other section is fixed at start, so
-//! a change there is reported as needing a restart and ignored, never half-applied.
+//! (`[defaults]`, `[[topics]]`) and `[log] level` change live; every other section is
+//! fixed at start, so a change there is reported as needing a restart and ignored,
+//! never half-applied.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -84,6 +85,7 @@ pub(crate) fn spawn(
                     for warning in &policy.config.warnings {
                         tracing::warn!("{warning}");
                     }
+                    crate::logging::apply_policy_level(policy.config.log.level);
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
@@ -178,6 +180,8 @@ fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
     let config = Config {
         defaults: new.defaults,
         topics: new.topics,
+        log: new.log,
+        warnings: new.warnings,
         ..running.clone()
     };
     (config, restart)
