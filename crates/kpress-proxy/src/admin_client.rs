@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use kpress_batch::RewritePolicy;
-use kpress_protocol::frame::{
-    peek_request_header, response_correlation_id, response_header_len, SIZE_PREFIX_LEN,
-};
+use kpress_protocol::frame::{peek_request_header, SIZE_PREFIX_LEN};
 use kpress_protocol::{api_key, metadata_request, rewrite_response, ProtocolError};
 use kpress_protocol::{ResponseObserver, TopicConfigs};
 use tokio::net::TcpStream;
@@ -17,7 +15,6 @@ use tokio::sync::watch;
 
 use crate::budget::{ConnectionPool, Direction};
 use crate::error::{ConnectionError, ProxyError};
-use crate::frame_io::{read_frame, write_frame};
 use crate::shared::{Shared, SharedConfig, ShutdownControl};
 use crate::transport::{Stream, CONNECT_TIMEOUT};
 use crate::{probe, upstream, ProxySettings};
@@ -271,40 +268,21 @@ impl AdminClient {
             self.shared.budget.pool(Direction::Response),
             limits.max_frame_bytes + SIZE_PREFIX_LEN,
         );
-        let stream = &mut self.stream;
-        let correlation_id = header.correlation_id;
-        let exchange = async {
-            write_frame(stream, frame, limits.frame_timeout)
-                .await
-                .map_err(ConnectionError::broker_write)?;
-            read_frame(stream, limits, &share, None)
-                .await
-                .map_err(ConnectionError::from_broker_read)?
-                .ok_or(ConnectionError::BrokerClosed { correlation_id })
-        };
-        let answer = tokio::time::timeout(upstream::METADATA_TIMEOUT, exchange)
+        let exchange = upstream::exchange(
+            &mut self.stream,
+            frame,
+            header.api_key,
+            header.api_version,
+            limits,
+            &share,
+        );
+        tokio::time::timeout(upstream::METADATA_TIMEOUT, exchange)
             .await
             .map_err(|_| AdminError::Broker {
                 address: self.address.clone(),
                 message: format!("no answer within {:?}", upstream::METADATA_TIMEOUT),
             })?
-            .map_err(|err| broker_error(&self.address, &err))?;
-        let body = answer.body();
-        let frame_error = |err| broker_error(&self.address, &ConnectionError::BrokerFrame(err));
-        let received = response_correlation_id(body).map_err(frame_error)?;
-        if received != correlation_id {
-            return Err(broker_error(
-                &self.address,
-                &ConnectionError::CorrelationMismatch {
-                    expected: correlation_id,
-                    received,
-                },
-            ));
-        }
-        let header_len = response_header_len(header.api_key, header.api_version, body)
-            .map_err(frame_error)?
-            .unwrap_or(4);
-        Ok(body[header_len..].to_vec())
+            .map_err(|err| broker_error(&self.address, &err))
     }
 
     /// The broker's ApiVersions (v0, which every Kafka answers), as kpress relays them.

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::budget::{ConnectionPool, Direction, Pool};
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame, write_frame, FrameLimits};
+use crate::frame_io::{read_frame, write_frame, Frame, FrameLimits};
 use crate::metrics;
 use crate::shared::Shared;
 use crate::status::ProxyStatus;
@@ -43,12 +43,24 @@ pub(crate) async fn connect_any(
     connector: &Connector,
     servers: &[String],
 ) -> Result<Stream, ConnectionError> {
+    first_of(servers, |server| connector.connect(server)).await
+}
+
+/// The first of `servers` that `attempt` connects to; the last error if none.
+async fn first_of<'s, F, Fut>(
+    servers: &'s [String],
+    mut attempt: F,
+) -> Result<Stream, ConnectionError>
+where
+    F: FnMut(&'s str) -> Fut,
+    Fut: std::future::Future<Output = Result<Stream, ConnectionError>>,
+{
     let mut last = None;
     for server in servers {
-        match connector.connect(server).await {
+        match attempt(server).await {
             Ok(stream) => return Ok(stream),
             Err(err) => {
-                tracing::debug!(%server, error = %err, "bootstrap server refused");
+                tracing::debug!(%server, error = %err, "bootstrap server not reached");
                 last = Some(err);
             }
         }
@@ -91,20 +103,10 @@ pub(crate) async fn side_connection(
 
 /// A side connection to the first bootstrap server that accepts and authenticates.
 pub(crate) async fn side_connection_any(shared: &Shared) -> Result<Stream, ConnectionError> {
-    let mut last = None;
-    for server in shared.bootstrap_servers() {
-        match side_connection(shared, server).await {
-            Ok(stream) => return Ok(stream),
-            Err(err) => {
-                tracing::debug!(%server, error = %err, "no side connection");
-                last = Some(err);
-            }
-        }
-    }
-    Err(last.unwrap_or_else(|| ConnectionError::Connect {
-        addr: String::from("(no bootstrap servers)"),
-        source: std::io::Error::new(std::io::ErrorKind::NotFound, "empty bootstrap list"),
-    }))
+    first_of(shared.bootstrap_servers(), |server| {
+        side_connection(shared, server)
+    })
+    .await
 }
 
 /// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done.
@@ -163,15 +165,14 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
 /// The client id of kpress's own requests, as brokers log it.
 const CLIENT_ID: &str = "kpress";
 
-/// Writes `request` and reads its response; returns the body after the header.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+/// Writes `request` (a whole frame kpress built) and reads its response frame, whose
+/// correlation id must be the request's.
+pub(crate) async fn round_trip<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     request: &[u8],
-    api_key: i16,
-    version: i16,
     limits: FrameLimits,
     share: &ConnectionPool,
-) -> Result<Vec<u8>, ConnectionError> {
+) -> Result<Frame, ConnectionError> {
     let correlation_id = request_correlation_id(request);
     write_frame(stream, request, limits.frame_timeout)
         .await
@@ -180,14 +181,27 @@ async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
         .await
         .map_err(ConnectionError::from_broker_read)?
         .ok_or(ConnectionError::BrokerClosed { correlation_id })?;
-    let body = frame.body();
-    let received = response_correlation_id(body).map_err(ConnectionError::BrokerFrame)?;
+    let received = response_correlation_id(frame.body()).map_err(ConnectionError::BrokerFrame)?;
     if received != correlation_id {
         return Err(ConnectionError::CorrelationMismatch {
             expected: correlation_id,
             received,
         });
     }
+    Ok(frame)
+}
+
+/// [`round_trip`], then the response body after the header of `api_key` at `version`.
+pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &[u8],
+    api_key: i16,
+    version: i16,
+    limits: FrameLimits,
+    share: &ConnectionPool,
+) -> Result<Vec<u8>, ConnectionError> {
+    let frame = round_trip(stream, request, limits, share).await?;
+    let body = frame.body();
     let header_len = response_header_len(api_key, version, body)
         .map_err(ConnectionError::BrokerFrame)?
         .unwrap_or(4);
@@ -219,31 +233,18 @@ pub(crate) async fn fetch_metadata<S: AsyncRead + AsyncWrite + Unpin>(
         ConnectionError::RewriteTask(format!("cannot encode kpress's Metadata request: {err}"))
     })?;
     let share = ConnectionPool::new(pool, limits.max_frame_bytes + SIZE_PREFIX_LEN);
-    let exchange = async {
-        write_frame(stream, &request, limits.frame_timeout)
-            .await
-            .map_err(ConnectionError::broker_write)?;
-        read_frame(stream, limits, &share, None)
-            .await
-            .map_err(ConnectionError::from_broker_read)?
-            .ok_or(ConnectionError::BrokerClosed { correlation_id })
-    };
-    let frame = tokio::time::timeout(METADATA_TIMEOUT, exchange)
-        .await
-        .map_err(|_| {
-            ConnectionError::BrokerIo(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no Metadata response within {METADATA_TIMEOUT:?}"),
-            ))
-        })??;
+    let frame = tokio::time::timeout(
+        METADATA_TIMEOUT,
+        round_trip(stream, &request, limits, &share),
+    )
+    .await
+    .map_err(|_| {
+        ConnectionError::BrokerIo(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no Metadata response within {METADATA_TIMEOUT:?}"),
+        ))
+    })??;
     let body = frame.body();
-    let received = response_correlation_id(body).map_err(ConnectionError::BrokerFrame)?;
-    if received != correlation_id {
-        return Err(ConnectionError::CorrelationMismatch {
-            expected: correlation_id,
-            received,
-        });
-    }
     status.upstream_answered();
     let header_len = response_header_len(api_key::METADATA, version, body)
         .map_err(ConnectionError::BrokerFrame)?
