@@ -97,12 +97,7 @@ fn json_report(checked: &[(&PathBuf, Loaded)]) -> Value {
         .collect();
     json!({
         "files": files,
-        "gzip_providers": gzip_providers::statuses().iter().map(|s| json!({
-            "provider": s.provider.name(),
-            "available": s.available,
-            "hardware": s.hardware,
-            "detail": s.detail,
-        })).collect::<Vec<_>>(),
+        "gzip_providers": gzip_providers::statuses_json(),
     })
 }
 

@@ -410,12 +410,7 @@ impl Report {
             "ok": problems == 0,
             "problems": problems,
             "infos": self.findings.len() - problems,
-            "gzip_providers": gzip_providers::statuses().iter().map(|s| json!({
-                "provider": s.provider.name(),
-                "available": s.available,
-                "hardware": s.hardware,
-                "detail": s.detail,
-            })).collect::<Vec<_>>(),
+            "gzip_providers": gzip_providers::statuses_json(),
             "bootstrap_servers": self.bootstrap.iter().map(reachability_json).collect::<Vec<_>>(),
             "brokers": self.brokers.iter().map(|(node_id, reach, versions)| {
                 let mut broker = reachability_json(reach);

@@ -45,3 +45,18 @@ pub(crate) fn log(statuses: &[ProviderStatus]) {
         }
     }
 }
+
+/// [`statuses`] as JSON, for `--format json` outputs.
+pub(crate) fn statuses_json() -> serde_json::Value {
+    statuses()
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "provider": s.provider.name(),
+                "available": s.available,
+                "hardware": s.hardware,
+                "detail": s.detail,
+            })
+        })
+        .collect()
+}
