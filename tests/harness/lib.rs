@@ -30,6 +30,7 @@ pub mod pre_zstd_client;
 pub mod proc_stat;
 pub mod proc_status;
 pub mod process;
+pub mod producer_perf;
 pub mod raw_batch;
 pub mod raw_produce;
 pub mod secure_stream;
