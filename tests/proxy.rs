@@ -382,6 +382,18 @@ fn every_client_and_codec_pair_through_kpress_stores_the_policy_codec() {
             proxy.scrape_metrics().unwrap_or_default()
         ));
     }
+    // The same batches have their own outcome in the per-topic count.
+    let grown_outcome = proxy
+        .counter(
+            "kpress_batches_total",
+            &[("topic", "lz4.ck-zstd"), ("outcome", "grown")],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if grown_outcome != grown {
+        failures.push(format!(
+            "lz4.ck-zstd: {grown} grown batches, {grown_outcome} with outcome=\"grown\""
+        ));
+    }
     let rewritten = proxy
         .counter(
             "kpress_batches_rewritten_total",

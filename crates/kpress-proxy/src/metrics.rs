@@ -234,6 +234,9 @@ impl TopicLabels {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BatchFate {
     Rewritten,
+    /// Rewritten and kept although larger than the batch the client sent (the policy
+    /// stores the codec it names unless `only_if_smaller`).
+    Grown,
     Passed(PassReason),
     /// The rewritten request would be a frame over `[limits] max_frame_bytes`.
     DroppedOverMaxFrame,
@@ -242,20 +245,22 @@ pub(crate) enum BatchFate {
 }
 
 impl BatchFate {
-    const COUNT: usize = PassReason::ALL.len() + 3;
+    const COUNT: usize = PassReason::ALL.len() + 4;
 
     fn index(self) -> usize {
         match self {
             BatchFate::Rewritten => 0,
-            BatchFate::Passed(reason) => 1 + reason.index(),
-            BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 1,
-            BatchFate::DroppedNoBudget => PassReason::ALL.len() + 2,
+            BatchFate::Grown => 1,
+            BatchFate::Passed(reason) => 2 + reason.index(),
+            BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 2,
+            BatchFate::DroppedNoBudget => PassReason::ALL.len() + 3,
         }
     }
 
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             BatchFate::Rewritten => "rewritten",
+            BatchFate::Grown => "grown",
             BatchFate::Passed(reason) => reason.as_str(),
             BatchFate::DroppedOverMaxFrame => DROPPED_MAX_FRAME_BYTES,
             BatchFate::DroppedNoBudget => DROPPED_BUDGET,
@@ -558,7 +563,7 @@ mod tests {
 
     #[test]
     fn outcome_labels_are_unique_and_index_their_slot() {
-        let fates: Vec<BatchFate> = [BatchFate::Rewritten]
+        let fates: Vec<BatchFate> = [BatchFate::Rewritten, BatchFate::Grown]
             .into_iter()
             .chain(PassReason::ALL.into_iter().map(BatchFate::Passed))
             .chain([BatchFate::DroppedOverMaxFrame, BatchFate::DroppedNoBudget])

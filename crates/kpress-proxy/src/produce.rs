@@ -87,7 +87,12 @@ impl ProduceRewrite {
                     ) => {
                         series.rewritten(from, to, bytes_in, bytes_out, outcome.grew());
                         metrics::rewrite_time(from, to, report.wall);
-                        (BatchFate::Rewritten, bytes_out)
+                        let fate = if outcome.grew() {
+                            BatchFate::Grown
+                        } else {
+                            BatchFate::Rewritten
+                        };
+                        (fate, bytes_out)
                     }
                     (None, Some(Outcome::PassedThrough(reason))) => {
                         metrics::batch_passed(reason);
