@@ -81,7 +81,9 @@ pub fn request_frame(data: &[u8]) {
 /// v13 topic ids are named when their first byte is even, so both the named and
 /// the unknown-id paths run.
 fn topic_name(id: &[u8; 16]) -> Option<Arc<str>> {
-    id[0].is_multiple_of(2).then(|| Arc::from(format!("topic-{:02x}", id[0]).as_str()))
+    id[0]
+        .is_multiple_of(2)
+        .then(|| Arc::from(format!("topic-{:02x}", id[0]).as_str()))
 }
 
 fn rewrite_produce(
