@@ -381,21 +381,27 @@ mod tests {
         (payload, header_len)
     }
 
+    const LIMITS: RewriteLimits = RewriteLimits {
+        max_request_decompressed_bytes: 1 << 20,
+        max_frame_bytes: 1 << 20,
+    };
+
+    /// A gzip batch of `n` short, compressible records.
+    fn gzip_batch(n: usize) -> Vec<u8> {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
+            .collect();
+        BatchBuilder::codec(Codec::Gzip).build(&records).unwrap()
+    }
+
     fn compressors_held() -> usize {
         RECOMPRESSOR.with(|cell| cell.borrow().0.compressors_held())
     }
 
     #[test]
     fn compressors_no_policy_uses_are_dropped_when_the_policy_changes() {
-        let records: Vec<Record> = (0..100)
-            .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
-            .collect();
-        let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
-        let (payload, header_len) = produce_v7(&batch);
-        let limits = RewriteLimits {
-            max_request_decompressed_bytes: 1 << 20,
-            max_frame_bytes: 1 << 20,
-        };
+        let (payload, header_len) = produce_v7(&gzip_batch(100));
+        let limits = LIMITS;
         let rewrite = |policy: &Arc<dyn PolicyLookup>| {
             let rewrite =
                 rewrite_produce(&payload, header_len, 7, limits, policy, &|_| None).unwrap();
@@ -467,15 +473,9 @@ mod tests {
 
     #[test]
     fn every_partition_is_reported_with_its_bytes_records_and_outcome() {
-        let records: Vec<Record> = (0..50)
-            .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
-            .collect();
-        let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
+        let batch = gzip_batch(50);
         let (payload, header_len) = produce_v7(&batch);
-        let limits = RewriteLimits {
-            max_request_decompressed_bytes: 1 << 20,
-            max_frame_bytes: 1 << 20,
-        };
+        let limits = LIMITS;
         let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
             Codec::Zstd,
             CompressionOptions::default(),
