@@ -170,8 +170,12 @@ container_tools() {
   local dir=$CACHE/container tar=$CACHE/container/$CONTAINER_BASE_SUITE-minbase.tar
   [ -f "$tar" ] && return 0
   log "mmdebstrap --variant=minbase $CONTAINER_BASE_SUITE into $tar"
+  # Anything else at these paths is a failed earlier attempt.
+  rm -rf "$tar" "$tar.partial"
   mkdir -p "$dir"
-  mmdebstrap --quiet --variant=minbase "$CONTAINER_BASE_SUITE" "$tar.partial" >&2 ||
+  # --format: mmdebstrap otherwise picks the format from the name, and `.partial` is a
+  # directory to it.
+  mmdebstrap --quiet --variant=minbase --format=tar "$CONTAINER_BASE_SUITE" "$tar.partial" >&2 ||
     die "mmdebstrap of $CONTAINER_BASE_SUITE failed (errors above): it needs root and the Debian mirrors; delete $tar.partial and run $0 again"
   mv "$tar.partial" "$tar"
 }
