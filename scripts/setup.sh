@@ -144,17 +144,19 @@ qatzip() {
 # build caches under .cache/go too so CI keeps them; and kubernetes-validate (which
 # ships the Kubernetes schemas and validates offline) in the tests' venv. For
 # tests/deploy.rs. A cold `go install` of helm takes minutes; a warm cache, seconds.
-deploy_tools() {
+helm_tool() {
   local go_dir=$CACHE/go
   # helm built by `go install` reports only its minor version: a stamp records the pin.
-  if [ ! -x "$go_dir/bin/helm" ] || [ "$(cat "$go_dir/bin/.helm-version" 2>/dev/null)" != "$HELM_VERSION" ]; then
-    need go "install Go 1.24 or later (https://go.dev/dl/) to build helm $HELM_VERSION"
-    log "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION into $go_dir/bin"
-    GOPATH=$go_dir GOMODCACHE=$go_dir/mod GOCACHE=$go_dir/build GOBIN=$go_dir/bin GOFLAGS="-buildvcs=false -modcacherw" \
-      go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2 ||
-      die "go install of helm $HELM_VERSION failed (errors above): check access to the Go module proxy (GOPROXY), then run $0 again"
-    echo "$HELM_VERSION" >"$go_dir/bin/.helm-version"
-  fi
+  [ -x "$go_dir/bin/helm" ] && [ "$(cat "$go_dir/bin/.helm-version" 2>/dev/null)" = "$HELM_VERSION" ] && return 0
+  need go "install Go 1.24 or later (https://go.dev/dl/) to build helm $HELM_VERSION"
+  log "go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION into $go_dir/bin"
+  GOPATH=$go_dir GOMODCACHE=$go_dir/mod GOCACHE=$go_dir/build GOBIN=$go_dir/bin GOFLAGS="-buildvcs=false -modcacherw" \
+    go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2 ||
+    die "go install of helm $HELM_VERSION failed (errors above): check access to the Go module proxy (GOPROXY), then run $0 again"
+  echo "$HELM_VERSION" >"$go_dir/bin/.helm-version"
+}
+
+kubernetes_validate() {
   local venv=$CACHE/venv
   [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" = "$KUBERNETES_VALIDATE_VERSION" ] && return 0
   log "pip install kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
@@ -186,6 +188,10 @@ case $what in
     kafka_jars "$KAFKA_VERSION"
     ;;
   all)
+    # Building helm is the longest step on a cold cache (minutes of CPU): it runs beside
+    # the downloads below.
+    helm_tool &
+    helm_build=$!
     apt_install kcat libisal-dev libclang-dev pkg-config
     kafka_jars "$KAFKA_VERSION"
     kafka_jars "$KAFKA_OLD_VERSION"
@@ -201,8 +207,9 @@ case $what in
     fi
     python_clients
     qatzip
-    deploy_tools
     container_tools
+    wait "$helm_build" || die "building helm failed (its errors are above)"
+    kubernetes_validate
     ;;
   *) echo "usage: $0 [all|kafka]" >&2; exit 2 ;;
 esac
