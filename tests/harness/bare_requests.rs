@@ -7,6 +7,7 @@
 //! whole frames and leave the connection to the caller, so a test can pipeline them,
 //! keep a connection open across requests, or never read the answers at all.
 
+use crate::wire_reader::Reader;
 use anyhow::{ensure, Context};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -262,66 +263,6 @@ fn put_uvarint(out: &mut Vec<u8>, v: usize) {
         v >>= 7;
     }
     out.push(v as u8);
-}
-
-/// Big-endian reads over a response body, each checked against its end.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn new(body: &'a [u8]) -> Reader<'a> {
-        Reader { rest: body }
-    }
-
-    fn take(&mut self, n: usize) -> anyhow::Result<&'a [u8]> {
-        ensure!(self.rest.len() >= n, "response cut short");
-        let (head, rest) = self.rest.split_at(n);
-        self.rest = rest;
-        Ok(head)
-    }
-
-    fn i16(&mut self) -> anyhow::Result<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into()?))
-    }
-
-    fn i32(&mut self) -> anyhow::Result<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into()?))
-    }
-
-    fn i64(&mut self) -> anyhow::Result<i64> {
-        Ok(i64::from_be_bytes(self.take(8)?.try_into()?))
-    }
-
-    /// A classic array's element count (a null array counts as none).
-    fn count(&mut self) -> anyhow::Result<usize> {
-        Ok(usize::try_from(self.i32()?).unwrap_or(0))
-    }
-
-    fn uvarint(&mut self) -> anyhow::Result<usize> {
-        let mut value = 0usize;
-        for shift in (0..35).step_by(7) {
-            let byte = self.take(1)?[0];
-            value |= usize::from(byte & 0x7F) << shift;
-            if byte < 0x80 {
-                return Ok(value);
-            }
-        }
-        anyhow::bail!("unsigned varint longer than 5 bytes")
-    }
-
-    fn skip_tagged_fields(&mut self) -> anyhow::Result<()> {
-        for _ in 0..self.uvarint()? {
-            self.uvarint()?; // tag
-            let len = self.uvarint()?;
-            self.take(len)?;
-        }
-        Ok(())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.rest.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub mod raw_produce;
 pub mod secure_stream;
 pub mod steady_producer;
 pub mod tls;
+mod wire_reader;
 
 pub use cluster::KafkaCluster;
 pub use compression::Compression;

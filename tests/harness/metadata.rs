@@ -2,10 +2,12 @@
 //! readiness probe ("does the broker answer metadata, with every broker registered?")
 //! without starting a JVM.
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+
+use crate::wire_reader::Reader;
 
 /// One broker as Metadata lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,58 +86,19 @@ pub fn fetch_metadata(addr: SocketAddr, timeout: Duration) -> anyhow::Result<Clu
     parse_response(&response)
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> anyhow::Result<&[u8]> {
-        let Some(slice) = self.bytes.get(self.pos..self.pos + n) else {
-            bail!("Metadata response truncated at byte {}", self.pos);
-        };
-        self.pos += n;
-        Ok(slice)
-    }
-    fn i8(&mut self) -> anyhow::Result<i8> {
-        Ok(self.take(1)?[0] as i8)
-    }
-    fn i16(&mut self) -> anyhow::Result<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into()?))
-    }
-    fn i32(&mut self) -> anyhow::Result<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into()?))
-    }
-    fn nullable_string(&mut self) -> anyhow::Result<Option<String>> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        Ok(Some(
-            String::from_utf8_lossy(self.take(len as usize)?).into_owned(),
-        ))
-    }
-    fn string(&mut self) -> anyhow::Result<String> {
-        self.nullable_string()?
-            .context("null string where Metadata has a string")
-    }
-    fn array_len(&mut self) -> anyhow::Result<usize> {
-        let len = self.i32()?;
-        Ok(len.max(0) as usize)
-    }
-    fn int32_array(&mut self) -> anyhow::Result<()> {
-        let n = self.array_len()?;
-        self.take(4 * n)?;
-        Ok(())
-    }
+/// Skips a classic array of int32s (replica lists).
+fn skip_int32_array(r: &mut Reader<'_>) -> anyhow::Result<()> {
+    let n = r.count()?;
+    r.take(4 * n)?;
+    Ok(())
 }
 
 fn parse_response(bytes: &[u8]) -> anyhow::Result<ClusterMetadata> {
-    let mut r = Reader { bytes, pos: 0 };
+    let mut r = Reader::new(bytes);
     let _correlation_id = r.i32()?;
     let _throttle_ms = r.i32()?;
     let mut brokers = Vec::new();
-    for _ in 0..r.array_len()? {
+    for _ in 0..r.count()? {
         let node_id = r.i32()?;
         let host = r.string()?;
         let port = r.i32()?;
@@ -149,19 +112,19 @@ fn parse_response(bytes: &[u8]) -> anyhow::Result<ClusterMetadata> {
     let _cluster_id = r.nullable_string()?;
     let controller_id = r.i32()?;
     let mut topics = Vec::new();
-    for _ in 0..r.array_len()? {
+    for _ in 0..r.count()? {
         let error_code = r.i16()?;
         let name = r.string()?;
         let _internal = r.i8()?;
         let mut partitions = Vec::new();
-        for _ in 0..r.array_len()? {
+        for _ in 0..r.count()? {
             let error_code = r.i16()?;
             let partition = r.i32()?;
             let leader = r.i32()?;
             let leader_epoch = r.i32()?;
-            r.int32_array()?; // replicas
-            r.int32_array()?; // isr
-            r.int32_array()?; // offline replicas
+            skip_int32_array(&mut r)?; // replicas
+            skip_int32_array(&mut r)?; // isr
+            skip_int32_array(&mut r)?; // offline replicas
             partitions.push(PartitionInfo {
                 error_code,
                 partition,

@@ -8,6 +8,7 @@
 
 use crate::bare_requests::{self, ApiVersionsAnswer};
 use crate::tls::{ClientSecurity, ClientTls, SaslMechanism, SaslUser};
+use crate::wire_reader::Reader;
 use anyhow::{bail, ensure, Context};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -302,47 +303,9 @@ fn framed(body: Vec<u8>) -> Vec<u8> {
     frame
 }
 
-/// Big-endian reads over a response body, each checked against its end.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> anyhow::Result<&'a [u8]> {
-        ensure!(self.0.len() >= n, "SASL response cut short");
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn i16(&mut self) -> anyhow::Result<i16> {
-        Ok(i16::from_be_bytes(self.take(2)?.try_into()?))
-    }
-
-    fn i32(&mut self) -> anyhow::Result<i32> {
-        Ok(i32::from_be_bytes(self.take(4)?.try_into()?))
-    }
-
-    fn nullable_string(&mut self) -> anyhow::Result<Option<String>> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Ok(None);
-        }
-        let bytes = self.take(usize::try_from(len)?)?;
-        Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
-    }
-
-    fn correlation_id(&mut self, expected: i32) -> anyhow::Result<()> {
-        let id = self.i32()?;
-        ensure!(
-            id == expected,
-            "answer to correlation id {id}, sent {expected}"
-        );
-        Ok(())
-    }
-}
-
 /// A SaslHandshake v1 response (header v0): error code and enabled mechanisms.
 fn parse_handshake(body: &[u8], correlation_id: i32) -> anyhow::Result<(i16, Vec<String>)> {
-    let mut reader = Reader(body);
+    let mut reader = Reader::new(body);
     reader.correlation_id(correlation_id)?;
     let error_code = reader.i16()?;
     let count = reader.i32()?;
@@ -355,7 +318,7 @@ fn parse_handshake(body: &[u8], correlation_id: i32) -> anyhow::Result<(i16, Vec
 
 /// A SaslAuthenticate v1 response (header v0): error code and message.
 fn parse_authenticate(body: &[u8], correlation_id: i32) -> anyhow::Result<(i16, Option<String>)> {
-    let mut reader = Reader(body);
+    let mut reader = Reader::new(body);
     reader.correlation_id(correlation_id)?;
     let error_code = reader.i16()?;
     let message = reader.nullable_string()?;
