@@ -537,14 +537,7 @@ mod tests {
     use super::*;
 
     fn config(extra: &str) -> Config {
-        kpress_config::parse(
-            &format!(
-                "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n\
-                 [upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n{extra}"
-            ),
-            "k.toml",
-        )
-        .unwrap()
+        crate::test_policy::with(extra)
     }
 
     fn applied(config: Config) -> AppliedPolicy {

@@ -13,6 +13,8 @@ mod policy_reload;
 mod recompress;
 mod reload;
 mod run;
+#[cfg(test)]
+mod test_policy;
 
 #[derive(Debug, Parser)]
 #[command(
