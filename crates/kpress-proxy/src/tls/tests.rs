@@ -135,6 +135,26 @@ async fn handshake(
     (server.await.unwrap(), client)
 }
 
+/// [`handshake`] on a bootstrap listener of `listener`, by a client of `upstream`
+/// connecting to `name`.
+async fn bootstrap_handshake(
+    listener: ListenerTlsSettings,
+    upstream: UpstreamTlsSettings,
+    name: &str,
+) -> (
+    Result<UpstreamTarget, ConnectionError>,
+    Result<(), ConnectionError>,
+) {
+    handshake(
+        tls_acceptor(listener, None),
+        ListenerRole::Bootstrap,
+        cluster(),
+        tls_connector(upstream),
+        name,
+    )
+    .await
+}
+
 fn tls_acceptor(settings: ListenerTlsSettings, sni: Option<SniRouting>) -> Acceptor {
     Acceptor::new(Some(Arc::new(ServerTls::load(settings).unwrap())), sni)
 }
@@ -164,14 +184,8 @@ async fn tls_on_both_sides_of_the_seam() {
         min_version: TlsVersion::Tls13,
         ..listener_settings(&server)
     };
-    let (target, client) = handshake(
-        tls_acceptor(tls13, None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(upstream_settings(&pki.ca_file)),
-        "localhost",
-    )
-    .await;
+    let (target, client) =
+        bootstrap_handshake(tls13, upstream_settings(&pki.ca_file), "localhost").await;
     client.unwrap();
     assert_eq!(target.unwrap(), UpstreamTarget::Bootstrap);
 }
@@ -182,11 +196,9 @@ async fn a_certificate_from_another_ca_is_refused_unless_verify_is_off() {
     let pki = Pki::new(dir.path(), "test");
     let other = Pki::new(dir.path(), "other");
     let server = other.issue("server", &["localhost"]);
-    let (_, client) = handshake(
-        tls_acceptor(listener_settings(&server), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(upstream_settings(&pki.ca_file)),
+    let (_, client) = bootstrap_handshake(
+        listener_settings(&server),
+        upstream_settings(&pki.ca_file),
         "localhost",
     )
     .await;
@@ -197,14 +209,8 @@ async fn a_certificate_from_another_ca_is_refused_unless_verify_is_off() {
         verify: false,
         ..upstream_settings(&pki.ca_file)
     };
-    let (_, client) = handshake(
-        tls_acceptor(listener_settings(&server), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(unverified),
-        "localhost",
-    )
-    .await;
+    let (_, client) =
+        bootstrap_handshake(listener_settings(&server), unverified, "localhost").await;
     client.unwrap();
 }
 
@@ -213,11 +219,9 @@ async fn server_name_overrides_the_host_checked() {
     let dir = tempfile_dir();
     let pki = Pki::new(dir.path(), "test");
     let server = pki.issue("server", &["kafka.internal"]);
-    let (_, client) = handshake(
-        tls_acceptor(listener_settings(&server), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(upstream_settings(&pki.ca_file)),
+    let (_, client) = bootstrap_handshake(
+        listener_settings(&server),
+        upstream_settings(&pki.ca_file),
         "127.0.0.1",
     )
     .await;
@@ -226,14 +230,7 @@ async fn server_name_overrides_the_host_checked() {
         server_name: Some("kafka.internal".into()),
         ..upstream_settings(&pki.ca_file)
     };
-    let (_, client) = handshake(
-        tls_acceptor(listener_settings(&server), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(named),
-        "127.0.0.1",
-    )
-    .await;
+    let (_, client) = bootstrap_handshake(listener_settings(&server), named, "127.0.0.1").await;
     client.unwrap();
 }
 
@@ -249,11 +246,9 @@ async fn mtls_required_refuses_a_client_without_a_certificate() {
         client_auth: ClientAuth::Required,
         ..listener_settings(&server)
     };
-    let (accepted, _) = handshake(
-        tls_acceptor(required.clone(), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(upstream_settings(&pki.ca_file)),
+    let (accepted, _) = bootstrap_handshake(
+        required.clone(),
+        upstream_settings(&pki.ca_file),
         "localhost",
     )
     .await;
@@ -261,26 +256,22 @@ async fn mtls_required_refuses_a_client_without_a_certificate() {
         matches!(accepted, Err(ConnectionError::TlsHandshake(_))),
         "{accepted:?}"
     );
-    let (accepted, _) = handshake(
-        tls_acceptor(required.clone(), None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(UpstreamTlsSettings {
+    let (accepted, _) = bootstrap_handshake(
+        required.clone(),
+        UpstreamTlsSettings {
             client_cert: Some(stranger),
             ..upstream_settings(&pki.ca_file)
-        }),
+        },
         "localhost",
     )
     .await;
     assert!(accepted.is_err(), "a certificate of another CA is refused");
-    let (accepted, client) = handshake(
-        tls_acceptor(required, None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(UpstreamTlsSettings {
+    let (accepted, client) = bootstrap_handshake(
+        required,
+        UpstreamTlsSettings {
             client_cert: Some(client_cert.clone()),
             ..upstream_settings(&pki.ca_file)
-        }),
+        },
         "localhost",
     )
     .await;
@@ -293,14 +284,8 @@ async fn mtls_required_refuses_a_client_without_a_certificate() {
         client_auth: ClientAuth::Requested,
         ..listener_settings(&server)
     };
-    let (accepted, client) = handshake(
-        tls_acceptor(requested, None),
-        ListenerRole::Bootstrap,
-        cluster(),
-        tls_connector(upstream_settings(&pki.ca_file)),
-        "localhost",
-    )
-    .await;
+    let (accepted, client) =
+        bootstrap_handshake(requested, upstream_settings(&pki.ca_file), "localhost").await;
     client.unwrap();
     accepted.unwrap();
 }
