@@ -77,6 +77,7 @@
 //! tables: at n = 64 MiB, 5.1 MiB at level 1, 5.8 MiB at 3, 55.5 MiB at 19, 71.5 MiB
 //! at 22.
 
+mod candidate;
 mod codec;
 mod compressor;
 mod decompressor;
@@ -90,6 +91,7 @@ mod xxh32;
 mod zstd;
 mod zstd_frame;
 
+pub use candidate::{Candidate, CandidateError};
 pub use codec::{Codec, UnknownCodec};
 pub use compressor::Compressor;
 pub use decompressor::Decompressor;
