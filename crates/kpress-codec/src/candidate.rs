@@ -223,9 +223,8 @@ impl fmt::Display for Candidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.codec.name())?;
         for (key, value) in self.properties() {
-            if Some(key) == level_key(self.codec) {
-                write!(f, ":{value}")?;
-            } else if key == GZIP_PROVIDER {
+            // The level and gzip's provider are bare parts; the others are named.
+            if Some(key) == level_key(self.codec) || key == GZIP_PROVIDER {
                 write!(f, ":{value}")?;
             } else {
                 write!(f, ":{}={value}", short_name(key))?;
