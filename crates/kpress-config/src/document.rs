@@ -23,10 +23,11 @@ use crate::settings::{
 use crate::topic_match::TopicPattern;
 
 mod listener;
+mod shadow;
 mod upstream;
 
-const SECTIONS: [&str; 8] = [
-    "listener", "upstream", "limits", "admin", "metrics", "log", "defaults", "topics",
+const SECTIONS: [&str; 9] = [
+    "listener", "upstream", "limits", "admin", "metrics", "log", "shadow", "defaults", "topics",
 ];
 /// `[admin] readiness_window_secs`'s range.
 const READINESS_WINDOW_SECS_MAX: i64 = 3600;
@@ -125,6 +126,8 @@ impl Walk<'_> {
         // `[admin]`, or `[metrics]`, its deprecated name.
         let mut admin = None;
         let mut log = Some(LogSettings::default());
+        // `Some(None)`: no [shadow]; `None`: a [shadow] with problems.
+        let mut shadow = Some(None);
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
@@ -169,6 +172,12 @@ impl Walk<'_> {
                         .and_then(|t| self.admin(t, value, "metrics"))
                 }
                 "log" => log = self.table(key, value).and_then(|t| self.log(t)),
+                "shadow" => {
+                    shadow = self
+                        .table(key, value)
+                        .and_then(|t| self.shadow(t, value))
+                        .map(Some)
+                }
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
                 other => self.sink.unknown_name(
@@ -210,6 +219,7 @@ impl Walk<'_> {
         }
         let limits = limits?;
         let log = log?;
+        let shadow = shadow?;
         if let (Some(a), Some(section)) = (&admin, admin_section) {
             if conflicts(a.bind, listener.bind) {
                 let bind_value = root
@@ -239,6 +249,7 @@ impl Walk<'_> {
             topics: topics?,
             warnings: Vec::new(),
             log,
+            shadow,
         })
     }
 

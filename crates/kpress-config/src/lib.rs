@@ -39,6 +39,12 @@
 //! readiness_window_secs = 30      # /readyz: an upstream broker answered this recently (1..3600)
 //! [log]                           # optional
 //! level = "info"                  # off, error, warn, info (default), debug, trace; --log, KPRESS_LOG and RUST_LOG win
+//! [shadow]                        # optional: what-if trials of live batches (absent: none)
+//! candidates = ["zstd:3", "zstd:9", "gzip:6:libdeflate", "lz4:9"]   # 1..16 specs
+//! sample = 0.01                   # share of each topic's batches tried (0..1], default 0.01
+//! max_cpu_fraction = 0.05         # share of the host's CPUs trials may use, over 1 s (0.001..1)
+//! threads = 1                     # low-priority trial threads (1..64)
+//! max_queue_bytes = 4194304       # sampled bytes waiting for a thread (65536..1073741824)
 //! [defaults]
 //! compression.type = "producer"
 //! [[topics]]
@@ -108,6 +114,11 @@ pub use settings::{
     MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
     MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
     READINESS_WINDOW_SECS_DEFAULT,
+};
+pub use settings::{
+    ShadowSettings, SHADOW_CANDIDATES_MAX, SHADOW_CPU_WINDOW, SHADOW_MAX_CPU_FRACTION_DEFAULT,
+    SHADOW_MAX_CPU_FRACTION_MIN, SHADOW_MAX_QUEUE_BYTES_DEFAULT, SHADOW_SAMPLE_DEFAULT,
+    SHADOW_THREADS_DEFAULT,
 };
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
 

@@ -55,7 +55,48 @@ pub struct Config {
     pub warnings: Vec<crate::Problem>,
     /// `[log]`: what kpress logs when no command-line flag or environment variable says.
     pub log: LogSettings,
+    /// `[shadow]`: trial compressions of sampled live batches; `None` when the file has
+    /// no `[shadow]` section (no trials, no cost).
+    pub shadow: Option<ShadowSettings>,
 }
+
+/// `[shadow]`: what-if trials. A sample of each topic's batches is compressed again, on
+/// a low-priority thread pool, with each candidate, and only counted: what goes to the
+/// broker is never delayed or changed by it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShadowSettings {
+    /// `sample`: the share of each topic's batches tried, in `(0, 1]` (`0.01`: one
+    /// batch in a hundred, every hundredth).
+    pub sample: f64,
+    /// `candidates`: the codecs and options tried, as specs (`"zstd:3"`,
+    /// `"gzip:6:libdeflate"`), without repeats, at most [`SHADOW_CANDIDATES_MAX`].
+    pub candidates: Vec<kpress_codec::Candidate>,
+    /// `max_cpu_fraction`: the share of this host's CPUs (its available parallelism)
+    /// the trials may use, averaged over [`SHADOW_CPU_WINDOW`]: `0.05` on 8 CPUs is
+    /// 0.4 CPU-seconds per second. A sampled batch arriving when the trials have used
+    /// their share is skipped and counted.
+    pub max_cpu_fraction: f64,
+    /// `threads`: worker threads of the trial pool (they run at the lowest priority).
+    pub threads: usize,
+    /// `max_queue_bytes`: sampled batches waiting for a worker, in bytes; a sample that
+    /// would pass it is skipped and counted.
+    pub max_queue_bytes: usize,
+}
+
+/// `[shadow] sample` unset.
+pub const SHADOW_SAMPLE_DEFAULT: f64 = 0.01;
+/// `[shadow] max_cpu_fraction` unset.
+pub const SHADOW_MAX_CPU_FRACTION_DEFAULT: f64 = 0.05;
+/// `[shadow] max_cpu_fraction`'s smallest value.
+pub const SHADOW_MAX_CPU_FRACTION_MIN: f64 = 0.001;
+/// `[shadow] threads` unset.
+pub const SHADOW_THREADS_DEFAULT: usize = 1;
+/// `[shadow] max_queue_bytes` unset: 4 MiB.
+pub const SHADOW_MAX_QUEUE_BYTES_DEFAULT: usize = 4 << 20;
+/// `[shadow] candidates`' longest list (each is a label value of the shadow metrics).
+pub const SHADOW_CANDIDATES_MAX: usize = 16;
+/// The window `max_cpu_fraction` is averaged over.
+pub const SHADOW_CPU_WINDOW: Duration = Duration::from_secs(1);
 
 /// `[log]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
