@@ -1,13 +1,17 @@
 //! `kpress recompress`: rewrites every record batch of a file of concatenated batches
-//! (a Kafka log segment) into one codec, offline, and prints what it did.
+//! (a Kafka log segment) into one codec, offline, and prints what it did. The file is
+//! streamed batch by batch, batches rewritten on `--threads` cores and written in order.
+
+mod stream;
 
 use anyhow::{anyhow, Context};
 use kpress_batch::{
-    PassReason, Recompressor, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
+    PassReason, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
 };
 use kpress_codec::CompressionOptions;
-use std::io::Write;
+use std::io::{BufReader, BufWriter, Write};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -50,6 +54,10 @@ pub(crate) struct Args {
     /// text (default) or json: the summary as one JSON document on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Threads rewriting batches (default: the cores available); batches are still
+    /// written in input order.
+    #[arg(long)]
+    threads: Option<NonZeroUsize>,
 }
 
 fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
@@ -78,21 +86,40 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     let policy = policy(&args)?;
-    let input =
-        std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    let input = std::fs::File::open(&args.input)
+        .with_context(|| format!("reading {}", args.input.display()))?;
+    let input_len = input
+        .metadata()
+        .with_context(|| format!("reading {}", args.input.display()))?
+        .len();
     // Created before the work, so an unwritable output fails before minutes of compression.
-    let mut output_file = std::fs::File::create(&args.output)
+    let output_file = std::fs::File::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
+    let threads = args
+        .threads
+        .or_else(|| std::thread::available_parallelism().ok())
+        .map_or(1, NonZeroUsize::get);
 
     let started = Instant::now();
-    let mut output = Vec::with_capacity(input.len());
-    let mut stats = RewriteStats::default();
-    Recompressor::new().rewrite_records(&input, &policy, &mut output, &mut stats);
+    let mut reader = BufReader::new(input);
+    let mut writer = BufWriter::new(output_file);
+    let stats = stream::recompress_stream(
+        &mut reader,
+        input_len,
+        &mut writer,
+        &policy,
+        stream::Pipeline::for_threads(threads),
+    )
+    .and_then(|stats| writer.flush().map(|()| stats))
+    .with_context(|| {
+        format!(
+            "recompressing {} into {}",
+            args.input.display(),
+            args.output.display()
+        )
+    })?;
     let elapsed = started.elapsed();
 
-    output_file
-        .write_all(&output)
-        .with_context(|| format!("writing {}", args.output.display()))?;
     let warning = not_a_segment_warning(&args, &stats);
     match args.format {
         Format::Text => print!("{}", summary(&args, &policy, &stats, elapsed)),
