@@ -1,8 +1,8 @@
-//! Builds real v2 record batches for tests and benchmarks (feature `test-util`):
-//! records in Kafka's record format, the 61-byte header, the CRC.
+//! Builds real v2 record batches: records in Kafka's record format, the 61-byte
+//! header, the CRC. Tests and benchmarks build their inputs with it, and `kpress bench`
+//! the batches it measures.
 
-use crate::RecordBatch;
-use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
+use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor};
 
 /// One record: key and value (`None` = null) and headers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,25 +41,42 @@ fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
+/// Appends one record in Kafka's v2 record format to a records section: `delta` is
+/// both its offset delta and its timestamp delta.
+pub fn append_record(
+    out: &mut Vec<u8>,
+    delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[(String, Option<Vec<u8>>)],
+) {
+    let mut body = Vec::new();
+    body.push(0); // record attributes, unused
+    put_varint(&mut body, delta); // timestampDelta
+    put_varint(&mut body, delta); // offsetDelta
+    put_bytes(&mut body, key);
+    put_bytes(&mut body, value);
+    put_varint(&mut body, headers.len() as i64);
+    for (k, v) in headers {
+        put_bytes(&mut body, Some(k.as_bytes()));
+        put_bytes(&mut body, v.as_deref());
+    }
+    put_varint(out, body.len() as i64);
+    out.extend_from_slice(&body);
+}
+
 /// The uncompressed records section for `records`: record `i` has offset and
 /// timestamp delta `i`.
 pub fn encode_records(records: &[Record]) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut body = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        body.clear();
-        body.push(0); // record attributes, unused
-        put_varint(&mut body, i as i64); // timestampDelta
-        put_varint(&mut body, i as i64); // offsetDelta
-        put_bytes(&mut body, r.key.as_deref());
-        put_bytes(&mut body, r.value.as_deref());
-        put_varint(&mut body, r.headers.len() as i64);
-        for (k, v) in &r.headers {
-            put_bytes(&mut body, Some(k.as_bytes()));
-            put_bytes(&mut body, v.as_deref());
-        }
-        put_varint(&mut out, body.len() as i64);
-        out.extend_from_slice(&body);
+        append_record(
+            &mut out,
+            i as i64,
+            r.key.as_deref(),
+            r.value.as_deref(),
+            &r.headers,
+        );
     }
     out
 }
@@ -151,8 +168,11 @@ pub fn seal(batch: &mut [u8]) {
 }
 
 /// The uncompressed records section of `batch`, for comparing what a rewrite kept.
-/// Panics on a payload that does not decompress: test inputs are valid.
-pub fn plain_records(batch: &RecordBatch<'_>) -> Vec<u8> {
+/// Panics on a payload that does not decompress: test inputs are valid, so only tests
+/// (feature `test-util`) have it.
+#[cfg(any(test, feature = "test-util"))]
+pub fn plain_records(batch: &crate::RecordBatch<'_>) -> Vec<u8> {
+    use kpress_codec::Decompressor;
     let codec = batch.codec().expect("a known codec");
     if codec == Codec::None {
         return batch.records().to_vec();

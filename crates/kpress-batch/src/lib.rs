@@ -13,7 +13,6 @@ mod records;
 mod rewrite;
 mod stats;
 
-#[cfg(any(test, feature = "test-util"))]
 pub mod builder;
 
 pub use batch::{batches, Batches, RecordBatch, CRC_START, HEADER_LEN, LOG_OVERHEAD, MIN_LENGTH};
