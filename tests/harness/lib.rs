@@ -8,6 +8,7 @@
 //! `static`, by a watchdog when the test process exits).
 
 pub mod bare_requests;
+pub mod batch_headers;
 pub mod capture;
 mod client_cli;
 pub mod cluster;

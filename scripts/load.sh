@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Issue 10's load harness: what kpress costs and saves a producer, in one run. Kafka's
+# own ProducerPerformance (records from datasets/apache_access.log, acks=1, linger.ms=5,
+# batch.size=262144) against a one-node 4.1.1 broker and a release kpress:
+#  - direct (lz4, and gzip), through kpress passing batches through, recompressing
+#    gzip→zstd-3 and lz4→gzip-6 with the faster of the isal and libdeflate gzip
+#    providers (timed first), each as ratios to the direct run with the same producer
+#    settings: records/s, MB/s, p50/p99/p99.9 latency (at a fixed rate below
+#    saturation), kpress CPU ms per MB of values and peak RSS;
+#  - a sequential single-connection probe of ApiVersions and Produce (one 16 KiB lz4
+#    batch) straight to the broker against through kpress: the added p50 and p99;
+#  - who pays for gzip→zstd-3: the broker's CPU when a compression.type=zstd topic makes
+#    it recompress, against kpress's CPU doing it in front of a topic that stores as sent;
+#  - then Kafka's own recompression (a Java MemoryRecords program) against kpress's per
+#    core (tests/recompression_vs_java.rs), if that test exists.
+# Targets are printed beside the figures. It measures and never fails on speed; it fails
+# if a record is not acknowledged or stored, or a stored batch is not in the route's codec.
+# The measurements are the ignored tests `load` (tests/load.rs) and
+# `recompression_vs_java`. Run it when little else runs on the machine.
+#
+#   scripts/load.sh                      about 15 minutes on 2 cores (10 for load, the rest
+#                                        for recompression_vs_java), plus a release build
+#   LOAD_ROUNDS=5                        rounds of each kind (default 3)
+#   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
+#   LOAD_LATENCY_RATE=20000              records/s of the latency runs (default: a quarter
+#                                        of the slowest route's median throughput)
+#   LOAD_LATENCY_SECONDS=15              length of a latency run (default 10)
+#   LOAD_PROBE_ROUND_TRIPS=5000          round trips of each probe request a round (default 2000)
+#   LOAD_REPORT=/path/report.md          also write the whole report there
+#   LOAD_RECOMPRESSION=0                 leave out the recompression_vs_java section
+#   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=${LOAD_ROUNDS:-3}
+records=${LOAD_RECORDS:-2000000}
+# Measured on the 2-core VM: about 1.5 minutes of setup, warm-up and probe, and per round
+# 2.5 minutes at 2,000,000 records (the gzip producers' runs dominate).
+estimate=$((2 + rounds * 5 * records / 4000000))
+echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
+echo "         then recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
+
+scripts/setup.sh
+if [ -z "${KPRESS_BIN:-}" ]; then
+  cargo build --release -p kpress --bin kpress
+  KPRESS_BIN=$PWD/target/release/kpress
+fi
+export KPRESS_BIN
+work=$(mktemp -d -t kpress-load-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+status=0
+
+LOAD_REPORT=$work/load.md \
+  cargo test -p kpress-tests --test load -- --ignored --exact load --nocapture || status=$?
+
+recompression_note=""
+if [ "${LOAD_RECOMPRESSION:-1}" = 0 ]; then
+  recompression_note="Recompression per core against Kafka's Java path: left out (LOAD_RECOMPRESSION=0)."
+elif [ ! -f tests/recompression_vs_java.rs ]; then
+  recompression_note="Recompression per core against Kafka's Java path: skipped, tests/recompression_vs_java.rs does not exist in this checkout."
+else
+  RECOMPRESSION_REPORT=$work/recompression.md \
+    cargo test -p kpress-tests --test recompression_vs_java -- --ignored --exact recompression_vs_java --nocapture || status=$?
+fi
+echo "$recompression_note"
+
+{
+  echo "## Load harness (scripts/load.sh)"
+  echo
+  if [ -s "$work/load.md" ]; then
+    cat "$work/load.md"
+  else
+    echo "load: no report (see the output above)"
+  fi
+  echo
+  echo "## Recompression per core against Kafka's Java path"
+  echo
+  if [ -n "$recompression_note" ]; then
+    echo "$recompression_note"
+  elif [ -s "$work/recompression.md" ]; then
+    cat "$work/recompression.md"
+  else
+    echo "recompression_vs_java: no report (see the output above)"
+  fi
+} >"$work/report.md"
+echo
+cat "$work/report.md"
+if [ -n "${LOAD_REPORT:-}" ]; then
+  cp "$work/report.md" "$LOAD_REPORT"
+fi
+exit "$status"
