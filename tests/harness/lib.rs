@@ -10,6 +10,7 @@
 pub mod bare_requests;
 pub mod batch_headers;
 pub mod capture;
+pub mod child_cpu;
 mod client_cli;
 pub mod cluster;
 pub mod codec_bombs;
@@ -20,6 +21,7 @@ pub mod dump;
 pub mod hosts;
 pub mod java;
 pub mod java_client;
+pub mod java_recompression;
 pub mod kcat;
 pub mod kpress;
 pub mod liveness_producer;
