@@ -22,7 +22,8 @@ impl Record {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, v: i64) {
+/// Appends `v` as a zigzag varint (Kafka's varint and varlong).
+pub fn put_varint(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         out.push(z as u8 | 0x80);

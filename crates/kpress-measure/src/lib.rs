@@ -12,6 +12,7 @@
 //! - [`matrix`], [`pareto_front`]: every useful codec setting, and the best trade-offs.
 //! - [`render`]: results as a table, CSV, or the JSON other tools read.
 
+pub mod advice;
 mod clock;
 mod error;
 mod matrix;
@@ -23,7 +24,7 @@ mod trial;
 pub use error::MeasureError;
 pub use kpress_codec::{Candidate, Codec};
 pub use matrix::{matrix, pareto_front};
-pub use section::{cycle_to, lines, sections, sections_by_bytes, RecordsSection};
+pub use section::{cycle_to, lines, regroup_by_bytes, sections, sections_by_bytes, RecordsSection};
 pub use segment::{
     read_segment, segment_batches, DamagedBatch, Segment, SegmentLimits, StoredBatch,
 };

@@ -14,6 +14,8 @@ use crate::{MeasureError, RecordsSection};
 /// One stored batch: its codec, its whole size as stored, and its records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredBatch {
+    /// Byte position of the batch in the segment.
+    pub position: usize,
     pub base_offset: i64,
     pub codec: Codec,
     /// The whole batch: 61-byte header and stored (compressed) records.
@@ -154,6 +156,7 @@ pub fn read_segment(segment: &[u8], limits: SegmentLimits) -> Segment {
         }
         total_records += records.len();
         read.batches.push(StoredBatch {
+            position,
             base_offset: batch.base_offset(),
             codec: batch.codec().unwrap_or(Codec::None),
             stored_bytes: batch.bytes().len(),
