@@ -20,8 +20,6 @@ pub enum MeasureError {
     /// A codec that does not give back what it was given: a bug, never a measurement.
     #[error("{candidate}: decompressed output differs from the records compressed")]
     RoundTrip { candidate: Candidate },
-    #[error("records section {section} does not hold Kafka v2 records")]
-    MalformedRecords { section: usize },
     #[error("the segment holds no readable record batch ({damaged} damaged, {skipped} skipped)")]
     NoBatches { damaged: usize, skipped: usize },
 }

@@ -11,6 +11,7 @@
 //! - [`trial`]: one candidate over sections, as a [`TrialResult`].
 //! - [`matrix`], [`pareto_front`]: every useful codec setting, and the best trade-offs.
 //! - [`render`]: results as a table, CSV, or the JSON other tools read.
+//! - [`advice::regroup_by_bytes`]: a segment's records grouped again by `batch.size`.
 
 pub mod advice;
 mod clock;
@@ -24,7 +25,7 @@ mod trial;
 pub use error::MeasureError;
 pub use kpress_codec::{Candidate, Codec};
 pub use matrix::{matrix, pareto_front};
-pub use section::{cycle_to, lines, regroup_by_bytes, sections, sections_by_bytes, RecordsSection};
+pub use section::{cycle_to, lines, sections, sections_by_bytes, RecordsSection};
 pub use segment::{
     read_segment, segment_batches, DamagedBatch, Segment, SegmentLimits, StoredBatch,
 };

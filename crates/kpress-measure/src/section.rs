@@ -1,9 +1,7 @@
 //! Records sections built from input bytes, as a producer would batch them.
 
-use kpress_batch::builder::{append_record, put_varint};
+use kpress_batch::builder::append_record;
 use kpress_batch::HEADER_LEN;
-
-use crate::MeasureError;
 
 /// The uncompressed records of one batch, in Kafka's v2 record format, and how many
 /// records it holds.
@@ -97,75 +95,6 @@ pub fn cycle_to(sections: Vec<RecordsSection>, batch_count: usize) -> Vec<Record
     sections.iter().cycle().take(batch_count).cloned().collect()
 }
 
-/// The records of `sections` (e.g. a segment's batches as stored) grouped again as a
-/// producer with `batch.size` = `batch_bytes` would have sent them, as
-/// [`sections_by_bytes`] groups values. Keys, values, headers and timestamp deltas
-/// are kept; offset deltas are renumbered. Fails on records that are not Kafka v2
-/// records.
-pub fn regroup_by_bytes(
-    sections: &[RecordsSection],
-    batch_bytes: usize,
-) -> Result<Vec<RecordsSection>, MeasureError> {
-    let mut out = Vec::new();
-    let mut current = RecordsSection::default();
-    let mut record = Vec::new();
-    for (index, section) in sections.iter().enumerate() {
-        let mut rest = &section.records[..];
-        while !rest.is_empty() {
-            let malformed = || MeasureError::MalformedRecords { section: index };
-            let (body, after) = split_record(rest).ok_or_else(malformed)?;
-            rest = after;
-            record.clear();
-            renumber(body, i64::from(current.count), &mut record).ok_or_else(malformed)?;
-            if current.count > 0 && HEADER_LEN + current.records.len() + record.len() > batch_bytes
-            {
-                out.push(std::mem::take(&mut current));
-                record.clear();
-                renumber(body, 0, &mut record).ok_or_else(malformed)?;
-            }
-            current.records.extend_from_slice(&record);
-            current.count += 1;
-        }
-    }
-    if current.count > 0 {
-        out.push(current);
-    }
-    Ok(out)
-}
-
-/// Reads a zigzag varint of at most `max_bytes` bytes; returns it and the rest.
-fn read_varint(buf: &[u8], max_bytes: usize) -> Option<(i64, &[u8])> {
-    let mut raw: u64 = 0;
-    for (i, &b) in buf.iter().take(max_bytes).enumerate() {
-        raw |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), &buf[i + 1..]));
-        }
-    }
-    None
-}
-
-/// The first length-prefixed record body of `records`, and the bytes after it.
-fn split_record(records: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (len, rest) = read_varint(records, 5)?;
-    let len = usize::try_from(len).ok()?;
-    (len <= rest.len()).then(|| rest.split_at(len))
-}
-
-/// Appends the record `body` with offset delta `delta`, length-prefixed.
-fn renumber(body: &[u8], delta: i64, out: &mut Vec<u8>) -> Option<()> {
-    let (&attributes, rest) = body.split_first()?;
-    let (timestamp_delta, rest) = read_varint(rest, 10)?;
-    let (_, rest) = read_varint(rest, 5)?;
-    let mut new_body = vec![attributes];
-    put_varint(&mut new_body, timestamp_delta);
-    put_varint(&mut new_body, delta);
-    new_body.extend_from_slice(rest);
-    put_varint(out, new_body.len() as i64);
-    out.extend_from_slice(&new_body);
-    Some(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,54 +131,6 @@ mod tests {
         }
         // A 100-byte value is a 109-byte record: 8 fit in 1000 bytes with the header.
         assert_eq!(sections_by_bytes(&values, 1000)[0].count, 8);
-    }
-
-    #[test]
-    fn regrouping_keeps_records_and_renumbers_offsets() {
-        let value = [b'y'; 100];
-        let values: Vec<&[u8]> = vec![&value; 50];
-        let by_count = sections(&values, 7);
-        for batch_bytes in [1, 500, 1000, 1 << 20] {
-            // Timestamp deltas are kept, so compare shapes (deltas below 64 take a byte).
-            let shape = |s: &[RecordsSection]| -> Vec<(u32, usize)> {
-                s.iter().map(|s| (s.count, s.records.len())).collect()
-            };
-            let regrouped = regroup_by_bytes(&by_count, batch_bytes).unwrap();
-            assert_eq!(
-                shape(&regrouped),
-                shape(&sections_by_bytes(&values, batch_bytes)),
-                "{batch_bytes}"
-            );
-        }
-        let mut keyed = RecordsSection::default();
-        append_record(
-            &mut keyed.records,
-            5,
-            Some(b"k"),
-            Some(b"v"),
-            &[("h".into(), None)],
-        );
-        keyed.count = 1;
-        let regrouped = regroup_by_bytes(&[keyed], 100).unwrap();
-        let expected = encode_records(&[Record {
-            key: Some(b"k".to_vec()),
-            value: Some(b"v".to_vec()),
-            headers: vec![("h".into(), None)],
-        }]);
-        // Timestamp delta 5 is kept, the offset delta becomes 0.
-        assert_eq!(
-            regrouped[0].records[2..],
-            {
-                let mut e = expected.clone();
-                e[2] = 10;
-                e
-            }[2..]
-        );
-        let garbage = RecordsSection {
-            records: vec![0x7f, 1, 2],
-            count: 1,
-        };
-        assert!(regroup_by_bytes(&[garbage], 100).is_err());
     }
 
     #[test]
