@@ -35,6 +35,7 @@ pub mod metrics;
 mod probe;
 mod produce;
 mod routing;
+pub mod shadow;
 mod shared;
 mod status;
 pub mod tls;

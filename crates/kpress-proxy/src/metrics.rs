@@ -139,6 +139,29 @@ pub const POLICY_RELOADS: &str = "kpress_policy_reloads_total";
 /// Unix time of the policy file kpress applied last.
 pub const POLICY_LOADED_TIME: &str = "kpress_policy_loaded_timestamp_seconds";
 
+/// Shadow trials (`[shadow]`): bytes of the sampled batches as the producer sent them
+/// (whole batches), labelled `topic` and `candidate` (the candidate's spec, e.g.
+/// `zstd:3`).
+pub const SHADOW_BYTES_IN: &str = "kpress_shadow_bytes_in_total";
+/// The same batches' size written with the candidate: the 61-byte batch header plus
+/// the records compressed; labelled `topic`, `candidate`. `out / in` is what the
+/// candidate would store per byte sent today.
+pub const SHADOW_BYTES_OUT: &str = "kpress_shadow_bytes_out_total";
+/// Thread CPU time compressing the same batches with the candidate, labelled `topic`,
+/// `candidate` (decompressing them once, shared by all candidates, is not in it).
+pub const SHADOW_CPU_SECONDS: &str = "kpress_shadow_cpu_seconds_total";
+/// Uncompressed records bytes of the batches tried, labelled `topic`: divided by
+/// [`SHADOW_CPU_SECONDS`] it is a candidate's compression speed per core.
+pub const SHADOW_RAW_BYTES: &str = "kpress_shadow_raw_bytes_total";
+/// Batches tried, labelled `topic` (each with every candidate).
+pub const SHADOW_BATCHES: &str = "kpress_shadow_batches_total";
+/// Sampled batches not tried, labelled `reason`: `queue_full` (the trial queue's
+/// `max_queue_bytes` was reached), `cpu_budget` (the trials had used their
+/// `max_cpu_fraction`), `corrupt` (not a v2 batch with a valid CRC), `not_decodable`
+/// (its codec failed or it decompresses past `[limits]`), `compress_failed` (a
+/// candidate failed on it).
+pub const SHADOW_SKIPPED: &str = "kpress_shadow_skipped_total";
+
 /// The `topic` label of topics without a label of their own (see [`TopicLabels`]).
 pub const OTHER_TOPICS: &str = "_other";
 
@@ -319,6 +342,11 @@ impl TopicSeries {
     #[cfg(test)]
     pub(crate) fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The `topic` label value, shared.
+    pub(crate) fn shared_label(&self) -> Arc<str> {
+        Arc::clone(&self.label)
     }
 
     /// Counts one batch.
@@ -533,6 +561,42 @@ pub(crate) fn tls_reload(side: &'static str, result: &'static str) {
 
 pub(crate) fn produce_not_rewritten(reason: &'static str) {
     metrics::counter!(PRODUCE_NOT_REWRITTEN, "reason" => reason).increment(1);
+}
+
+/// Counts a sampled batch not tried (see [`SHADOW_SKIPPED`]).
+pub(crate) fn shadow_skipped(reason: &'static str) {
+    metrics::counter!(SHADOW_SKIPPED, "reason" => reason).increment(1);
+}
+
+/// One candidate's result on one tried batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ShadowResult {
+    pub(crate) bytes_out: usize,
+    pub(crate) cpu: Duration,
+}
+
+/// Counts one tried batch of `topic` (its label): `bytes_in` as sent, `raw` bytes of
+/// records, and each candidate's result, `candidates[i]` labelling `results[i]`.
+pub(crate) fn shadow_trial(
+    topic: &Arc<str>,
+    bytes_in: usize,
+    raw: usize,
+    candidates: &[Arc<str>],
+    results: &[ShadowResult],
+) {
+    let topic_label = || metrics::SharedString::from(Arc::clone(topic));
+    metrics::counter!(SHADOW_BATCHES, "topic" => topic_label()).increment(1);
+    metrics::counter!(SHADOW_RAW_BYTES, "topic" => topic_label()).increment(raw as u64);
+    for (candidate, result) in candidates.iter().zip(results) {
+        let candidate = || metrics::SharedString::from(Arc::clone(candidate));
+        metrics::counter!(SHADOW_BYTES_IN, "topic" => topic_label(), "candidate" => candidate())
+            .increment(bytes_in as u64);
+        metrics::counter!(SHADOW_BYTES_OUT, "topic" => topic_label(), "candidate" => candidate())
+            .increment(result.bytes_out as u64);
+        // A gauge only ever increased: the facade's counters take whole numbers.
+        metrics::gauge!(SHADOW_CPU_SECONDS, "topic" => topic_label(), "candidate" => candidate())
+            .increment(result.cpu.as_secs_f64());
+    }
 }
 
 pub(crate) fn side_authentication(result: &'static str) {

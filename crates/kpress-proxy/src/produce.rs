@@ -14,6 +14,7 @@ use kpress_batch::{
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics::{self, BatchCount, BatchFate};
+use crate::shadow::{self, Sample, Trials};
 
 thread_local! {
     /// Codec state and scratch buffers, reused by every rewrite on this blocking thread,
@@ -38,6 +39,16 @@ pub(crate) struct ProduceRewrite {
     pub(crate) over_max_frame: bool,
     /// Each batch's report, grouped by topic in request order.
     pub(crate) outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
+    /// Batches sampled for the shadow trials, copied as the producer sent them; they
+    /// are queued for the trials when the metrics are recorded (with the topics' labels).
+    pub(crate) shadow: Mutex<Option<ShadowSamples>>,
+}
+
+/// A request's samples for the shadow trials in force when it was read.
+#[derive(Debug)]
+pub(crate) struct ShadowSamples {
+    trials: Arc<Trials>,
+    samples: Vec<(Arc<str>, Sample)>,
 }
 
 /// What became of one partition's records field, and what it cost.
@@ -65,6 +76,17 @@ impl ProduceRewrite {
         known: impl Fn(&str) -> bool,
         dropped: Option<BatchFate>,
     ) {
+        let shadow = self
+            .shadow
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(ShadowSamples { trials, samples }) = shadow {
+            for (topic, sample) in samples {
+                let label = labels.series(&topic, || known(&topic)).shared_label();
+                trials.send(label, sample);
+            }
+        }
         for (topic, reports) in &self.outcomes {
             let series = labels.series(topic, || known(topic));
             let mut cpu = Duration::ZERO;
@@ -130,7 +152,7 @@ fn records_declared(records: &[u8]) -> u64 {
 }
 
 /// This thread's CPU time so far (zero where the clock cannot be read).
-fn thread_cpu_time() -> Duration {
+pub(crate) fn thread_cpu_time() -> Duration {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -244,6 +266,10 @@ pub(crate) fn rewrite_produce(
             *pruned_for = Some(Arc::downgrade(policies));
         }
         let mut rewriter = PolicyRewriter {
+            shadow: shadow::current().map(|trials| ShadowSamples {
+                trials,
+                samples: Vec::new(),
+            }),
             policies: &**policies,
             recompressor,
             request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
@@ -259,17 +285,21 @@ pub(crate) fn rewrite_produce(
             || splice
                 .payload()
                 .is_some_and(|payload| payload.len() > limits.max_frame_bytes);
+        let shadow = rewriter.shadow.filter(|shadow| !shadow.samples.is_empty());
         Ok(ProduceRewrite {
             frame: splice.frame.filter(|_| !over_max_frame),
             over_max_frame,
             unknown_topic_ids: splice.unknown_topic_ids,
             unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
             outcomes: rewriter.outcomes,
+            shadow: Mutex::new(shadow),
         })
     })
 }
 
 struct PolicyRewriter<'a> {
+    /// The shadow trials in force, and the batches sampled for them.
+    shadow: Option<ShadowSamples>,
     policies: &'a dyn PolicyLookup,
     recompressor: &'a mut Recompressor,
     request: ProduceAllowance,
@@ -279,23 +309,29 @@ struct PolicyRewriter<'a> {
     outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
 }
 
-/// The report list of `topic`: the last one if the previous partition was of the same
-/// topic (requests group partitions by topic), else a new one.
+/// The name and report list of `topic`: the last one if the previous partition was of
+/// the same topic (requests group partitions by topic), else a new one.
 fn topic_outcomes<'a>(
     outcomes: &'a mut Vec<(Arc<str>, Vec<BatchReport>)>,
     topic: &str,
-) -> &'a mut Vec<BatchReport> {
+) -> (&'a Arc<str>, &'a mut Vec<BatchReport>) {
     let same_topic = matches!(outcomes.last(), Some((last, _)) if &**last == topic);
     if !same_topic {
         outcomes.push((Arc::from(topic), Vec::new()));
     }
     let last = outcomes.len() - 1;
-    &mut outcomes[last].1
+    let (name, reports) = &mut outcomes[last];
+    (name, reports)
 }
 
 impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
-        let reports = topic_outcomes(&mut self.outcomes, topic);
+        let (name, reports) = topic_outcomes(&mut self.outcomes, topic);
+        if let Some(ShadowSamples { trials, samples }) = &mut self.shadow {
+            let mut picked = Vec::new();
+            trials.sample(topic, records, &mut picked);
+            samples.extend(picked.into_iter().map(|s| (Arc::clone(name), s)));
+        }
         let mut report = BatchReport {
             outcome: None,
             bytes_in: records.len(),

@@ -272,6 +272,13 @@ fn policy_json(applied: &AppliedPolicy) -> Value {
             "bind": admin.bind.to_string(),
             "readiness_window_secs": admin.readiness_window.as_secs(),
         })),
+        "shadow": config.shadow.as_ref().map(|shadow| json!({
+            "candidates": shadow.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "sample": shadow.sample,
+            "max_cpu_fraction": shadow.max_cpu_fraction,
+            "threads": shadow.threads,
+            "max_queue_bytes": shadow.max_queue_bytes,
+        })),
         "defaults": rule_json(&config.defaults),
         "topics": config.topics.iter().map(|rule| {
             let mut entry = Map::new();
@@ -610,6 +617,7 @@ mod tests {
              password_env = \"KPRESS_PW\"\n\
              [limits]\nmax_connections = 7\n\
              [admin]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 12\n\
+             [shadow]\ncandidates = [\"zstd\", \"lz4:9\"]\nsample = 0.5\n\
              [defaults]\ncompression.type = \"lz4\"\n\
              [[topics]]\nmatch = \"logs.*\"\ncompression.type = \"zstd\"\n\
              compression.zstd.level = 7\nonly_if_smaller = true\n\
@@ -633,6 +641,9 @@ mod tests {
         assert_eq!(json["limits"]["max_connections"], 7);
         assert_eq!(json["admin"]["bind"], "127.0.0.1:9464");
         assert_eq!(json["admin"]["readiness_window_secs"], 12);
+        assert_eq!(json["shadow"]["candidates"], json!(["zstd:3", "lz4:9"]));
+        assert_eq!(json["shadow"]["sample"], 0.5);
+        assert_eq!(json["shadow"]["threads"], 1);
         let defaults = &json["defaults"];
         assert_eq!(defaults["compression.type"], "lz4");
         assert_eq!(defaults["options"]["compression.lz4.level"], 9);

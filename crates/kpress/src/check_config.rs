@@ -313,6 +313,17 @@ pub(crate) fn summary(config: &Config) -> String {
             let _ = writeln!(out, "  admin endpoint off");
         }
     }
+    if let Some(shadow) = &config.shadow {
+        let candidates: Vec<String> = shadow.candidates.iter().map(|c| c.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  shadow trials of {} of each topic's batches with {} (at most {} of the CPUs, {} low-priority thread(s))",
+            shadow.sample,
+            candidates.join(", "),
+            shadow.max_cpu_fraction,
+            shadow.threads
+        );
+    }
     for (i, rule) in config.topics.iter().enumerate() {
         let _ = writeln!(
             out,

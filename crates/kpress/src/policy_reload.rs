@@ -1,6 +1,6 @@
 //! The policy in force, re-read on every reload trigger (SIGHUP, a change to the file):
 //! checked exactly as `check-config` checks it, then swapped in whole. Only the rules
-//! (`[defaults]`, `[[topics]]`) and `[log] level` change live; every other section is
+//! (`[defaults]`, `[[topics]]`), `[log] level` and `[shadow]` change live; every other section is
 //! fixed at start, so a change there is reported as needing a restart and ignored,
 //! never half-applied.
 
@@ -86,6 +86,10 @@ pub(crate) fn spawn(
                         tracing::warn!("{warning}");
                     }
                     crate::logging::apply_policy_level(policy.config.log.level);
+                    kpress_proxy::shadow::apply(
+                        policy.config.shadow.as_ref(),
+                        &policy.config.limits,
+                    );
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
@@ -181,6 +185,7 @@ fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
         defaults: new.defaults,
         topics: new.topics,
         log: new.log,
+        shadow: new.shadow,
         warnings: new.warnings,
         ..running.clone()
     };
@@ -203,10 +208,23 @@ mod tests {
         );
         let (merged, restart) = merge_live(&running, new.clone());
         assert_eq!(restart, vec!["[limits]"]);
+        assert_eq!(merged.shadow, None);
         assert_eq!(merged.limits, running.limits);
         assert_eq!(merged.topics.len(), 1);
         assert_eq!(merged.topics[0].policy, new.topics[0].policy);
         let (_, restart) = merge_live(&running, running.clone());
         assert!(restart.is_empty());
+    }
+
+    #[test]
+    fn shadow_trials_change_live() {
+        let running = config("");
+        let new = config("[shadow]\ncandidates = [\"zstd:3\"]\n");
+        let (merged, restart) = merge_live(&running, new.clone());
+        assert!(restart.is_empty(), "{restart:?}");
+        assert_eq!(merged.shadow, new.shadow);
+        let (merged, restart) = merge_live(&new, running.clone());
+        assert!(restart.is_empty(), "{restart:?}");
+        assert_eq!(merged.shadow, None);
     }
 }

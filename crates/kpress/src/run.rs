@@ -79,6 +79,7 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
+        kpress_proxy::shadow::apply(config.shadow.as_ref(), &config.limits);
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
         let applied = policy_reload::spawn(

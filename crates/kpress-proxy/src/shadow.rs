@@ -1,0 +1,546 @@
+//! Shadow trials (`[shadow]`): what each candidate codec would make of live traffic.
+//!
+//! The Produce rewrite samples each topic's batches (deterministically: with `sample =
+//! 0.01`, every hundredth batch of a topic) and copies a sampled batch's bytes, as the
+//! producer sent them, into a queue bounded in bytes; what goes to the broker is
+//! neither delayed past that copy nor changed. Worker threads at the lowest priority
+//! (nice 19, `SCHED_IDLE`) take the batches, check their CRC, decompress them within
+//! `[limits]`, and compress the records with every candidate, counting whole-batch
+//! sizes (61-byte header + compressed records) and the CPU each candidate took.
+//!
+//! The CPU budget is a bucket of CPU time filled at `max_cpu_fraction` × the host's
+//! available parallelism per second, holding at most one [`SHADOW_CPU_WINDOW`] of it:
+//! a batch sampled, or taken from the queue, while the bucket is empty is skipped and
+//! counted. So over any window the trials use at most their share plus one batch's
+//! trial.
+//!
+//! One set of trials serves the process ([`apply`] replaces or stops it): kpress runs
+//! one proxy per process, and the Produce rewrite reaches the trials from here.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use kpress_batch::{batches, RecordBatch, HEADER_LEN};
+use kpress_codec::{Codec, Compressor, Decompressor};
+use kpress_config::{Limits, ShadowSettings, SHADOW_CPU_WINDOW};
+
+use crate::metrics::{self, ShadowResult};
+use crate::produce::thread_cpu_time;
+
+/// [`metrics::SHADOW_SKIPPED`] reasons.
+pub(crate) const SKIPPED_QUEUE_FULL: &str = "queue_full";
+pub(crate) const SKIPPED_CPU_BUDGET: &str = "cpu_budget";
+pub(crate) const SKIPPED_CORRUPT: &str = "corrupt";
+pub(crate) const SKIPPED_NOT_DECODABLE: &str = "not_decodable";
+pub(crate) const SKIPPED_COMPRESS_FAILED: &str = "compress_failed";
+
+/// Per-topic batch counters for sampling, by a hash of the topic name: a fixed table,
+/// so topics clients invent cost no memory; topics sharing a slot share a count,
+/// which keeps the sampled share the same.
+const SAMPLE_SLOTS: usize = 256;
+
+/// The trials in force; `None`: no `[shadow]`.
+static TRIALS: ArcSwapOption<Trials> = ArcSwapOption::const_empty();
+
+/// Starts, replaces or (with `None`) stops the shadow trials. Unchanged settings keep
+/// the trials running as they are; new ones start new workers, and the old workers end
+/// once their queue is empty.
+pub fn apply(settings: Option<&ShadowSettings>, limits: &Limits) {
+    let current = TRIALS.load_full();
+    let Some(settings) = settings else {
+        if current.is_some() {
+            TRIALS.store(None);
+            tracing::info!("shadow trials stopped");
+        }
+        return;
+    };
+    let limits = TrialLimits::of(limits);
+    if current
+        .as_ref()
+        .is_some_and(|t| t.settings == *settings && t.limits == limits)
+    {
+        return;
+    }
+    match Trials::start(settings.clone(), limits) {
+        Ok(trials) => {
+            tracing::info!(
+                candidates = %trials.labels.join(", "),
+                sample = settings.sample,
+                max_cpu_fraction = settings.max_cpu_fraction,
+                threads = settings.threads,
+                "shadow trials running"
+            );
+            TRIALS.store(Some(Arc::new(trials)));
+        }
+        Err(err) => {
+            TRIALS.store(None);
+            tracing::error!(error = %err, "shadow trials not started: no worker thread");
+        }
+    }
+}
+
+/// The trials in force, for one Produce request.
+pub(crate) fn current() -> Option<Arc<Trials>> {
+    TRIALS.load_full()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TrialLimits {
+    max_decompressed_bytes: usize,
+    max_decompression_ratio: usize,
+}
+
+impl TrialLimits {
+    fn of(limits: &Limits) -> TrialLimits {
+        TrialLimits {
+            max_decompressed_bytes: limits.max_decompressed_bytes,
+            max_decompression_ratio: limits.max_decompression_ratio,
+        }
+    }
+
+    /// What `compressed` bytes may decompress to.
+    fn bound(&self, compressed: usize) -> usize {
+        self.max_decompressed_bytes
+            .min(compressed.saturating_mul(self.max_decompression_ratio))
+    }
+}
+
+/// Running trials: the sampler, the queue and the budget the workers share.
+pub(crate) struct Trials {
+    settings: ShadowSettings,
+    limits: TrialLimits,
+    /// The candidates' metric labels (canonical specs), in settings order.
+    labels: Vec<Arc<str>>,
+    sender: mpsc::Sender<Job>,
+    queued: Arc<QueuedBytes>,
+    budget: Arc<CpuBudget>,
+    counts: [AtomicU64; SAMPLE_SLOTS],
+}
+
+impl fmt::Debug for Trials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trials")
+            .field("candidates", &self.labels)
+            .field("sample", &self.settings.sample)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A sampled batch, copied, holding its place in the queue's byte bound.
+#[derive(Debug)]
+pub(crate) struct Sample {
+    batch: Vec<u8>,
+    _held: Held,
+}
+
+struct Job {
+    topic: Arc<str>,
+    sample: Sample,
+}
+
+impl Trials {
+    fn start(settings: ShadowSettings, limits: TrialLimits) -> std::io::Result<Trials> {
+        let (sender, receiver) = mpsc::channel::<Job>();
+        let receiver = Arc::new(Mutex::new(receiver));
+        let budget = Arc::new(CpuBudget::new(settings.max_cpu_fraction));
+        let labels: Vec<Arc<str>> = settings
+            .candidates
+            .iter()
+            .map(|c| Arc::from(c.to_string()))
+            .collect();
+        for index in 0..settings.threads {
+            let worker = Worker {
+                receiver: Arc::clone(&receiver),
+                budget: Arc::clone(&budget),
+                limits,
+                compressors: settings
+                    .candidates
+                    .iter()
+                    .map(|c| Compressor::new(c.codec(), c.options()))
+                    .collect(),
+                labels: labels.clone(),
+            };
+            std::thread::Builder::new()
+                .name(format!("kpress-shadow-{index}"))
+                .spawn(move || worker.run())?;
+        }
+        Ok(Trials {
+            queued: Arc::new(QueuedBytes {
+                held: AtomicUsize::new(0),
+                max: settings.max_queue_bytes,
+            }),
+            settings,
+            limits,
+            labels,
+            sender,
+            budget,
+            counts: [const { AtomicU64::new(0) }; SAMPLE_SLOTS],
+        })
+    }
+
+    /// Copies the batches of `records` (one partition's, as the producer sent them)
+    /// that the sample picks into `out`. A pick with no CPU budget or queue room left
+    /// is counted and not copied.
+    pub(crate) fn sample(&self, topic: &str, records: &[u8], out: &mut Vec<Sample>) {
+        let count = &self.counts[slot(topic)];
+        // An unparseable tail is the rewrite's business; trials take what parses.
+        for batch in batches(records).map_while(Result::ok) {
+            let n = count.fetch_add(1, Ordering::Relaxed);
+            if !picked(n, self.settings.sample) {
+                continue;
+            }
+            if !self.budget.has_room() {
+                metrics::shadow_skipped(SKIPPED_CPU_BUDGET);
+                continue;
+            }
+            let bytes = batch.bytes();
+            let Some(held) = self.queued.hold(bytes.len()) else {
+                metrics::shadow_skipped(SKIPPED_QUEUE_FULL);
+                continue;
+            };
+            out.push(Sample {
+                batch: bytes.to_vec(),
+                _held: held,
+            });
+        }
+    }
+
+    /// Queues a sample of the topic labelled `topic` for the workers.
+    pub(crate) fn send(&self, topic: Arc<str>, sample: Sample) {
+        // Fails only when every worker has gone (they never end while `self` lives).
+        let _ = self.sender.send(Job { topic, sample });
+    }
+}
+
+/// Whether the `n`th batch (from 0) is sampled at rate `sample`: where the running
+/// count of `n × sample` passes a whole number, so picks are evenly spaced.
+fn picked(n: u64, sample: f64) -> bool {
+    ((n + 1) as f64 * sample).floor() > (n as f64 * sample).floor()
+}
+
+/// FNV-1a of the topic name, to a sampling slot.
+fn slot(topic: &str) -> usize {
+    let hash = topic.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % SAMPLE_SLOTS as u64) as usize
+}
+
+/// Bytes of samples copied and not yet tried, against `max_queue_bytes`.
+#[derive(Debug)]
+struct QueuedBytes {
+    held: AtomicUsize,
+    max: usize,
+}
+
+impl QueuedBytes {
+    fn hold(self: &Arc<Self>, bytes: usize) -> Option<Held> {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&total| total <= self.max)
+            })
+            .ok()?;
+        Some(Held {
+            queue: Arc::clone(self),
+            bytes,
+        })
+    }
+}
+
+/// A sample's share of the queue bound, given back when the sample is dropped.
+#[derive(Debug)]
+struct Held {
+    queue: Arc<QueuedBytes>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.queue.held.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// CPU seconds the trials may still use: filled at `rate` per second, at most
+/// `capacity`, drawn by each trial's thread CPU time (it may go below zero by the
+/// trial that emptied it).
+#[derive(Debug)]
+struct CpuBudget {
+    rate: f64,
+    capacity: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl CpuBudget {
+    fn new(max_cpu_fraction: f64) -> CpuBudget {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let rate = max_cpu_fraction * cpus as f64;
+        let capacity = rate * SHADOW_CPU_WINDOW.as_secs_f64();
+        CpuBudget {
+            rate,
+            capacity,
+            state: Mutex::new((capacity, Instant::now())),
+        }
+    }
+
+    /// Adds `-spent` after filling up to now; returns what is left.
+    fn draw(&self, spent: Duration) -> f64 {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let filled = state.0 + now.saturating_duration_since(state.1).as_secs_f64() * self.rate;
+        state.0 = filled.min(self.capacity) - spent.as_secs_f64();
+        state.1 = now;
+        state.0
+    }
+
+    fn has_room(&self) -> bool {
+        self.draw(Duration::ZERO) > 0.0
+    }
+}
+
+/// One trial thread: its own codec state, reused batch after batch.
+struct Worker {
+    receiver: Arc<Mutex<mpsc::Receiver<Job>>>,
+    budget: Arc<CpuBudget>,
+    limits: TrialLimits,
+    compressors: Vec<Compressor>,
+    labels: Vec<Arc<str>>,
+}
+
+impl Worker {
+    fn run(mut self) {
+        lower_priority();
+        let mut decompressor = Decompressor::new();
+        let mut raw = Vec::new();
+        let mut out = Vec::new();
+        let mut results = Vec::with_capacity(self.compressors.len());
+        loop {
+            let job = {
+                let receiver = self.receiver.lock().unwrap_or_else(PoisonError::into_inner);
+                receiver.recv()
+            };
+            // The trials were replaced or stopped and the queue is empty.
+            let Ok(job) = job else { return };
+            if !self.budget.has_room() {
+                metrics::shadow_skipped(SKIPPED_CPU_BUDGET);
+                continue;
+            }
+            let start = thread_cpu_time();
+            let outcome = self.trial(
+                &job.sample.batch,
+                &mut decompressor,
+                &mut raw,
+                &mut out,
+                &mut results,
+            );
+            self.budget.draw(thread_cpu_time().saturating_sub(start));
+            match outcome {
+                Ok(()) => metrics::shadow_trial(
+                    &job.topic,
+                    job.sample.batch.len(),
+                    raw.len(),
+                    &self.labels,
+                    &results,
+                ),
+                Err(reason) => metrics::shadow_skipped(reason),
+            }
+            // Memory of one unusually large batch is not kept for the next.
+            for buffer in [&mut raw, &mut out] {
+                buffer.clear();
+                buffer.shrink_to(1 << 20);
+            }
+        }
+    }
+
+    /// Decompresses `batch`'s records into `raw` and compresses them with every
+    /// candidate, into `results`; `Err` is the skip reason.
+    fn trial(
+        &mut self,
+        batch: &[u8],
+        decompressor: &mut Decompressor,
+        raw: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+        results: &mut Vec<ShadowResult>,
+    ) -> Result<(), &'static str> {
+        results.clear();
+        raw.clear();
+        let batch = RecordBatch::parse(batch).map_err(|_| SKIPPED_CORRUPT)?;
+        if !batch.crc_is_valid() {
+            return Err(SKIPPED_CORRUPT);
+        }
+        let codec = batch.codec().ok_or(SKIPPED_NOT_DECODABLE)?;
+        let records = batch.records();
+        match codec {
+            Codec::None => raw.extend_from_slice(records),
+            codec => {
+                decompressor
+                    .decompress(codec, records, self.limits.bound(records.len()), raw)
+                    .map_err(|_| SKIPPED_NOT_DECODABLE)?;
+            }
+        }
+        for compressor in &mut self.compressors {
+            out.clear();
+            let start = thread_cpu_time();
+            compressor
+                .compress(raw, out)
+                .map_err(|_| SKIPPED_COMPRESS_FAILED)?;
+            results.push(ShadowResult {
+                bytes_out: HEADER_LEN + out.len(),
+                cpu: thread_cpu_time().saturating_sub(start),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Puts the calling thread at the lowest priority: nice 19, then `SCHED_IDLE` (it runs
+/// only when a CPU would otherwise idle). Either may be refused; the trials run anyway.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        // SAFETY: setpriority reads its plain arguments only; Linux applies
+        // PRIO_PROCESS with a thread id to that thread.
+        let nice = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19) };
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+        let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if nice != 0 || idle != 0 {
+            tracing::debug!(
+                error = %std::io::Error::last_os_error(),
+                "shadow trial thread kept a higher priority"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kpress_batch::builder::{BatchBuilder, Record};
+
+    #[test]
+    fn picks_are_evenly_spaced_at_the_sample_rate() {
+        let picks = |sample: f64| (0..1000).filter(|&n| picked(n, sample)).collect::<Vec<_>>();
+        assert_eq!(picks(1.0).len(), 1000);
+        let hundredth = picks(0.01);
+        assert_eq!(hundredth.len(), 10);
+        assert_eq!(hundredth[0], 99);
+        assert_eq!(hundredth[1], 199);
+        assert_eq!(picks(0.5).len(), 500);
+        assert_eq!(picks(0.001).len(), 1);
+    }
+
+    #[test]
+    fn the_queue_holds_at_most_its_bytes_and_gives_them_back() {
+        let queue = Arc::new(QueuedBytes {
+            held: AtomicUsize::new(0),
+            max: 100,
+        });
+        let a = queue.hold(60).unwrap();
+        assert!(queue.hold(41).is_none());
+        let b = queue.hold(40).unwrap();
+        drop(a);
+        assert_eq!(queue.held.load(Ordering::Acquire), 40);
+        drop(b);
+        assert_eq!(queue.held.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn the_budget_empties_by_cpu_spent_and_refills_at_its_rate() {
+        let budget = CpuBudget {
+            rate: 1.0,
+            capacity: 0.01,
+            state: Mutex::new((0.01, Instant::now())),
+        };
+        assert!(budget.has_room());
+        budget.draw(Duration::from_millis(50));
+        assert!(!budget.has_room());
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(budget.has_room());
+        // Never more than the capacity, however long it waited.
+        assert!(budget.draw(Duration::ZERO) <= 0.01);
+    }
+
+    fn trials(candidates: &[&str], sample: f64) -> Trials {
+        let settings = ShadowSettings {
+            sample,
+            candidates: candidates.iter().map(|c| c.parse().unwrap()).collect(),
+            max_cpu_fraction: 1.0,
+            threads: 1,
+            max_queue_bytes: 1 << 20,
+        };
+        Trials::start(settings, TrialLimits::of(&Limits::default())).unwrap()
+    }
+
+    #[test]
+    fn sampling_copies_whole_batches_per_topic() {
+        let trials = trials(&["zstd:3"], 0.5);
+        let batch = BatchBuilder::codec(Codec::Gzip)
+            .build(&[Record::value("a record"), Record::value("another")])
+            .unwrap();
+        let two = [batch.clone(), batch.clone()].concat();
+        let mut out = Vec::new();
+        // Each topic counts its own: the second batch of each is picked.
+        trials.sample("a", &batch, &mut out);
+        trials.sample("b", &batch, &mut out);
+        assert!(out.is_empty());
+        trials.sample("a", &batch, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].batch, batch);
+        trials.sample("b", &two, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(trials.queued.held.load(Ordering::Acquire), 2 * batch.len());
+        out.clear();
+        assert_eq!(trials.queued.held.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn a_trial_sizes_each_candidate_as_a_whole_batch() {
+        let trials = trials(&["zstd:3", "none", "gzip:1"], 1.0);
+        let records: Vec<Record> = (0..200)
+            .map(|i| Record::value(format!("GET /index.html?page={i} HTTP/1.1 200")))
+            .collect();
+        let plain = BatchBuilder::codec(Codec::None).build(&records).unwrap();
+        let lz4 = BatchBuilder::codec(Codec::Lz4).build(&records).unwrap();
+        let mut worker = Worker {
+            receiver: Arc::new(Mutex::new(mpsc::channel().1)),
+            budget: Arc::clone(&trials.budget),
+            limits: trials.limits,
+            compressors: trials
+                .settings
+                .candidates
+                .iter()
+                .map(|c| Compressor::new(c.codec(), c.options()))
+                .collect(),
+            labels: trials.labels.clone(),
+        };
+        let (mut d, mut raw, mut out, mut results) =
+            (Decompressor::new(), Vec::new(), Vec::new(), Vec::new());
+        worker
+            .trial(&lz4, &mut d, &mut raw, &mut out, &mut results)
+            .unwrap();
+        assert_eq!(raw.len(), plain.len() - HEADER_LEN);
+        assert_eq!(results.len(), 3);
+        // `none` writes the batch as the uncompressed one.
+        assert_eq!(results[1].bytes_out, plain.len());
+        let zstd = BatchBuilder::codec(Codec::Zstd).build(&records).unwrap();
+        assert_eq!(results[0].bytes_out, zstd.len());
+        // A flipped byte fails the CRC: skipped, never tried.
+        let mut corrupt = lz4.clone();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        assert_eq!(
+            worker.trial(&corrupt, &mut d, &mut raw, &mut out, &mut results),
+            Err(SKIPPED_CORRUPT)
+        );
+        assert_eq!(
+            worker.trial(b"short", &mut d, &mut raw, &mut out, &mut results),
+            Err(SKIPPED_CORRUPT)
+        );
+    }
+}
