@@ -1,13 +1,18 @@
 //! One proxied connection: client frames relayed to one upstream broker connection,
 //! responses relayed back in order.
 //!
-//! Two halves run together. The request half reads a frame (its bytes granted by the
-//! budget as they arrive), rewrites Produce, notes which response to expect, and
-//! forwards. The response half takes the next expected response, reads it, rewrites
-//! broker addresses where needed, and relays it. Kafka answers requests in order on a
-//! connection, so a FIFO of pending responses is the whole pipeline state; Produce
-//! with acks=0 gets no entry because the broker sends nothing back, and a request
-//! kpress answers itself gets its response in the same FIFO, so order holds.
+//! Three parts run together. The reading part reads a frame (its bytes granted by the
+//! budget as they arrive) and turns it into a step in request order: a frame to
+//! forward as it is, a Produce rewrite started on a task of its own, or an answer
+//! kpress gives itself. The writing part takes the steps in that order, waits for each
+//! rewrite, notes which response to expect, and forwards. So the Produce requests a
+//! client pipelines are rewritten on as many cores as there are rewrite slots, and
+//! still reach the broker in the order sent. The response part takes the next
+//! expected response, reads it, rewrites broker addresses where needed, and relays
+//! it. Kafka answers requests in order on a connection, so a FIFO of pending
+//! responses is the whole response state; Produce with acks=0 gets no entry because
+//! the broker sends nothing back, and a request kpress answers itself gets its
+//! response in the same FIFO, so order holds.
 //!
 //! Generic over both streams, which may be TLS (`transport`). A client's SASL frames
 //! are relayed like any other; kpress only watches them to know when the connection has
@@ -16,7 +21,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, BytesMut};
 use kpress_protocol::api_key;
@@ -85,21 +90,29 @@ where
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
     let (pending_tx, pending_rx) = mpsc::unbounded_channel();
-    // Responses queued and not yet relayed: while any is, the client is not idle.
+    let (steps_tx, steps_rx) = mpsc::channel(READ_AHEAD_REQUESTS);
+    // Requests read and not yet done with (not yet forwarded, or their response not
+    // yet relayed): while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
     // Watched only when batches wait for authentication.
     let auth = (!shared.rewrite_before_auth).then(|| Mutex::new(AuthProgress::default()));
-    let requests = relay_requests(
+    let reading = read_requests(
         &mut client_read,
-        &mut upstream_write,
-        Queue {
-            pending: pending_tx,
-            owed: &owed,
-        },
+        steps_tx,
+        &owed,
         auth.as_ref(),
         &shared,
         &info,
         &mut shutdown,
+    );
+    let writing = write_requests(
+        &mut upstream_write,
+        steps_rx,
+        Queue {
+            pending: pending_tx,
+            owed: &owed,
+        },
+        shared.frame_limits().frame_timeout,
     );
     let responses = relay_responses(
         &mut upstream_read,
@@ -109,32 +122,83 @@ where
         auth.as_ref(),
         &shared,
     );
-    tokio::try_join!(requests, responses)?;
+    tokio::try_join!(reading, writing, responses)?;
     // Every expected response was relayed; tell the client we are done.
     let _ = client_write.shutdown().await;
     Ok(())
 }
 
-/// The request half's end of the pending-response FIFO.
+/// Requests a connection reads ahead of the one being forwarded. Their Produce
+/// rewrites run at once (each holding a rewrite slot while it runs), so a client
+/// pipelining requests has them recompressed on several cores. Their bytes count in
+/// the connection's budget like any frame's, so this only caps how many.
+const READ_AHEAD_REQUESTS: usize = 8;
+
+/// One request read, in its place in the connection's order.
+enum Step {
+    /// kpress answers it itself, with these bytes and their budget.
+    Answer(BytesMut, BudgetPermit),
+    /// Forwarded once ready; `expects_response` is false for Produce with acks=0.
+    Forward {
+        header: RequestHeader,
+        expects_response: bool,
+        next: Outgoing,
+    },
+}
+
+/// A request's bytes for the broker: ready, or being rewritten.
+enum Outgoing {
+    Ready(Forward),
+    Rewriting(RewriteTask),
+}
+
+impl Outgoing {
+    async fn ready(self) -> Result<Forward, ConnectionError> {
+        match self {
+            Outgoing::Ready(forward) => Ok(forward),
+            Outgoing::Rewriting(mut task) => (&mut task.0)
+                .await
+                .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?,
+        }
+    }
+}
+
+/// A Produce rewrite on a task of its own; stopped if the connection ends before it
+/// is forwarded, so a closed connection's rewrites do not hold rewrite slots.
+struct RewriteTask(tokio::task::JoinHandle<Result<Forward, ConnectionError>>);
+
+impl Drop for RewriteTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The writing part's end of the pending-response FIFO.
 struct Queue<'a> {
     pending: mpsc::UnboundedSender<Pending>,
+    /// Counted up by the reading part as each request is read.
     owed: &'a AtomicUsize,
 }
 
 impl Queue<'_> {
     fn push(&self, pending: Pending) {
-        self.owed.fetch_add(1, Ordering::Relaxed);
         // The response half may have failed and gone; its error is what try_join
         // reports, so a send error here needs no handling of its own.
         let _ = self.pending.send(pending);
     }
+
+    /// A request done with without a response to relay (acks=0).
+    fn forget(&self) {
+        self.owed.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn relay_requests<C, U>(
+/// Reads the client's requests and turns each into a [`Step`], in order; Produce
+/// rewrites start here and run while later requests are read.
+async fn read_requests<C>(
     client: &mut ReadHalf<C>,
-    upstream: &mut WriteHalf<U>,
-    queue: Queue<'_>,
+    steps: mpsc::Sender<Step>,
+    owed: &AtomicUsize,
     auth: Option<&Mutex<AuthProgress>>,
     shared: &Arc<Shared>,
     info: &ConnectionInfo,
@@ -142,7 +206,6 @@ async fn relay_requests<C, U>(
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
-    U: AsyncRead + AsyncWrite + Unpin,
 {
     let pool = shared.connection_pool(Direction::Request);
     let limits = shared.frame_limits();
@@ -153,8 +216,8 @@ where
             read = read_frame(client, limits, &pool, Some(shared.idle_timeout)) => read,
         };
         let frame = match read {
-            // Idle only while no response is owed: a long JoinGroup is not idleness.
-            Err(ReadFrameError::Idle(_)) if queue.owed.load(Ordering::Relaxed) > 0 => continue,
+            // Idle only while nothing is owed: a long JoinGroup is not idleness.
+            Err(ReadFrameError::Idle(_)) if owed.load(Ordering::Relaxed) > 0 => continue,
             read => read.map_err(ConnectionError::from_client_read)?,
         };
         let Some(frame) = frame else {
@@ -167,58 +230,113 @@ where
             // tell from requests; relaying them blind could let broker addresses through.
             return Err(ConnectionError::LegacySaslHandshake);
         }
-        // An ApiVersions newer than kpress parses is answered here, as a broker answers
-        // a version it does not know, so the client retries lower instead of looping.
-        if let Some(answer) = answer_unsupported_api_versions(
-            header.api_key,
-            header.api_version,
-            header.correlation_id,
-        ) {
-            let permit = pool
-                .acquire(answer.len())
-                .await
-                .map_err(ConnectionError::OverBudget)?;
-            drop(frame);
-            metrics::answered_locally("ApiVersions");
-            queue.push(Pending::Local(answer, permit));
-            continue;
+        let step = request_step(frame, header, &pool, auth, shared, info).await?;
+        owed.fetch_add(1, Ordering::Relaxed);
+        if steps.send(step).await.is_err() {
+            // The writing part failed; its error is what try_join reports.
+            return Ok(());
         }
-        let mut expects_response = true;
-        let authenticated = match (auth, header.header_len) {
-            (Some(auth), Some(header_len)) => {
-                let body = frame.body().get(header_len..).unwrap_or_default();
-                let mut auth = auth.lock().unwrap_or_else(PoisonError::into_inner);
-                auth.on_request(header.api_key, header.api_version, body);
-                auth.is_authenticated()
+    }
+}
+
+/// What becomes of one request: answered here, forwarded as read, or rewritten first
+/// (on a task of its own).
+async fn request_step(
+    frame: Frame,
+    header: RequestHeader,
+    pool: &ConnectionPool,
+    auth: Option<&Mutex<AuthProgress>>,
+    shared: &Arc<Shared>,
+    info: &ConnectionInfo,
+) -> Result<Step, ConnectionError> {
+    // An ApiVersions newer than kpress parses is answered here, as a broker answers
+    // a version it does not know, so the client retries lower instead of looping.
+    if let Some(answer) =
+        answer_unsupported_api_versions(header.api_key, header.api_version, header.correlation_id)
+    {
+        let permit = pool
+            .acquire(answer.len())
+            .await
+            .map_err(ConnectionError::OverBudget)?;
+        drop(frame);
+        metrics::answered_locally("ApiVersions");
+        return Ok(Step::Answer(answer, permit));
+    }
+    let authenticated = match (auth, header.header_len) {
+        (Some(auth), Some(header_len)) => {
+            let body = frame.body().get(header_len..).unwrap_or_default();
+            let mut auth = auth.lock().unwrap_or_else(PoisonError::into_inner);
+            auth.on_request(header.api_key, header.api_version, body);
+            auth.is_authenticated()
+        }
+        _ => true,
+    };
+    let forward = |expects_response, next| Step::Forward {
+        header,
+        expects_response,
+        next,
+    };
+    let Some(header_len) = header
+        .header_len
+        .filter(|_| header.api_key == api_key::PRODUCE)
+    else {
+        return Ok(forward(true, Outgoing::Ready(Forward::Original(frame))));
+    };
+    let body = frame.body().get(header_len..).unwrap_or_default();
+    if let Some(acks) = legacy_produce_acks(body, header.api_version) {
+        // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
+        metrics::produce_not_read("legacy_message_set", frame.bytes.len());
+        return Ok(forward(
+            acks != 0,
+            Outgoing::Ready(Forward::Original(frame)),
+        ));
+    }
+    let acks = produce_acks(body, header.api_version).map_err(ConnectionError::ProduceAcks)?;
+    // acks=0: the broker answers nothing, so nothing may be awaited.
+    let expects_response = acks != 0;
+    if !authenticated {
+        // The broker refuses it anyway; kpress spends no CPU on it.
+        metrics::produce_not_rewritten("before_auth");
+        metrics::produce_not_read("before_auth", frame.bytes.len());
+        return Ok(forward(
+            expects_response,
+            Outgoing::Ready(Forward::Original(frame)),
+        ));
+    }
+    let (pool, shared, info) = (pool.clone(), Arc::clone(shared), info.clone());
+    let task = tokio::spawn(async move {
+        rewrite_produce_frame(frame, header, header_len, &pool, &shared, &info).await
+    });
+    Ok(forward(
+        expects_response,
+        Outgoing::Rewriting(RewriteTask(task)),
+    ))
+}
+
+/// Forwards the steps in request order, each once its rewrite is done, queueing the
+/// responses to expect in the same order.
+async fn write_requests<U>(
+    upstream: &mut WriteHalf<U>,
+    mut steps: mpsc::Receiver<Step>,
+    queue: Queue<'_>,
+    frame_timeout: Duration,
+) -> Result<(), ConnectionError>
+where
+    U: AsyncRead + AsyncWrite + Unpin,
+{
+    while let Some(step) = steps.recv().await {
+        let (header, expects_response, next) = match step {
+            Step::Answer(bytes, permit) => {
+                queue.push(Pending::Local(bytes, permit));
+                continue;
             }
-            _ => true,
+            Step::Forward {
+                header,
+                expects_response,
+                next,
+            } => (header, expects_response, next),
         };
-        let forward = match header.header_len {
-            Some(header_len) if header.api_key == api_key::PRODUCE => {
-                let body = frame.body().get(header_len..).unwrap_or_default();
-                if let Some(acks) = legacy_produce_acks(body, header.api_version) {
-                    // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
-                    expects_response = acks != 0;
-                    metrics::produce_not_read("legacy_message_set", frame.bytes.len());
-                    Forward::Original(frame)
-                } else {
-                    let acks = produce_acks(body, header.api_version)
-                        .map_err(ConnectionError::ProduceAcks)?;
-                    // acks=0: the broker answers nothing, so nothing may be awaited.
-                    expects_response = acks != 0;
-                    if authenticated {
-                        rewrite_produce_frame(frame, header, header_len, &pool, shared, info)
-                            .await?
-                    } else {
-                        // The broker refuses it anyway; kpress spends no CPU on it.
-                        metrics::produce_not_rewritten("before_auth");
-                        metrics::produce_not_read("before_auth", frame.bytes.len());
-                        Forward::Original(frame)
-                    }
-                }
-            }
-            _ => Forward::Original(frame),
-        };
+        let forward = next.ready().await?;
         if expects_response {
             queue.push(Pending::Broker(Expected {
                 api_key: header.api_key,
@@ -227,11 +345,15 @@ where
                 forwarded: Instant::now(),
             }));
         }
-        write_frame(upstream, forward.bytes(), limits.frame_timeout)
+        write_frame(upstream, forward.bytes(), frame_timeout)
             .await
             .map_err(ConnectionError::broker_write)?;
+        if !expects_response {
+            queue.forget();
+        }
         // Dropping `forward` releases its budget bytes.
     }
+    Ok(())
 }
 
 /// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
@@ -1133,6 +1255,262 @@ mod tests {
             read_exact_frame(&mut waiting.client).await,
             response(1, b"joined")
         );
+    }
+
+    /// A Produce v13 request (header v2, flexible) for the topic with id `topic_id`,
+    /// partition 0 holding `records`.
+    fn produce_v13(correlation_id: i32, topic_id: [u8; 16], records: &[u8]) -> Vec<u8> {
+        fn uvarint(out: &mut Vec<u8>, mut n: usize) {
+            while n >= 0x80 {
+                out.push((n as u8) | 0x80);
+                n >>= 7;
+            }
+            out.push(n as u8);
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(&0i16.to_be_bytes());
+        out.extend_from_slice(&13i16.to_be_bytes());
+        out.extend_from_slice(&correlation_id.to_be_bytes());
+        out.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
+        out.push(0); // header tagged fields
+        out.push(0); // null transactional_id
+        out.extend_from_slice(&(-1i16).to_be_bytes()); // acks
+        out.extend_from_slice(&1000i32.to_be_bytes());
+        uvarint(&mut out, 2); // one topic
+        out.extend_from_slice(&topic_id);
+        uvarint(&mut out, 2); // one partition
+        out.extend_from_slice(&0i32.to_be_bytes());
+        uvarint(&mut out, records.len() + 1);
+        out.extend_from_slice(records);
+        out.extend_from_slice(&[0, 0, 0]); // partition, topic and request tagged fields
+        frame(&out)
+    }
+
+    /// The codec of the one batch a forwarded Produce request holds: the only offset
+    /// where a whole batch with a valid CRC parses.
+    fn forwarded_codec(forwarded: &[u8]) -> Option<Codec> {
+        (0..forwarded.len()).find_map(|at| {
+            let batch = kpress_batch::RecordBatch::parse(&forwarded[at..]).ok()?;
+            batch.crc_is_valid().then(|| batch.codec()).flatten()
+        })
+    }
+
+    /// A bootstrap server for topic-id lookups: accepts kpress's side connection, reads
+    /// one Metadata request, reports it on `asked`, and waits for `release` before
+    /// naming every id it was asked about `t`.
+    async fn held_lookup_broker(
+        listener: tokio::net::TcpListener,
+        asked: tokio::sync::oneshot::Sender<()>,
+        release: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        use kafka_protocol::messages::metadata_request::MetadataRequest;
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponse, MetadataResponseTopic,
+        };
+        use kafka_protocol::messages::RequestHeader as KafkaRequestHeader;
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.unwrap();
+        let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+        stream.read_exact(&mut request).await.unwrap();
+        asked.send(()).unwrap();
+        release.await.unwrap();
+        let mut buf = bytes::Bytes::from(request);
+        let version = i16::from_be_bytes([buf[2], buf[3]]);
+        let header = KafkaRequestHeader::decode(&mut buf, 2).unwrap();
+        let topics = MetadataRequest::decode(&mut buf, version)
+            .unwrap()
+            .topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| {
+                MetadataResponseTopic::default()
+                    .with_topic_id(t.topic_id)
+                    .with_name(Some(StrBytes::from_static_str("t").into()))
+            })
+            .collect();
+        let mut body = BytesMut::new();
+        MetadataResponse::default()
+            .with_topics(topics)
+            .encode(&mut body, version)
+            .unwrap();
+        let mut response = header.correlation_id.to_be_bytes().to_vec();
+        response.push(0); // header tagged fields
+        response.extend_from_slice(&body);
+        stream.write_all(&frame(&response)).await.unwrap();
+        // Held open: closing would only make the lookup task reconnect.
+        std::future::pending::<()>().await;
+    }
+
+    /// A connection whose first Produce request waits for its v13 topic id to be named
+    /// (by a lookup the test holds), with a Produce by name and a Heartbeat behind it.
+    struct HeldFirstRewrite {
+        h: Harness,
+        shared: Arc<Shared>,
+        release: tokio::sync::oneshot::Sender<()>,
+        requests: [Vec<u8>; 3],
+    }
+
+    async fn hold_first_rewrite() -> HeldFirstRewrite {
+        let lookups = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut settings = settings(1 << 22, 30000);
+        settings.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
+        // Stored uncompressed: a rewrite's output is larger than its input.
+        let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
+        let shared = shared_from(policy, settings);
+        let mut h = start(Arc::clone(&shared));
+        let (asked_tx, asked) = tokio::sync::oneshot::channel();
+        let (release, release_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(held_lookup_broker(lookups, asked_tx, release_rx));
+        let batch = gzip_batch();
+        let requests = [
+            produce_v13(1, [0x5a; 16], &batch),
+            produce_v7(2, -1, &batch),
+            request(12, 3, 3, b"heartbeat body"),
+        ];
+        for request in &requests {
+            h.client.write_all(request).await.unwrap();
+        }
+        tokio::time::timeout(Duration::from_secs(10), asked)
+            .await
+            .expect("the first Produce asked for its topic id")
+            .unwrap();
+        HeldFirstRewrite {
+            h,
+            shared,
+            release,
+            requests,
+        }
+    }
+
+    /// The broker's answers to [`hold_first_rewrite`]'s three requests: a Produce v13
+    /// response (header v1; kpress reads it for broker addresses), then two opaque ones.
+    fn held_rewrite_responses() -> [Vec<u8>; 3] {
+        use kafka_protocol::messages::produce_response::ProduceResponse;
+        use kafka_protocol::protocol::Encodable;
+
+        let mut produce_v13 = 1i32.to_be_bytes().to_vec();
+        produce_v13.push(0); // header tagged fields
+        let mut body = BytesMut::new();
+        ProduceResponse::default().encode(&mut body, 13).unwrap();
+        produce_v13.extend_from_slice(&body);
+        [
+            frame(&produce_v13),
+            response(2, b"produced"),
+            response(3, b"heartbeat"),
+        ]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_rewrites_finishing_out_of_order_are_forwarded_in_order() {
+        let HeldFirstRewrite {
+            mut h,
+            shared,
+            release,
+            requests,
+        } = hold_first_rewrite().await;
+        // The second Produce is rewritten while the first waits for its name: the
+        // request budget holds its output, larger than the frame it replaces.
+        let requests_pool = shared.budget.pool(Direction::Request);
+        let read: usize = requests.iter().map(Vec::len).sum();
+        let rewritten = async {
+            while requests_pool.capacity() - requests_pool.available() <= read {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), rewritten)
+            .await
+            .expect("the second Produce was not rewritten while the first waited");
+        // Still nothing may go ahead of the first.
+        let early =
+            tokio::time::timeout(Duration::from_millis(300), read_exact_frame(&mut h.broker)).await;
+        assert!(
+            early.is_err(),
+            "a request overtook a Produce being rewritten"
+        );
+        release.send(()).unwrap();
+        let first = read_exact_frame(&mut h.broker).await;
+        let second = read_exact_frame(&mut h.broker).await;
+        let third = read_exact_frame(&mut h.broker).await;
+        // Both Produce requests rewritten (the first once its id was named), in order.
+        assert_eq!(first[8..12], 1i32.to_be_bytes(), "correlation id");
+        assert_eq!(forwarded_codec(&first), Some(Codec::None));
+        assert_eq!(second[8..12], 2i32.to_be_bytes(), "correlation id");
+        assert_eq!(forwarded_codec(&second), Some(Codec::None));
+        assert_eq!(third, requests[2]);
+        let responses = held_rewrite_responses();
+        for response in &responses {
+            h.broker.write_all(response).await.unwrap();
+        }
+        for response in &responses {
+            assert_eq!(&read_exact_frame(&mut h.client).await, response);
+        }
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_behind_a_slow_rewrite_waits_and_shutdown_forwards_both() {
+        let HeldFirstRewrite {
+            mut h,
+            release,
+            requests,
+            ..
+        } = hold_first_rewrite().await;
+        // Shutdown while the first Produce is being rewritten: every request already
+        // read is still forwarded, in order, and answered.
+        h.shutdown.send(true).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!h.task.is_finished(), "closed with requests read");
+        release.send(()).unwrap();
+        let first = read_exact_frame(&mut h.broker).await;
+        assert_eq!(first[8..12], 1i32.to_be_bytes(), "correlation id");
+        assert_eq!(forwarded_codec(&first), Some(Codec::None));
+        assert_eq!(
+            read_exact_frame(&mut h.broker).await[8..12],
+            2i32.to_be_bytes()
+        );
+        assert_eq!(read_exact_frame(&mut h.broker).await, requests[2]);
+        for response in held_rewrite_responses() {
+            h.broker.write_all(&response).await.unwrap();
+            assert_eq!(read_exact_frame(&mut h.client).await, response);
+        }
+        h.task.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_with_a_rewrite_under_way_is_not_idle() {
+        let mut settings = settings(1 << 22, 30000);
+        settings.idle_timeout = Duration::from_secs(1);
+        // acks=0: no response is owed, only the forwarding.
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let shared = shared_from(policy, settings);
+        // Every rewrite slot taken: the Produce waits to be rewritten past the timeout.
+        let slots = shared.rewrite_slots.available_permits() as u32;
+        let held = Arc::clone(&shared.rewrite_slots)
+            .acquire_many_owned(slots)
+            .await
+            .unwrap();
+        let mut h = start(Arc::clone(&shared));
+        let batch = gzip_batch();
+        h.client.write_all(&produce_v7(1, 0, &batch)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            !h.task.is_finished(),
+            "closed as idle with a request unforwarded"
+        );
+        drop(held);
+        let forwarded = read_exact_frame(&mut h.broker).await;
+        assert_eq!(forwarded_codec(&forwarded), Some(Codec::Zstd));
+        // Forwarded and owed nothing: now it is idle.
+        let err = tokio::time::timeout(Duration::from_secs(10), h.task)
+            .await
+            .expect("closed as idle")
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(err, ConnectionError::ClientIdle(_)), "{err}");
     }
 
     #[tokio::test]
