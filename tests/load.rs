@@ -313,6 +313,13 @@ impl Bench {
     }
 }
 
+/// What a route's runs sent: records acknowledged and MB of their values.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    records: u64,
+    value_mb: f64,
+}
+
 struct Sample {
     summary: PerfSummary,
     kpress_cpu_seconds: Option<f64>,
@@ -557,8 +564,9 @@ fn topic_id(broker: SocketAddr, name: &str) -> [u8; 16] {
         .unwrap_or_else(|| panic!("the broker names no topic {name}"))
 }
 
-/// An lz4 batch of apache log lines of about [`PROBE_BATCH_BYTES`], and its record count.
-fn probe_batch() -> (Vec<u8>, usize) {
+/// An lz4 batch of apache log lines of about [`PROBE_BATCH_BYTES`], its record count
+/// and the bytes of its record values.
+fn probe_batch() -> (Vec<u8>, usize, u64) {
     let records: Vec<Record> = Dataset::ApacheAccessLog
         .records()
         .into_iter()
@@ -573,7 +581,11 @@ fn probe_batch() -> (Vec<u8>, usize) {
         .step_by(10)
         .find(|n| build(*n).len() >= PROBE_BATCH_BYTES)
         .expect("the dataset fills a 16 KiB batch");
-    (build(n), n)
+    let value_bytes = records[..n]
+        .iter()
+        .map(|r| r.value.as_ref().map_or(0, |v| v.len() as u64))
+        .sum();
+    (build(n), n, value_bytes)
 }
 
 /// One probe run's round trips, in µs, sorted.
@@ -686,10 +698,13 @@ fn load() {
         started.elapsed(),
         kpress_binary().display()
     );
-    let mut acked = [0u64; ROUTES.len()];
+    let mut sent = [Sent::default(); ROUTES.len()];
     let mut count = |samples: &[Vec<Sample>]| {
         for (index, runs) in samples.iter().enumerate() {
-            acked[index] += runs.iter().map(|s| s.summary.records).sum::<u64>();
+            for run in runs {
+                sent[index].records += run.summary.records;
+                sent[index].value_mb += run.value_mb();
+            }
         }
     };
 
@@ -723,7 +738,7 @@ fn load() {
         pass.node_port_base().expect("ports mode") + 1,
     ));
     let probe_topic_id = topic_id(broker, PROBE_TOPIC);
-    let (batch, batch_records) = probe_batch();
+    let (batch, batch_records, batch_value_bytes) = probe_batch();
     let mut probe_runs: [Vec<ProbeRun>; 2] = [Vec::new(), Vec::new()];
     for round in 0..n_rounds {
         for index in round_order(round, 2) {
@@ -736,10 +751,13 @@ fn load() {
     let probe_direct = ProbeMedians::of(&probe_runs[0]);
     let probe_kpress = ProbeMedians::of(&probe_runs[1]);
     // Every round trip of each route, the unmeasured ones too, stored one batch.
-    let probe_produced =
-        (2 * n_rounds as usize * (round_trips + round_trips / 10) * batch_records) as u64;
+    let probe_batches = (2 * n_rounds as usize * (round_trips + round_trips / 10)) as u64;
+    let probe_sent = Sent {
+        records: probe_batches * batch_records as u64,
+        value_mb: (probe_batches * batch_value_bytes) as f64 / MB,
+    };
 
-    let (checks, failures) = check_stored(&bench, &acked, probe_produced);
+    let (checks, failures) = check_stored(&bench, &sent, probe_sent);
     let peaks: Vec<(ProxyRole, f64)> = bench
         .proxies
         .iter()
@@ -777,7 +795,7 @@ fn load() {
 
 /// What each route's topic stores against what was acknowledged, and kpress's
 /// counters: lines for the report, and the failures among them.
-fn check_stored(bench: &Bench, acked: &[u64], probe_produced: u64) -> (Vec<String>, Vec<String>) {
+fn check_stored(bench: &Bench, sent: &[Sent], probe_sent: Sent) -> (Vec<String>, Vec<String>) {
     let mut topics: Vec<&str> = ROUTES.iter().map(|r| r.topic()).collect();
     topics.push(PROBE_TOPIC);
     let stored = stored_batches(&bench.cluster, &topics)
@@ -786,19 +804,23 @@ fn check_stored(bench: &Bench, acked: &[u64], probe_produced: u64) -> (Vec<Strin
     let mut failures = Vec::new();
     let expected = ROUTES
         .iter()
-        .zip(acked)
-        .map(|(route, acked)| (route.topic(), route.stored_codec(), *acked))
-        .chain([(PROBE_TOPIC, Compression::Lz4, probe_produced)]);
-    for ((topic, codec, acked), stored) in expected.zip(&stored) {
+        .zip(sent)
+        .map(|(route, sent)| (route.topic(), route.stored_codec(), *sent))
+        .chain([(PROBE_TOPIC, Compression::Lz4, probe_sent)]);
+    for ((topic, codec, sent), stored) in expected.zip(&stored) {
         checks.push(format!(
-            "`{topic}`: {acked} records acknowledged, {} stored in {} batches ({}), {} invalid, {:.1} MB",
+            "`{topic}`: {} records acknowledged, {} stored in {} batches ({}), {} invalid; \
+             {:.1} MB stored of {:.1} MB of values ({:.3})",
+            sent.records,
             stored.records,
             stored.batches_by_codec.values().sum::<u64>(),
             stored.codecs(),
             stored.invalid_batches,
-            stored.bytes as f64 / MB
+            stored.bytes as f64 / MB,
+            sent.value_mb,
+            stored.bytes as f64 / MB / sent.value_mb
         ));
-        failures.extend(stored_problems(topic, codec, acked, stored));
+        failures.extend(stored_problems(topic, codec, sent.records, stored));
     }
     for proxy in &bench.proxies {
         let count = |name: &str, labels: &[(&str, &str)]| {
