@@ -1,0 +1,530 @@
+//! Issue 10's "scaling with cores" measurement: how fast one busy producer connection
+//! is recompressed on one core and on two, and how throughput and kpress's memory grow
+//! with connections and with partitions per request. A release-build kpress
+//! (`KPRESS_BIN`, see below) recompresses gzip→zstd-3 in front of a one-node 4.1.1
+//! broker whose topic stores batches as sent.
+//!
+//! The load is hand-built Produce v7 requests (`bare_requests.rs`, acks=1) of records
+//! from `datasets/apache_access.log`, gzip-compressed once up front and replayed, each
+//! connection keeping `SCALING_IN_FLIGHT` requests (default 5, Kafka's
+//! `max.in.flight.requests.per.connection`) unanswered. Replaying prebuilt requests
+//! leaves kpress as the bottleneck: a Java producer would spend more CPU compressing
+//! gzip than kpress spends recompressing it.
+//!
+//! - Cores: one connection, one partition per request; the same kpress process is
+//!   confined (`taskset -a -p`) to CPU 0, then to CPUs 0-1, alternating over
+//!   `SCALING_ROUNDS` rounds (default 3, every other round in reverse order). The
+//!   broker and this test are not confined: they share the two cores with kpress.
+//! - Connections: 1, 10 and 100 connections sending the same total of requests, one
+//!   partition per request (each connection its own partition).
+//! - Partitions: 1, 10 and 100 partitions per request, the same records per request.
+//!
+//! Each run sends `SCALING_REQUESTS` requests (default 2000) of `SCALING_RECORDS`
+//! records each (default 1024, ~240 KB of values before compression). It reports, as
+//! markdown (printed, and written to `$SCALING_REPORT` if set), medians per setup:
+//! records/s, MB/s of record values, kpress's CPU seconds and cores busy (CPU seconds
+//! per wall second), the broker's CPU seconds, and kpress's peak RSS during the run
+//! (`VmHWM`, reset before each run through `/proc/<pid>/clear_refs`). Speed is
+//! measured, never asserted; what is asserted is that every partition of every
+//! request was acknowledged without error and that kpress rewrote batches and dropped
+//! no rewrite.
+//!
+//! Run: `cargo build --release -p kpress` then
+//! `KPRESS_BIN=target/release/kpress cargo test -p kpress-tests --test scaling -- --ignored --nocapture`.
+
+use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_codec::Codec;
+use kpress_tests::bare_requests::{parse_produce_v7, produce_v7, read_frame};
+use kpress_tests::data::Dataset;
+use kpress_tests::java_client::JavaClient;
+use kpress_tests::kpress::{kpress_binary, KpressProxy};
+use kpress_tests::{kafka_version, paths, proc_stat, proc_status, KafkaCluster};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const TOPIC: &str = "scaling";
+/// Partitions of the topic: enough for the most connections and partitions per request.
+const PARTITIONS: usize = 100;
+/// Distinct requests built per setup, replayed in turn.
+const DISTINCT_REQUESTS: usize = 8;
+/// Bytes in the MB of "MB/s": 10^6 bytes of record values.
+const MB: f64 = 1e6;
+
+fn rules() -> String {
+    format!(
+        "[defaults]\ncompression.type = \"producer\"\n\n[[topics]]\nmatch = \"{TOPIC}\"\n\
+         compression.type = \"zstd\"\ncompression.zstd.level = 3\n"
+    )
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    assert!(!values.is_empty(), "a median of nothing");
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if !values.len().is_multiple_of(2) {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// The requests one connection replays: size-prefixed Produce v7 frames, and the
+/// records and value bytes each carries.
+struct Requests {
+    frames: Vec<Vec<u8>>,
+    records_per_request: usize,
+    value_bytes_per_request: Vec<usize>,
+    partitions_per_request: usize,
+}
+
+impl Requests {
+    /// [`DISTINCT_REQUESTS`] requests of `records` records each (taken in turn from
+    /// `lines`, starting at `offset`), split evenly into one gzip batch per partition
+    /// of `partitions` (indexes).
+    fn build(lines: &[Vec<u8>], offset: usize, records: usize, partitions: &[i32]) -> Requests {
+        let per_batch = records.div_ceil(partitions.len());
+        let mut next = offset;
+        let mut frames = Vec::new();
+        let mut value_bytes_per_request = Vec::new();
+        for correlation_id in 0..DISTINCT_REQUESTS {
+            let mut batches = Vec::new();
+            let mut value_bytes = 0;
+            for _ in partitions {
+                let batch: Vec<Record> = (0..per_batch)
+                    .map(|_| {
+                        let line = &lines[next % lines.len()];
+                        next += 1;
+                        value_bytes += line.len();
+                        Record::value(line.clone())
+                    })
+                    .collect();
+                batches.push(
+                    BatchBuilder::codec(Codec::Gzip)
+                        .build(&batch)
+                        .expect("a gzip batch"),
+                );
+            }
+            let topic_partitions: Vec<(i32, &[u8])> = partitions
+                .iter()
+                .zip(&batches)
+                .map(|(p, b)| (*p, &b[..]))
+                .collect();
+            frames.push(produce_v7(
+                correlation_id as i32,
+                1,
+                30_000,
+                &[(TOPIC.as_bytes(), topic_partitions)],
+            ));
+            value_bytes_per_request.push(value_bytes);
+        }
+        Requests {
+            frames,
+            records_per_request: per_batch * partitions.len(),
+            value_bytes_per_request,
+            partitions_per_request: partitions.len(),
+        }
+    }
+}
+
+/// Sends `count` requests (replaying `requests` in turn) on one connection to `addr`,
+/// keeping `in_flight` unanswered; checks every answer. Returns the value bytes sent.
+fn drive(
+    addr: SocketAddr,
+    requests: &Requests,
+    count: usize,
+    in_flight: usize,
+    start: &Barrier,
+) -> anyhow::Result<usize> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    start.wait();
+    let mut waiting = VecDeque::new();
+    let mut value_bytes = 0;
+    let check = |stream: &mut TcpStream, waiting: &mut VecDeque<usize>| {
+        let sent = waiting.pop_front().expect("an answer is owed");
+        let body = read_frame(stream)?;
+        let (correlation_id, answers) = parse_produce_v7(&body)?;
+        anyhow::ensure!(
+            correlation_id == sent as i32,
+            "answer {correlation_id} for request {sent}"
+        );
+        anyhow::ensure!(
+            answers.len() == requests.partitions_per_request
+                && answers.iter().all(|a| a.error_code == 0),
+            "request {sent} not stored: {answers:?}"
+        );
+        anyhow::Ok(())
+    };
+    for i in 0..count {
+        let which = i % requests.frames.len();
+        stream.write_all(&requests.frames[which])?;
+        value_bytes += requests.value_bytes_per_request[which];
+        waiting.push_back(which);
+        if waiting.len() >= in_flight {
+            check(&mut stream, &mut waiting)?;
+        }
+    }
+    while !waiting.is_empty() {
+        check(&mut stream, &mut waiting)?;
+    }
+    Ok(value_bytes)
+}
+
+/// The broker, kpress and the pids whose CPU time is measured.
+struct Bench {
+    cluster: KafkaCluster,
+    broker_pid: u32,
+    proxy: KpressProxy,
+    kpress_pid: u32,
+    lines: Vec<Vec<u8>>,
+    in_flight: usize,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+struct Sample {
+    records: usize,
+    value_bytes: usize,
+    wall: Duration,
+    kpress_cpu_seconds: f64,
+    broker_cpu_seconds: f64,
+    kpress_peak_rss: u64,
+}
+
+impl Sample {
+    fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.wall.as_secs_f64()
+    }
+
+    fn mb_per_sec(&self) -> f64 {
+        self.value_bytes as f64 / MB / self.wall.as_secs_f64()
+    }
+
+    fn kpress_cores(&self) -> f64 {
+        self.kpress_cpu_seconds / self.wall.as_secs_f64()
+    }
+}
+
+impl Bench {
+    fn start(in_flight: usize) -> Bench {
+        let cluster = KafkaCluster::start(kafka_version(), 1)
+            .unwrap_or_else(|e| panic!("starting Kafka: {e:#}"));
+        let config = cluster
+            .data_dir(0)
+            .parent()
+            .expect("the node's dir")
+            .join("server.properties");
+        let broker_pid = proc_status::pid_with_argument(&config)
+            .unwrap_or_else(|e| panic!("the broker's pid: {e:#}"));
+        // Gigabytes are written: the broker may delete all but the last 1 GiB.
+        JavaClient::new(kafka_version())
+            .create_topic(
+                &cluster.bootstrap(),
+                TOPIC,
+                PARTITIONS as u32,
+                &[
+                    "compression.type=producer",
+                    "retention.bytes=268435456",
+                    "segment.bytes=67108864",
+                ],
+            )
+            .unwrap_or_else(|e| panic!("creating {TOPIC}: {e:#}"));
+        cluster
+            .wait_for_leaders(TOPIC, PARTITIONS)
+            .unwrap_or_else(|e| panic!("leaders of {TOPIC}: {e:#}"));
+        let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
+            .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+        let config = proxy.config_file().expect("the proxy's config file");
+        let kpress_pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+        Bench {
+            cluster,
+            broker_pid,
+            proxy,
+            kpress_pid,
+            lines: Dataset::ApacheAccessLog.records(),
+            in_flight,
+        }
+    }
+
+    /// Confines every kpress thread (and the threads they start later) to `cpus`.
+    fn confine_kpress(&self, cpus: &str) {
+        let status = Command::new("taskset")
+            .args(["-a", "-p", "-c", cpus, &self.kpress_pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("running taskset");
+        assert!(status.success(), "taskset -c {cpus} on kpress: {status}");
+    }
+
+    /// One run: `connections` connections, each sending `per_connection` requests of
+    /// its own `requests`.
+    fn run(&self, requests: &[Requests], per_connection: usize) -> Sample {
+        // VmHWM starts again from the current RSS: the peak of this run alone.
+        std::fs::write(format!("/proc/{}/clear_refs", self.kpress_pid), "5")
+            .expect("resetting kpress's VmHWM");
+        let addr = self.proxy.listen();
+        let start = Arc::new(Barrier::new(requests.len() + 1));
+        let kpress_before = proc_stat::cpu_seconds(self.kpress_pid).expect("kpress's CPU");
+        let broker_before = proc_stat::cpu_seconds(self.broker_pid).expect("the broker's CPU");
+        let (value_bytes, wall) = std::thread::scope(|scope| {
+            let drivers: Vec<_> = requests
+                .iter()
+                .map(|r| {
+                    let start = Arc::clone(&start);
+                    let in_flight = self.in_flight;
+                    scope.spawn(move || drive(addr, r, per_connection, in_flight, &start))
+                })
+                .collect();
+            start.wait();
+            let started = Instant::now();
+            let value_bytes: usize = drivers
+                .into_iter()
+                .map(|d| {
+                    d.join().expect("a driver thread").unwrap_or_else(|e| {
+                        panic!(
+                            "{e:#}\n{}\n{}",
+                            self.proxy.log(),
+                            self.cluster.describe_logs()
+                        )
+                    })
+                })
+                .sum();
+            (value_bytes, started.elapsed())
+        });
+        let sample = Sample {
+            records: requests
+                .iter()
+                .map(|r| r.records_per_request * per_connection)
+                .sum(),
+            value_bytes,
+            wall,
+            kpress_cpu_seconds: proc_stat::cpu_seconds(self.kpress_pid).expect("kpress's CPU")
+                - kpress_before,
+            broker_cpu_seconds: proc_stat::cpu_seconds(self.broker_pid).expect("the broker's CPU")
+                - broker_before,
+            kpress_peak_rss: proc_status::memory(self.kpress_pid)
+                .expect("kpress's memory")
+                .peak_rss,
+        };
+        eprintln!(
+            "  {} connection(s) × {per_connection} requests of {} partition(s): {:.0} records/s, \
+             {:.1} MB/s, kpress {:.2} CPU s ({:.2} cores), broker {:.2} CPU s, {:.2} s, \
+             kpress peak RSS {:.1} MiB",
+            requests.len(),
+            requests[0].partitions_per_request,
+            sample.records_per_sec(),
+            sample.mb_per_sec(),
+            sample.kpress_cpu_seconds,
+            sample.kpress_cores(),
+            sample.broker_cpu_seconds,
+            wall.as_secs_f64(),
+            sample.kpress_peak_rss as f64 / f64::from(1u32 << 20),
+        );
+        sample
+    }
+
+    /// `connections` connections' requests, connection `c` on partition `c` when each
+    /// request holds one partition, else on partitions `0..partitions`.
+    fn requests(&self, connections: usize, partitions: usize, records: usize) -> Vec<Requests> {
+        (0..connections)
+            .map(|c| {
+                let indexes: Vec<i32> = if partitions == 1 {
+                    vec![(c % PARTITIONS) as i32]
+                } else {
+                    (0..partitions as i32).collect()
+                };
+                Requests::build(&self.lines, c * 7919, records, &indexes)
+            })
+            .collect()
+    }
+}
+
+/// The medians of one setup's runs.
+struct Medians {
+    label: String,
+    runs: usize,
+    records_per_sec: f64,
+    records_per_sec_range: (f64, f64),
+    mb_per_sec: f64,
+    kpress_cpu_seconds: f64,
+    kpress_cores: f64,
+    broker_cpu_seconds: f64,
+    kpress_peak_mib: f64,
+}
+
+impl Medians {
+    fn of(label: &str, samples: &[Sample]) -> Medians {
+        let of = |f: fn(&Sample) -> f64| median(samples.iter().map(f).collect());
+        Medians {
+            label: label.to_string(),
+            runs: samples.len(),
+            records_per_sec: of(Sample::records_per_sec),
+            records_per_sec_range: samples.iter().fold((f64::INFINITY, 0.0), |(lo, hi), s| {
+                (lo.min(s.records_per_sec()), hi.max(s.records_per_sec()))
+            }),
+            mb_per_sec: of(Sample::mb_per_sec),
+            kpress_cpu_seconds: of(|s| s.kpress_cpu_seconds),
+            kpress_cores: of(Sample::kpress_cores),
+            broker_cpu_seconds: of(|s| s.broker_cpu_seconds),
+            kpress_peak_mib: of(|s| s.kpress_peak_rss as f64 / f64::from(1u32 << 20)),
+        }
+    }
+}
+
+fn table(text: &mut String, title: &str, rows: &[Medians]) {
+    let _ = writeln!(text, "\n{title}\n");
+    let _ = writeln!(
+        text,
+        "| setup | runs | records/s (slowest–fastest) | × first | MB/s | kpress CPU s | kpress cores busy | broker CPU s | kpress peak RSS MiB |"
+    );
+    let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let base = rows.first().map_or(1.0, |b| b.records_per_sec);
+    for m in rows {
+        let _ = writeln!(
+            text,
+            "| {} | {} | {:.0} ({:.0}–{:.0}) | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} |",
+            m.label,
+            m.runs,
+            m.records_per_sec,
+            m.records_per_sec_range.0,
+            m.records_per_sec_range.1,
+            m.records_per_sec / base,
+            m.mb_per_sec,
+            m.kpress_cpu_seconds,
+            m.kpress_cores,
+            m.broker_cpu_seconds,
+            m.kpress_peak_mib,
+        );
+    }
+}
+
+#[test]
+#[ignore = "a measurement of minutes; needs a release kpress in KPRESS_BIN"]
+fn scaling() {
+    let release = std::env::var_os("KPRESS_BIN").is_some()
+        || paths::profile_dir()
+            .file_name()
+            .is_some_and(|n| n == "release");
+    assert!(
+        release,
+        "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
+         (cargo build --release -p kpress)"
+    );
+    let rounds = env_number("SCALING_ROUNDS", 3).max(1) as usize;
+    let count = env_number("SCALING_REQUESTS", 2000).max(1) as usize;
+    let records = env_number("SCALING_RECORDS", 1024).max(1) as usize;
+    let in_flight = env_number("SCALING_IN_FLIGHT", 5).max(1) as usize;
+    let started = Instant::now();
+    let bench = Bench::start(in_flight);
+    eprintln!(
+        "broker and kpress up in {:.1?}; kpress binary {}",
+        started.elapsed(),
+        kpress_binary().display()
+    );
+    let one = bench.requests(1, 1, records);
+
+    eprintln!("warm-up (discarded):");
+    bench.run(&one, (count / 4).max(1));
+
+    eprintln!("cores: one connection, {rounds} rounds");
+    let mut on_one = Vec::new();
+    let mut on_two = Vec::new();
+    for round in 0..rounds {
+        let mut order = [("0", &mut on_one), ("0,1", &mut on_two)];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (cpus, samples) in order {
+            bench.confine_kpress(cpus);
+            eprintln!(" kpress on CPUs {cpus}:");
+            samples.push(bench.run(&one, count));
+        }
+    }
+    bench.confine_kpress("0,1");
+
+    eprintln!("connections (kpress on both CPUs):");
+    let by_connections: Vec<Medians> = [1usize, 10, 100]
+        .into_iter()
+        .map(|connections| {
+            let requests = bench.requests(connections, 1, records);
+            let per_connection = count.div_ceil(connections);
+            let sample = bench.run(&requests, per_connection);
+            Medians::of(&format!("{connections} connection(s)"), &[sample])
+        })
+        .collect();
+
+    eprintln!("partitions per request (one connection, kpress on both CPUs):");
+    let by_partitions: Vec<Medians> = [1usize, 10, 100]
+        .into_iter()
+        .map(|partitions| {
+            let requests = bench.requests(1, partitions, records);
+            let sample = bench.run(&requests, count);
+            Medians::of(&format!("{partitions} partition(s) per request"), &[sample])
+        })
+        .collect();
+
+    // What was measured is recompression: batches were rewritten, none dropped.
+    let rewritten = bench
+        .proxy
+        .counter("kpress_batches_rewritten_total", &[])
+        .expect("kpress's metrics");
+    let dropped = bench
+        .proxy
+        .counter("kpress_rewrites_dropped_total", &[])
+        .expect("kpress's metrics");
+
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut report = String::new();
+    let _ = writeln!(
+        report,
+        "Hand-built Produce v7 requests (acks=1) of {records} records of \
+         datasets/apache_access.log (~236 B) each, gzip, {in_flight} in flight per \
+         connection, through a release kpress recompressing gzip→zstd-3 into a one-node \
+         Kafka {} broker; {count} requests a run; {cpus} CPUs shared by kpress, the broker \
+         and the load.",
+        kafka_version()
+    );
+    let one_core = Medians::of("one connection, kpress on CPU 0", &on_one);
+    let two_cores = Medians::of("one connection, kpress on CPUs 0-1", &on_two);
+    table(
+        &mut report,
+        &format!("Cores (medians of {rounds} alternating rounds):"),
+        &[one_core, two_cores],
+    );
+    table(
+        &mut report,
+        "Connections (one run each, the same total of requests, one partition per request):",
+        &by_connections,
+    );
+    table(
+        &mut report,
+        "Partitions per request (one run each, one connection, the same records per request):",
+        &by_partitions,
+    );
+    let _ = writeln!(
+        report,
+        "\nkpress rewrote {rewritten} batches and dropped {dropped} rewrites."
+    );
+    println!("\n{report}");
+    if let Some(path) = std::env::var_os("SCALING_REPORT") {
+        std::fs::write(&path, &report).expect("writing the report");
+    }
+    assert!(rewritten > 0.0, "kpress rewrote no batch");
+    assert_eq!(dropped, 0.0, "kpress dropped rewrites");
+    eprintln!("scaling took {:.0?}", started.elapsed());
+}
