@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod advise;
 mod check_config;
 mod doctor;
 mod gzip_providers;
@@ -44,6 +45,9 @@ enum Command {
     Recompress(recompress::Args),
     /// Ask the brokers a policy names whether they would undo or refuse kpress's work.
     Doctor(doctor::Args),
+    /// Rank codecs and options for a goal on a dataset, a segment or the proxy's shadow
+    /// trials, and print the `[[topics]]` rules to paste.
+    Advise(advise::Args),
     /// GET an admin endpoint URL (default http://127.0.0.1:9464/healthz): exit 0 on 200, else 1.
     Healthcheck(healthcheck::Args),
 }
@@ -65,6 +69,7 @@ fn main() -> std::process::ExitCode {
         Command::Recompress(args) => recompress::main(args),
         Command::Doctor(args) => doctor::main(args),
         Command::Healthcheck(args) => healthcheck::main(args),
+        Command::Advise(args) => advise::main(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,470 @@
+//! `kpress advise` through the real binary: on a dataset, a log segment and a saved or
+//! served metrics page; every TOML block it prints is checked by `kpress check-config`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_codec::Codec;
+use serde_json::Value;
+
+fn kpress(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpress"))
+        .args(args)
+        .env_remove("KPRESS_LOG")
+        .output()
+        .expect("run kpress")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = kpress(args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kpress {args:?} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn failure(args: &[&str]) -> String {
+    let out = kpress(args);
+    assert!(!out.status.success(), "kpress {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json(args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.extend(["--format", "json"]);
+    serde_json::from_str(&ok(&args)).expect("advise --format json prints JSON")
+}
+
+fn apache_lines(n: usize) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/apache_access.log");
+    let text = std::fs::read_to_string(path).expect("the shipped apache dataset");
+    text.lines().take(n).map(|l| format!("{l}\n")).collect()
+}
+
+/// A dataset directory of the apache log's first `n` lines.
+fn dataset(n: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("access.log"), apache_lines(n)).unwrap();
+    dir
+}
+
+/// `block` in a minimal policy file, checked by `kpress check-config`.
+fn assert_policy_accepts(block: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kpress.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n\n{block}"
+        ),
+    )
+    .unwrap();
+    let out = kpress(&["check-config", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "check-config refused the block:\n{block}\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The text output's paste-ready block: from its first `# ` comment before
+/// `[[topics]]` to the end.
+fn text_block(text: &str) -> &str {
+    let at = text
+        .find("Paste into the policy file:\n\n")
+        .expect("a paste-ready block");
+    &text[at + "Paste into the policy file:\n\n".len()..]
+}
+
+const QUICK: &str = "gzip:6,gzip:1,zstd:3,zstd:1,lz4:9,snappy,none";
+
+#[test]
+fn dataset_size_goal_ranks_explains_and_prints_a_rule_check_config_accepts() {
+    let dir = dataset(3000);
+    let path = dir.path().to_str().unwrap();
+    let text = ok(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        QUICK,
+        "--topic",
+        "logs.*",
+    ]);
+    assert!(text.contains("3000 records"), "{text}");
+    // One sentence per candidate, each naming what it stores and how fast it runs.
+    for spec in QUICK.split(',') {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("- {spec} ")) && l.contains("per core")),
+            "no sentence for {spec}:\n{text}"
+        );
+    }
+    let block = text_block(&text);
+    assert!(
+        block.contains("[[topics]]\nmatch = \"logs.*\"\n"),
+        "{block}"
+    );
+    assert_policy_accepts(block);
+
+    let report = json(&["advise", "--dir", path, "--candidates", QUICK]);
+    let ranking = report["ranking"].as_array().unwrap();
+    assert_eq!(ranking.len(), 7);
+    // Size: eligible ones by ratio, `none` last (it stores no less than uncompressed).
+    let ratios: Vec<f64> = ranking
+        .iter()
+        .filter(|r| r["eligible"] == true)
+        .map(|r| r["ratio"].as_f64().unwrap())
+        .collect();
+    assert!(ratios.windows(2).all(|w| w[0] <= w[1]), "{ratios:?}");
+    assert_eq!(ranking.last().unwrap()["candidate"], "none");
+    assert_eq!(report["choice"], ranking[0]["candidate"]);
+    let toml = report["toml"].as_str().unwrap();
+    assert!(toml.contains("match = \"your-topic-*\""), "{toml}");
+    assert_policy_accepts(toml);
+}
+
+#[test]
+fn speed_goal_and_floors_choose_within_them() {
+    let dir = dataset(2000);
+    let path = dir.path().to_str().unwrap();
+    let speed = json(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        QUICK,
+        "--goal",
+        "speed",
+    ]);
+    let ranking = speed["ranking"].as_array().unwrap();
+    let speeds: Vec<f64> = ranking
+        .iter()
+        .filter(|r| r["eligible"] == true)
+        .map(|r| r["compress_mb_per_s"].as_f64().unwrap_or(f64::INFINITY))
+        .collect();
+    assert!(speeds.windows(2).all(|w| w[0] >= w[1]), "{speeds:?}");
+    assert_ne!(speed["choice"], "none");
+
+    // A CPU ceiling between gzip:1's cost and the fastest's keeps gzip out.
+    let size = json(&["advise", "--dir", path, "--candidates", QUICK]);
+    let cost = |spec: &str| {
+        size["ranking"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["candidate"] == spec)
+            .unwrap()["compress_cpu_ms_per_mb"]
+            .as_f64()
+            .unwrap()
+    };
+    let ceiling = (cost("lz4:9").max(cost("snappy")) * 1.5).min(cost("gzip:1") * 0.9);
+    let floored = json(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        QUICK,
+        "--max-cpu-ms-per-mb",
+        &ceiling.to_string(),
+    ]);
+    for r in floored["ranking"].as_array().unwrap() {
+        let eligible = r["eligible"] == true;
+        assert_eq!(
+            eligible,
+            r["compress_cpu_ms_per_mb"].as_f64().unwrap() <= ceiling && r["candidate"] != "none",
+            "{r}"
+        );
+        if !eligible && r["candidate"] != "none" {
+            assert!(
+                r["miss"].as_str().unwrap().contains("--max-cpu-ms-per-mb"),
+                "{r}"
+            );
+            assert!(r["sentence"].as_str().unwrap().contains("ceiling"), "{r}");
+        }
+    }
+    assert!(!floored["choice"].as_str().unwrap().starts_with("gzip"));
+    assert_policy_accepts(floored["toml"].as_str().unwrap());
+
+    // A floor nothing meets: no rule, and the text says so.
+    let text = ok(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "gzip:9",
+        "--min-mbps",
+        "1000000",
+    ]);
+    assert!(
+        text.contains("No candidate meets the goal's floors"),
+        "{text}"
+    );
+}
+
+#[test]
+fn small_batches_get_batching_advice_measured_at_larger_sizes() {
+    let dir = dataset(10000);
+    let path = dir.path().to_str().unwrap();
+    let report = json(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "gzip:6,zstd:3",
+        "--current",
+        "gzip:6",
+    ]);
+    let batching = &report["batching"];
+    let sizes: Vec<u64> = batching["larger"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["batch_size"].as_u64().unwrap())
+        .collect();
+    // Kafka's default 16 KiB now; the ladder above it.
+    assert_eq!(sizes, [65536, 262144, 1048576]);
+    let best_1m = &batching["larger"][2]["best"];
+    assert!(
+        best_1m["ratio"].as_f64().unwrap() < batching["current_best"]["ratio"].as_f64().unwrap()
+    );
+    // The producer writes gzip:6 already, so no codec change at 16 KiB saves as much as
+    // larger batches: batching is the lever.
+    assert_eq!(batching["biggest_lever"], true);
+    let text = ok(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "gzip:6,zstd:3",
+        "--current",
+        "gzip:6",
+    ]);
+    assert!(text.contains("Batch size is the biggest lever"), "{text}");
+    assert!(text.contains("batch.size="), "{text}");
+    assert!(text.contains("linger.ms"), "{text}");
+
+    // Batches already of 1 MiB: nothing larger to weigh.
+    let big = json(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "zstd:3",
+        "--batch-bytes",
+        "1048576",
+    ]);
+    assert!(big["batching"].is_null(), "{big}");
+}
+
+/// A segment of `batches` gzip batches of `per_batch` apache lines each.
+fn gzip_segment(dir: &Path, batches: usize, per_batch: usize) -> PathBuf {
+    let lines = apache_lines(batches * per_batch);
+    let values: Vec<&str> = lines.lines().collect();
+    let mut segment = Vec::new();
+    for (i, chunk) in values.chunks(per_batch).enumerate() {
+        let records: Vec<Record> = chunk.iter().map(|v| Record::value(v.as_bytes())).collect();
+        let mut builder = BatchBuilder::codec(Codec::Gzip);
+        builder.base_offset = (i * per_batch) as i64;
+        segment.extend(builder.build(&records).unwrap());
+    }
+    let path = dir.join("00000000000000000000.log");
+    std::fs::write(&path, segment).unwrap();
+    path
+}
+
+#[test]
+fn segment_is_measured_as_stored_and_regrouped_for_batching() {
+    let dir = tempfile::tempdir().unwrap();
+    let segment = gzip_segment(dir.path(), 200, 20);
+    let path = segment.to_str().unwrap();
+    let report = json(&[
+        "advise",
+        "--segment",
+        path,
+        "--candidates",
+        "gzip:6,zstd:3,lz4:9",
+    ]);
+    assert_eq!(report["input"]["batches"], 200);
+    assert_eq!(report["input"]["records"], 4000);
+    assert_eq!(report["input"]["codecs"][0], "gzip");
+    let stored = std::fs::metadata(&segment).unwrap().len();
+    assert_eq!(report["current"]["stored_bytes"], stored);
+    // About 5 kB batches: every ladder size is larger, each measured on the same
+    // records (their offset and timestamp deltas renumbered: a byte or two per record).
+    let raw = report["input"]["raw_bytes"].as_f64().unwrap();
+    let larger = report["batching"]["larger"].as_array().unwrap();
+    assert_eq!(larger.len(), 4);
+    for l in larger {
+        let ranking = l["ranking"].as_array().unwrap();
+        assert_eq!(ranking.len(), 3);
+        for r in ranking {
+            assert_eq!(r["raw_bytes"], ranking[0]["raw_bytes"]);
+            let regrouped = r["raw_bytes"].as_f64().unwrap();
+            assert!(
+                (regrouped / raw - 1.0).abs() < 0.02,
+                "{regrouped} against {raw}"
+            );
+        }
+    }
+    let text = ok(&[
+        "advise",
+        "--segment",
+        path,
+        "--candidates",
+        "gzip:6,zstd:3",
+        "--topic",
+        "web",
+    ]);
+    assert!(text.contains("the segment as stored (gzip)"), "{text}");
+    assert_policy_accepts(text_block(&text));
+}
+
+#[test]
+fn bad_inputs_are_refused_with_a_reason() {
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().to_str().unwrap();
+    assert!(failure(&["advise", "--dir", path]).contains("no records"));
+    assert!(failure(&["advise", "--dir", "/nonexistent/kpress"]).contains("/nonexistent/kpress"));
+    let junk = empty.path().join("junk.log");
+    std::fs::write(&junk, b"not a segment at all, just some bytes").unwrap();
+    assert!(failure(&["advise", "--segment", junk.to_str().unwrap()])
+        .contains("no readable record batch"));
+    let data = dataset(10);
+    let data = data.path().to_str().unwrap();
+    assert!(failure(&["advise", "--dir", data, "--min-mbps", "0"]).contains("--min-mbps"));
+    assert!(failure(&["advise", "--dir", data, "--candidates", "brotli:3"]).contains("brotli"));
+    assert!(failure(&["advise", "--goal", "size"]).contains("required"));
+    let page = empty.path().join("page.txt");
+    std::fs::write(&page, "kpress_produce_bytes_in_total{topic=\"a} 1\n").unwrap();
+    let err = failure(&["advise", "--from-metrics", page.to_str().unwrap()]);
+    assert!(
+        err.contains("not a metrics page") && err.contains("line 1"),
+        "{err}"
+    );
+}
+
+/// A page as kpress serves it with [shadow] trials on two topics.
+const PAGE: &str = r#"# HELP kpress_produce_bytes_in_total bytes read
+# TYPE kpress_produce_bytes_in_total counter
+kpress_produce_bytes_in_total{topic="logs"} 10000000
+kpress_produce_bytes_in_total{topic="events"} 2000000
+kpress_produce_bytes_out_total{topic="logs"} 10000000
+kpress_produce_bytes_out_total{topic="events"} 2000000
+# TYPE kpress_batch_bytes histogram
+kpress_batch_bytes_bucket{topic="logs",le="8192"} 2500
+kpress_batch_bytes_bucket{topic="logs",le="+Inf"} 2500
+kpress_batch_bytes_sum{topic="logs"} 10000000
+kpress_batch_bytes_count{topic="logs"} 2500
+kpress_batch_bytes_sum{topic="events"} 2000000
+kpress_batch_bytes_count{topic="events"} 10
+kpress_shadow_batches_total{topic="logs"} 25
+kpress_shadow_raw_bytes_total{topic="logs"} 500000
+kpress_shadow_bytes_in_total{topic="logs",candidate="zstd:3"} 100000
+kpress_shadow_bytes_out_total{topic="logs",candidate="zstd:3"} 80000
+kpress_shadow_cpu_seconds_total{topic="logs",candidate="zstd:3"} 0.0025
+kpress_shadow_bytes_in_total{topic="logs",candidate="gzip:6:libdeflate"} 100000
+kpress_shadow_bytes_out_total{topic="logs",candidate="gzip:6:libdeflate"} 85000
+kpress_shadow_cpu_seconds_total{topic="logs",candidate="gzip:6:libdeflate"} 0.01
+kpress_shadow_bytes_in_total{topic="logs",candidate="zstd:19"} 100000
+kpress_shadow_bytes_out_total{topic="logs",candidate="zstd:19"} 70000
+kpress_shadow_cpu_seconds_total{topic="logs",candidate="zstd:19"} 0.25
+kpress_shadow_batches_total{topic="events"} 4
+kpress_shadow_raw_bytes_total{topic="events"} 800000
+kpress_shadow_bytes_in_total{topic="events",candidate="lz4:9"} 400000
+kpress_shadow_bytes_out_total{topic="events",candidate="lz4:9"} 420000
+kpress_shadow_cpu_seconds_total{topic="events",candidate="lz4:9"} 0.001
+kpress_shadow_skipped_total{reason="cpu_budget"} 12
+"#;
+
+#[test]
+fn saved_metrics_page_gives_per_topic_rules_and_savings() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("metrics.txt");
+    std::fs::write(&page, PAGE).unwrap();
+    let page = page.to_str().unwrap();
+    let text = ok(&["advise", "--from-metrics", page, "--goal", "size"]);
+    // logs: zstd:19 stores 0.7 of what arrives: 3 MB saved of 10 MB.
+    assert!(
+        text.contains("zstd:19 would forward 7 MB: 3 MB less (30%)"),
+        "{text}"
+    );
+    // events: lz4:9 would grow it: no rule.
+    assert!(text.contains("keep its rule"), "{text}");
+    assert!(text.contains("cpu_budget 12"), "{text}");
+    assert!(text.contains("batch.size=262144"), "{text}");
+    let block = text_block(&text);
+    assert!(
+        block.contains(
+            "match = \"logs\"\ncompression.type = \"zstd\"\ncompression.zstd.level = 19\n"
+        ),
+        "{block}"
+    );
+    assert!(!block.contains("events"), "{block}");
+    assert_policy_accepts(block);
+
+    // 500 kB of records in 0.25 s is 2 MB/s: below a 100 MB/s floor zstd:3 wins (200 MB/s).
+    let floored = json(&[
+        "advise",
+        "--from-metrics",
+        &format!("file://{page}"),
+        "--min-mbps",
+        "100",
+    ]);
+    let logs = floored["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == "logs")
+        .unwrap();
+    assert_eq!(logs["choice"]["candidate"], "zstd:3");
+    assert_eq!(logs["choice"]["saving"], 2000000.0);
+    assert!((logs["choice"]["saving_fraction"].as_f64().unwrap() - 0.2).abs() < 1e-9);
+    assert_policy_accepts(floored["toml"].as_str().unwrap());
+}
+
+#[test]
+fn served_metrics_page_is_fetched_over_http() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let _ = stream.read(&mut request).unwrap();
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{PAGE}",
+            PAGE.len()
+        );
+        stream.write_all(answer.as_bytes()).unwrap();
+    });
+    let report = json(&[
+        "advise",
+        "--from-metrics",
+        &format!("http://{address}/metrics"),
+        "--goal",
+        "speed",
+    ]);
+    server.join().unwrap();
+    let logs = &report["topics"].as_array().unwrap()[1];
+    assert_eq!(logs["topic"], "logs");
+    // Fastest that saves: zstd:3 at 200 MB/s per core.
+    assert_eq!(logs["choice"]["candidate"], "zstd:3");
+    assert_policy_accepts(report["toml"].as_str().unwrap());
+    // Nobody listening: a clear error naming the URL.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let err = failure(&[
+        "advise",
+        "--from-metrics",
+        &format!("http://{closed}/metrics"),
+    ]);
+    assert!(err.contains(&closed.to_string()), "{err}");
+}
