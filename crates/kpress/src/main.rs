@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 mod admin;
 mod advise;
+mod bench;
 mod check_config;
 mod doctor;
 mod gzip_providers;
@@ -48,6 +49,8 @@ enum Command {
     /// Rank codecs and options for a goal on a dataset, a segment or the proxy's shadow
     /// trials, and print the `[[topics]]` rules to paste.
     Advise(advise::Args),
+    /// Measure codecs and options on a dataset or log segment (KIP-780's TestCompression).
+    Bench(bench::Args),
     /// GET an admin endpoint URL (default http://127.0.0.1:9464/healthz): exit 0 on 200, else 1.
     Healthcheck(healthcheck::Args),
 }
@@ -69,6 +72,7 @@ fn main() -> std::process::ExitCode {
         Command::Recompress(args) => recompress::main(args),
         Command::Doctor(args) => doctor::main(args),
         Command::Healthcheck(args) => healthcheck::main(args),
+        Command::Bench(args) => bench::main(args),
         Command::Advise(args) => advise::main(args),
     };
     match result {
