@@ -63,6 +63,30 @@ fn framed_size(buf: &[u8]) -> Result<usize, BatchError> {
     Ok(size)
 }
 
+/// CRC-32C (Castagnoli), as a batch's `crc` field holds it. crc-fast folds with
+/// carry-less multiplies where the CPU has them, about twice the speed of the SSE 4.2
+/// instruction loop on 16 KiB batches, which matters beside lz4.
+pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+}
+
+/// A CRC-32C over bytes given piece by piece.
+pub(crate) struct Crc32c(crc_fast::Digest);
+
+impl Crc32c {
+    pub(crate) fn new() -> Self {
+        Crc32c(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi))
+    }
+
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub(crate) fn value(&self) -> u32 {
+        self.0.finalize() as u32
+    }
+}
+
 fn read_array<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
     let mut a = [0u8; N];
     a.copy_from_slice(&buf[at..at + N]);
@@ -159,7 +183,7 @@ impl<'a> RecordBatch<'a> {
 
     /// The CRC-32C over `[21, end)` the header would need.
     pub fn computed_crc(&self) -> u32 {
-        crc32c::crc32c(&self.buf[CRC_START..])
+        crc32c(&self.buf[CRC_START..])
     }
 
     /// Whether the stored CRC matches the bytes it covers.

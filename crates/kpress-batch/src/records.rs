@@ -1,6 +1,8 @@
 //! The cheap check that decompressed records are exactly `recordsCount` records: each
 //! record is a zigzag varint length and that many body bytes; bodies are not parsed.
 
+use crate::batch::Crc32c;
+
 /// Reads one zigzag varint (at most 5 bytes, an int32) from the start of `buf`;
 /// returns the value and how many bytes it took.
 fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
@@ -20,25 +22,75 @@ fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
 
 /// Whether `records` holds exactly `count` length-prefixed records and nothing after.
 pub(crate) fn holds_exactly(records: &[u8], count: usize) -> bool {
-    // Each record takes at least its 1-byte length: more records than bytes cannot fit.
-    if count > records.len() {
-        return false;
+    let mut walk = RecordWalk::new(records, count);
+    walk.advance_to(records.len());
+    walk.holds_exactly()
+}
+
+/// Bytes CRC-32C reads before the walk catches up: small enough to still be in L1.
+const CRC_CHUNK: usize = 16 << 10;
+
+/// The CRC-32C of `covered` and whether its bytes from `records_from` on hold exactly
+/// `count` records: one pass, each chunk's records walked right after the CRC has
+/// read it.
+pub(crate) fn crc_and_holds_exactly(
+    covered: &[u8],
+    records_from: usize,
+    count: usize,
+) -> (u32, bool) {
+    let records = covered.get(records_from..).unwrap_or_default();
+    let mut walk = RecordWalk::new(records, count);
+    let mut crc = Crc32c::new();
+    for (i, chunk) in covered.chunks(CRC_CHUNK).enumerate() {
+        crc.update(chunk);
+        walk.advance_to((i * CRC_CHUNK + chunk.len()).saturating_sub(records_from));
     }
-    let mut rest = records;
-    for _ in 0..count {
-        let Some((len, used)) = read_varint(rest) else {
-            return false;
-        };
-        let Ok(len) = usize::try_from(len) else {
-            return false;
-        };
-        rest = &rest[used..];
-        if len > rest.len() {
-            return false;
+    (crc.value(), walk.holds_exactly())
+}
+
+/// Steps from record to record by their length prefixes.
+struct RecordWalk<'a> {
+    records: &'a [u8],
+    /// Where the next record starts.
+    at: usize,
+    /// Records still to find.
+    left: usize,
+    /// A length prefix was invalid or ran past the end.
+    broken: bool,
+}
+
+impl<'a> RecordWalk<'a> {
+    fn new(records: &'a [u8], count: usize) -> Self {
+        RecordWalk {
+            records,
+            at: 0,
+            left: count,
+            // Each record takes at least its 1-byte length: more records than bytes
+            // cannot fit.
+            broken: count > records.len(),
         }
-        rest = &rest[len..];
     }
-    rest.is_empty()
+
+    /// Steps over every record that starts before `end`.
+    fn advance_to(&mut self, end: usize) {
+        while !self.broken && self.left > 0 && self.at < end {
+            let rest = &self.records[self.at..];
+            let next = read_varint(rest)
+                .and_then(|(len, used)| Some((usize::try_from(len).ok()?, used)))
+                .filter(|&(len, used)| len <= rest.len() - used);
+            match next {
+                Some((len, used)) => {
+                    self.at += used + len;
+                    self.left -= 1;
+                }
+                None => self.broken = true,
+            }
+        }
+    }
+
+    fn holds_exactly(&self) -> bool {
+        !self.broken && self.left == 0 && self.at == self.records.len()
+    }
 }
 
 #[cfg(test)]
@@ -81,5 +133,28 @@ mod tests {
         neg.push(0);
         assert!(!holds_exactly(&neg, 1));
         assert!(holds_exactly(&[], 0));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fused_walk_agrees_with_crc_and_walk_apart(
+            lens in proptest::collection::vec(0usize..40_000, 0..6),
+            count_delta in -2i64..3,
+            cut in 0usize..64,
+            head in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..70),
+        ) {
+            let mut recs = Vec::new();
+            for (i, len) in lens.iter().enumerate() {
+                recs.extend(zigzag(*len as i32));
+                recs.extend(std::iter::repeat_n(i as u8, *len));
+            }
+            recs.truncate(recs.len().saturating_sub(cut % 3 * cut));
+            let count = (lens.len() as i64 + count_delta).max(0) as usize;
+            let covered = [&head[..], &recs].concat();
+            let (crc, holds) = crc_and_holds_exactly(&covered, head.len(), count);
+            // The crc32c crate is the reference.
+            proptest::prop_assert_eq!(crc, crc32c::crc32c(&covered));
+            proptest::prop_assert_eq!(holds, holds_exactly(&recs, count));
+        }
     }
 }

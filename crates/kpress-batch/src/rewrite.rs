@@ -7,9 +7,10 @@
 //! rewritten costs one copy of its bytes into `out`.
 
 use crate::batch::{
-    ATTRIBUTES_OFFSET, CODEC_MASK, CRC_OFFSET, CRC_START, HEADER_LEN, LENGTH_OFFSET, LOG_OVERHEAD,
+    crc32c, ATTRIBUTES_OFFSET, CODEC_MASK, CRC_OFFSET, CRC_START, HEADER_LEN, LENGTH_OFFSET,
+    LOG_OVERHEAD,
 };
-use crate::records::holds_exactly;
+use crate::records::{crc_and_holds_exactly, holds_exactly};
 use crate::{BatchError, Outcome, PassReason, RecompressMode, RecordBatch, RewritePolicy};
 use crate::{RewriteStats, Target};
 use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompressor};
@@ -254,28 +255,29 @@ impl Recompressor {
         if count < 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(count) {
             return Err(PassReason::Malformed);
         }
-        if !batch.crc_is_valid() {
-            return Err(PassReason::CrcMismatch);
-        }
-        let from = batch.codec().ok_or(PassReason::UnknownCodec)?;
-        let (to, options) = match &policy.target {
-            Target::Producer => return Err(PassReason::PolicyProducer),
-            Target::Codec { codec, options } => (*codec, options),
+        // Reasons found in the header alone still rank below a CRC mismatch.
+        let (from, to, options) = match header_verdict(&batch, policy, request.as_deref()) {
+            Ok(verdict) => verdict,
+            Err(reason) if batch.crc_is_valid() => return Err(reason),
+            Err(_) => return Err(PassReason::CrcMismatch),
         };
-        // Re-encoding uncompressed records as uncompressed would copy them unchanged.
-        if from == to && (policy.mode == RecompressMode::CodecDiffers || to == Codec::None) {
-            return Err(PassReason::SameCodec);
-        }
-        if request.as_ref().is_some_and(|r| !r.allows(to)) {
-            return Err(PassReason::ZstdNeedsProduceV7);
-        }
 
         let records = if from == Codec::None {
-            if batch.records().len() > policy.max_decompressed_bytes {
-                return Err(PassReason::DecompressLimit);
+            // The record walk rides on the CRC's pass over the bytes (`count` is
+            // positive here).
+            let (crc, holds) =
+                crc_and_holds_exactly(&input[CRC_START..], HEADER_LEN - CRC_START, count as usize);
+            if crc != batch.crc() {
+                return Err(PassReason::CrcMismatch);
+            }
+            if !holds {
+                return Err(PassReason::RecordCountMismatch);
             }
             batch.records()
         } else {
+            if !batch.crc_is_valid() {
+                return Err(PassReason::CrcMismatch);
+            }
             self.scratch.clear();
             if from == Codec::Gzip {
                 self.decompressor.set_gzip_provider(options.gzip_provider());
@@ -302,12 +304,12 @@ impl Recompressor {
                 self.codec_error = Some(err);
                 return Err(PassReason::DecompressFailed);
             }
+            // `count` is positive here.
+            if !holds_exactly(&self.scratch, count as usize) {
+                return Err(PassReason::RecordCountMismatch);
+            }
             &self.scratch
         };
-        // `count` is positive here.
-        if !holds_exactly(records, count as usize) {
-            return Err(PassReason::RecordCountMismatch);
-        }
 
         let start = out.len();
         out.extend_from_slice(&input[..HEADER_LEN]);
@@ -337,7 +339,7 @@ impl Recompressor {
         let attributes = (batch.attributes() & !CODEC_MASK) | to.id();
         written[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
             .copy_from_slice(&attributes.to_be_bytes());
-        let crc = crc32c::crc32c(&written[CRC_START..]);
+        let crc = crc32c(&written[CRC_START..]);
         written[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         Ok(Outcome::Rewritten {
             from,
@@ -346,6 +348,31 @@ impl Recompressor {
             bytes_out,
         })
     }
+}
+
+/// The source codec, target codec and options of a batch worth rewriting, or the
+/// reason its header alone gives to keep it (ranked below a CRC mismatch).
+fn header_verdict<'p>(
+    batch: &RecordBatch<'_>,
+    policy: &'p RewritePolicy,
+    request: Option<&ProduceAllowance>,
+) -> Result<(Codec, Codec, &'p CompressionOptions), PassReason> {
+    let from = batch.codec().ok_or(PassReason::UnknownCodec)?;
+    let (to, options) = match &policy.target {
+        Target::Producer => return Err(PassReason::PolicyProducer),
+        Target::Codec { codec, options } => (*codec, options),
+    };
+    // Re-encoding uncompressed records as uncompressed would copy them unchanged.
+    if from == to && (policy.mode == RecompressMode::CodecDiffers || to == Codec::None) {
+        return Err(PassReason::SameCodec);
+    }
+    if request.is_some_and(|r| !r.allows(to)) {
+        return Err(PassReason::ZstdNeedsProduceV7);
+    }
+    if from == Codec::None && batch.records().len() > policy.max_decompressed_bytes {
+        return Err(PassReason::DecompressLimit);
+    }
+    Ok((from, to, options))
 }
 
 fn compressor_for<'c>(
