@@ -501,8 +501,8 @@ impl Batching {
 /// A ladder size counts as larger only from this factor above today's mean batch.
 const LARGER_FACTOR: f64 = 1.5;
 
-/// The eligible candidates measured again with the records grouped at each larger
-/// `batch.size` of the ladder.
+/// Each codec's best eligible candidate measured again with the records grouped at
+/// each larger `batch.size` of the ladder.
 fn batching(
     ranked: &[Ranked],
     input: &Input,
@@ -511,11 +511,15 @@ fn batching(
     floors: &Floors,
     passes: usize,
 ) -> anyhow::Result<Batching> {
-    let eligible: Vec<Candidate> = ranked
-        .iter()
-        .filter(|r| r.miss.is_none())
-        .map(|r| r.measured.candidate.clone())
-        .collect();
+    // Per codec, its best eligible setting today: levels keep their order as batches
+    // grow, while codecs change places (gzip ahead at 16 KiB, zstd at 1 MiB).
+    let mut eligible: Vec<Candidate> = Vec::new();
+    for r in ranked.iter().filter(|r| r.miss.is_none()) {
+        let codec = r.measured.candidate.codec();
+        if !eligible.iter().any(|c| c.codec() == codec) {
+            eligible.push(r.measured.candidate.clone());
+        }
+    }
     let current_best = rank::choice(ranked)
         .or(ranked.first())
         .map(|r| r.measured.clone())

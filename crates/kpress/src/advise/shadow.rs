@@ -5,18 +5,13 @@
 use std::collections::BTreeMap;
 
 use kpress_codec::Candidate;
-use kpress_proxy::metrics::{BATCH_BYTES, OTHER_TOPICS, PRODUCE_BYTES_IN, PRODUCE_BYTES_OUT};
+use kpress_proxy::metrics::{
+    BATCH_BYTES, OTHER_TOPICS, PRODUCE_BYTES_IN, PRODUCE_BYTES_OUT, SHADOW_BATCHES,
+    SHADOW_BYTES_IN, SHADOW_BYTES_OUT, SHADOW_CPU_SECONDS, SHADOW_RAW_BYTES, SHADOW_SKIPPED,
+};
 
 use super::prometheus::Sample;
 use super::rank::{self, Floors, Goal, Measured, Ranked};
-
-/// The shadow trials' metrics (the proxy's `[shadow]`).
-pub(crate) const SHADOW_BYTES_IN: &str = "kpress_shadow_bytes_in_total";
-pub(crate) const SHADOW_BYTES_OUT: &str = "kpress_shadow_bytes_out_total";
-pub(crate) const SHADOW_CPU_SECONDS: &str = "kpress_shadow_cpu_seconds_total";
-pub(crate) const SHADOW_RAW_BYTES: &str = "kpress_shadow_raw_bytes_total";
-pub(crate) const SHADOW_BATCHES: &str = "kpress_shadow_batches_total";
-pub(crate) const SHADOW_SKIPPED: &str = "kpress_shadow_skipped_total";
 
 /// One candidate's shadow counters on one topic.
 #[derive(Debug, Clone, Default, PartialEq)]
