@@ -508,6 +508,38 @@ mod tests {
     }
 
     #[test]
+    fn shadow_trials_copy_the_batch_as_sent_and_change_nothing_forwarded() {
+        let batch = gzip_batch(50);
+        let (payload, header_len) = produce_v7(&batch);
+        let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Zstd,
+            CompressionOptions::default(),
+        ));
+        let rewrite =
+            || rewrite_produce(&payload, header_len, 7, LIMITS, &zstd, &|_| None).unwrap();
+        let without = rewrite();
+        assert!(without.shadow.lock().unwrap().is_none());
+        let settings = kpress_config::ShadowSettings {
+            sample: 1.0,
+            candidates: vec!["lz4:9".parse().unwrap()],
+            max_cpu_fraction: 1.0,
+            threads: 1,
+            max_queue_bytes: 1 << 20,
+        };
+        // Process-wide: other tests' rewrites meanwhile are sampled too, harmlessly.
+        shadow::apply(Some(&settings), &kpress_config::Limits::default());
+        let with = rewrite();
+        shadow::apply(None, &kpress_config::Limits::default());
+        assert_eq!(with.frame, without.frame);
+        let samples = with.shadow.lock().unwrap().take().expect("sampled");
+        let [(topic, sample)] = &samples.samples[..] else {
+            panic!("{:?}", samples.samples)
+        };
+        assert_eq!(&**topic, "t");
+        assert_eq!(sample.bytes(), &batch[..]);
+    }
+
+    #[test]
     fn every_partition_is_reported_with_its_bytes_records_and_outcome() {
         let batch = gzip_batch(50);
         let (payload, header_len) = produce_v7(&batch);

@@ -137,6 +137,14 @@ pub(crate) struct Sample {
     _held: Held,
 }
 
+impl Sample {
+    /// The batch as the producer sent it.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.batch
+    }
+}
+
 struct Job {
     topic: Arc<str>,
     sample: Sample,
