@@ -18,8 +18,8 @@
 # The measurements are the ignored tests `load` (tests/load.rs) and
 # `recompression_vs_java`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 15 minutes on 2 cores (10 for load, the rest
-#                                        for recompression_vs_java), plus a release build
+#   scripts/load.sh                      about 13 minutes on 2 cores (10 for load, 3 for
+#                                        recompression_vs_java), plus a release build
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
 #   LOAD_LATENCY_RATE=20000              records/s of the latency runs (default: a quarter
@@ -38,7 +38,7 @@ records=${LOAD_RECORDS:-2000000}
 # 2.5 minutes at 2,000,000 records (the gzip producers' runs dominate).
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
-echo "         then recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
+echo "         then about 3 for recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
@@ -73,14 +73,12 @@ echo "$recompression_note"
     echo "load: no report (see the output above)"
   fi
   echo
-  echo "## Recompression per core against Kafka's Java path"
-  echo
-  if [ -n "$recompression_note" ]; then
-    echo "$recompression_note"
-  elif [ -s "$work/recompression.md" ]; then
+  if [ -z "$recompression_note" ] && [ -s "$work/recompression.md" ]; then
     cat "$work/recompression.md"
   else
-    echo "recompression_vs_java: no report (see the output above)"
+    echo "## Recompression per core against Kafka's Java path"
+    echo
+    echo "${recompression_note:-recompression_vs_java: no report (see the output above)}"
   fi
 } >"$work/report.md"
 echo
