@@ -101,7 +101,9 @@ fn chart<DB: DrawingBackend>(
     root.fill(&WHITE)?;
     let min_speed = points.iter().map(|p| p.speed).fold(f64::MAX, f64::min);
     let max_speed = points.iter().map(|p| p.speed).fold(0.0, f64::max);
+    let min_ratio = points.iter().map(|p| p.ratio).fold(f64::MAX, f64::min);
     let max_ratio = points.iter().map(|p| p.ratio).fold(0.0, f64::max);
+    let pad = ((max_ratio - min_ratio) * 0.08).max(0.005);
     let mut chart = ChartBuilder::on(root)
         .caption(title, (FONT_FAMILY, 20))
         .margin(20)
@@ -109,7 +111,7 @@ fn chart<DB: DrawingBackend>(
         .y_label_area_size(70)
         .build_cartesian_2d(
             (min_speed / 1.5..max_speed * 1.5).log_scale(),
-            0.0..max_ratio * 1.1,
+            (min_ratio - pad).max(0.0)..max_ratio + pad,
         )?;
     chart
         .configure_mesh()
@@ -135,10 +137,20 @@ fn chart<DB: DrawingBackend>(
         ))?
         .label("Pareto front: smallest for its speed")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(2)));
-    chart.draw_series(front.iter().map(|p| {
+    chart.draw_series(
+        front
+            .iter()
+            .map(|p| Circle::new((p.speed, p.ratio), 5, RED.filled())),
+    )?;
+    let anchors: Vec<(i32, i32)> = front
+        .iter()
+        .map(|p| chart.backend_coord(&(p.speed, p.ratio)))
+        .collect();
+    let labels: Vec<&str> = front.iter().map(|p| p.label.as_str()).collect();
+    let placed = place_labels(&anchors, &labels);
+    chart.draw_series(front.iter().zip(placed).map(|(p, offset)| {
         EmptyElement::at((p.speed, p.ratio))
-            + Circle::new((0, 0), 5, RED.filled())
-            + Text::new(p.label.clone(), (6, -16), (FONT_FAMILY, 13).into_font())
+            + Text::new(p.label.clone(), offset, (FONT_FAMILY, LABEL_PX).into_font())
     }))?;
     chart
         .configure_series_labels()
@@ -148,4 +160,77 @@ fn chart<DB: DrawingBackend>(
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+const LABEL_PX: u32 = 13;
+/// Advance of one character of the bundled monospace font at [`LABEL_PX`].
+const CHAR_PX: i32 = 8;
+
+/// Offsets from each front point for its label: beside it, above or below, left or
+/// right, whichever overlaps no label placed before it (else the first choice).
+fn place_labels(anchors: &[(i32, i32)], labels: &[&str]) -> Vec<(i32, i32)> {
+    let mut boxes: Vec<(i32, i32, i32, i32)> = Vec::new();
+    let mut out = Vec::with_capacity(labels.len());
+    for (&(x, y), label) in anchors.iter().zip(labels) {
+        let width = CHAR_PX * label.chars().count() as i32;
+        let height = LABEL_PX as i32 + 2;
+        let choices = [
+            (7, -height - 2),
+            (7, 4),
+            (-width - 7, -height - 2),
+            (-width - 7, 4),
+            (7, -2 * height - 4),
+            (7, height + 6),
+        ];
+        let fits = |&(dx, dy): &(i32, i32)| {
+            let b = (x + dx, y + dy, x + dx + width, y + dy + height);
+            !boxes
+                .iter()
+                .any(|o| b.0 < o.2 && o.0 < b.2 && b.1 < o.3 && o.1 < b.3)
+        };
+        let offset = choices.iter().copied().find(fits).unwrap_or(choices[0]);
+        boxes.push((
+            x + offset.0,
+            y + offset.1,
+            x + offset.0 + width,
+            y + offset.1 + height,
+        ));
+        out.push(offset);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_of_close_points_do_not_overlap() {
+        let anchors = [(100, 100), (104, 102), (108, 98), (400, 300)];
+        let labels = ["zstd:5", "zstd:6", "zstd:7", "lz4:9"];
+        let offsets = place_labels(&anchors, &labels);
+        let boxes: Vec<(i32, i32, i32, i32)> = anchors
+            .iter()
+            .zip(&offsets)
+            .zip(labels)
+            .map(|((a, o), l)| {
+                let w = CHAR_PX * l.len() as i32;
+                (
+                    a.0 + o.0,
+                    a.1 + o.1,
+                    a.0 + o.0 + w,
+                    a.1 + o.1 + LABEL_PX as i32 + 2,
+                )
+            })
+            .collect();
+        for i in 0..boxes.len() {
+            for j in 0..i {
+                let (a, b) = (boxes[i], boxes[j]);
+                assert!(
+                    !(a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3),
+                    "{i} {j}"
+                );
+            }
+        }
+    }
 }
