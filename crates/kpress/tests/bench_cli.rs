@@ -345,6 +345,17 @@ fn bad_arguments_say_what_is_allowed() {
         ),
         (vec![], "nothing to measure"),
         (
+            vec![
+                "--batch-size",
+                "1000000",
+                "--batch-count",
+                "10000",
+                "--candidate",
+                "lz4",
+            ],
+            "the most measured at once is 1073741824: lower --batch-count or --batch-size",
+        ),
+        (
             vec!["--matrix", "--plot", "out.jpg"],
             "must end in .svg or .png",
         ),

@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 /// Largest input file read whole: a dataset sample or a segment (Kafka's default
 /// segment.bytes is 1 GiB).
 const MAX_FILE_BYTES: u64 = 1 << 30;
+/// Most records bytes built from a dataset (its records repeated up to --batch-count).
+const MAX_MEASURED_BYTES: u64 = 1 << 30;
 
 /// Records sections to measure and where they came from.
 #[derive(Debug, Clone)]
@@ -121,8 +123,21 @@ pub(super) fn read_dataset(
         );
     }
     let used: Vec<String> = datas.iter().map(|(p, _)| p.display().to_string()).collect();
-    let sections =
-        kpress_measure::cycle_to(kpress_measure::sections(&values, batch_size), batch_count);
+    let built = kpress_measure::sections(&values, batch_size);
+    // Repeating the records must not build more than can be measured in memory.
+    let measured: u64 = built
+        .iter()
+        .cycle()
+        .take(batch_count)
+        .map(|s| s.records.len() as u64)
+        .sum();
+    if measured > MAX_MEASURED_BYTES {
+        bail!(
+            "{batch_count} batches of {batch_size} records would be {measured} bytes of records; \
+             the most measured at once is {MAX_MEASURED_BYTES}: lower --batch-count or --batch-size"
+        );
+    }
+    let sections = kpress_measure::cycle_to(built, batch_count);
     let source = match dir {
         Some(dir) if files.is_empty() => dir.display().to_string(),
         _ => used.join(", "),

@@ -59,8 +59,14 @@ pub(crate) struct Args {
     /// Codec to measure (none, gzip, snappy, lz4, zstd), with --property options.
     #[arg(long, value_name = "CODEC")]
     compression: Option<String>,
-    /// An option of --compression as KEY=VALUE, e.g. compression.zstd.level=1; repeatable.
-    #[arg(long = "property", value_name = "KEY=VALUE", requires = "compression")]
+    /// An option of --compression as KEY=VALUE, e.g. compression.zstd.level=1; repeatable
+    /// (also spelled --compression-property, as TestCompression does).
+    #[arg(
+        long = "property",
+        alias = "compression-property",
+        value_name = "KEY=VALUE",
+        requires = "compression"
+    )]
     properties: Vec<String>,
     /// A codec with options as one spec, e.g. zstd:3, gzip:6:libdeflate, lz4:9:block=7,
     /// zstd:1:window=22, snappy:block=4096, none; repeatable.
@@ -70,6 +76,7 @@ pub(crate) struct Args {
     /// snappy blocks, lz4 9/17 with blocks 4-7, zstd -5..19 and window 22).
     #[arg(long)]
     matrix: bool,
+    /// How the results print: table, csv or json, smallest first.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
     /// Also draw compressed ratio against compression MB/s per core, with the Pareto
@@ -77,8 +84,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "FILE.svg|FILE.png")]
     plot: Vec<PathBuf>,
     /// Times each candidate compresses and decompresses everything; the least CPU
-    /// time of the passes is reported.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// time of the passes is reported (also spelled --runs).
+    #[arg(
+        long,
+        alias = "runs",
+        default_value_t = 3,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
     passes: u32,
 }
 
