@@ -385,7 +385,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 #[ignore = "measurement: cargo test -p kpress-tests --test shadow -- --ignored --nocapture"]
 fn shadow_trials_cost_measured() {
     use kpress_tests::producer_perf::{Payload, ProducerPerf};
-    const ROUNDS: usize = 3;
+    const ROUNDS: usize = 5;
     const RECORDS: u64 = 400_000;
     let cluster = shared_cluster();
     let topic = "trial.perf";
@@ -401,12 +401,18 @@ fn shadow_trials_cost_measured() {
     let pid = kpress_pid(&proxy);
     let policy = proxy.config_file().unwrap();
     let plain = std::fs::read_to_string(&policy).unwrap();
-    let apply = |shadow: &str| {
+    let mut in_force = plain.clone();
+    let mut apply = |shadow: &str| {
+        let text = format!("{plain}{shadow}");
+        if text == in_force {
+            return;
+        }
         let applied =
             |p: &KpressProxy| metric(p, "kpress_policy_reloads_total", &[("result", "applied")]);
         let before = applied(&proxy);
-        write_policy(&policy, &format!("{plain}{shadow}"));
+        write_policy(&policy, &text);
         wait_for("reload", &proxy, || applied(&proxy) > before);
+        in_force = text;
     };
     let perf = ProducerPerf::new(
         &proxy.bootstrap(),
@@ -450,13 +456,19 @@ fn shadow_trials_cost_measured() {
         &["zstd:3", "zstd:9", "gzip:6:libdeflate", "lz4:9"],
     ));
     let started = Instant::now();
+    let cpu_before = kpress_tests::proc_stat::cpu_seconds(pid).unwrap();
+    let tried_before = metric(&proxy, "kpress_shadow_batches_total", &[]);
     let summary = perf.run(kafka_version()).unwrap();
+    let kpress_cpu = kpress_tests::proc_stat::cpu_seconds(pid).unwrap() - cpu_before;
     let wall = started.elapsed().as_secs_f64();
     let shadow_cpu = shadow_thread_cpu(pid);
     eprintln!(
-        "sample 1.0, max_cpu_fraction 0.05 on {cpus} CPUs: {:.0} records/s, trial threads {shadow_cpu:.2} CPU s in {wall:.1} s = {:.3} of the CPUs; skipped cpu_budget {}, queue_full {}",
+        "sample 1.0, max_cpu_fraction 0.05 on {cpus} CPUs: {:.0} records/s, kpress {kpress_cpu:.2} CPU s, \
+         trial threads {shadow_cpu:.2} CPU s in {wall:.1} s = {:.3} of the CPUs; batches tried {}, \
+         skipped cpu_budget {}, queue_full {}",
         summary.records_per_sec,
         shadow_cpu / wall / cpus,
+        metric(&proxy, "kpress_shadow_batches_total", &[]) - tried_before,
         metric(&proxy, "kpress_shadow_skipped_total", &[("reason", "cpu_budget")]),
         metric(&proxy, "kpress_shadow_skipped_total", &[("reason", "queue_full")]),
     );

@@ -10,7 +10,9 @@
 //! bytes, in order, with correlation ids untouched; Produce batches are recompressed
 //! into each topic's policy codec (off the reactor), and every response that carries
 //! broker addresses is rewritten to kpress's, so no real broker address reaches a
-//! client. All frames in flight share one memory budget.
+//! client. All frames in flight share one memory budget. With `[shadow]`, a sample of
+//! each topic's batches is also trial-compressed with candidate codecs on low-priority
+//! threads, only to be counted ([`shadow`]).
 //!
 //! The Kafka parsing is in `kpress-protocol` (sans-IO) and the batch rewrite in
 //! `kpress-batch`; this crate only does I/O, scheduling and bookkeeping.
