@@ -341,6 +341,10 @@ fn bad_inputs_are_refused_with_a_reason() {
     assert!(failure(&["advise", "--dir", data, "--min-mbps", "0"]).contains("--min-mbps"));
     assert!(failure(&["advise", "--dir", data, "--candidates", "brotli:3"]).contains("brotli"));
     assert!(failure(&["advise", "--goal", "size"]).contains("required"));
+    // Options of one input are refused with another, not ignored.
+    assert!(failure(&["advise", "--segment", "x.log", "--batch-bytes", "4096"]).contains("--dir"));
+    assert!(failure(&["advise", "--dir", data, "--interval", "5"]).contains("--from-metrics"));
+    assert!(failure(&["advise", "--from-metrics", "m.txt", "--topic", "t"]).contains("--topic"));
     let page = empty.path().join("page.txt");
     std::fs::write(&page, "kpress_produce_bytes_in_total{topic=\"a} 1\n").unwrap();
     let err = failure(&["advise", "--from-metrics", page.to_str().unwrap()]);

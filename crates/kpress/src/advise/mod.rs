@@ -45,10 +45,15 @@ pub(crate) struct Args {
     #[arg(long, value_name = "MS")]
     max_cpu_ms_per_mb: Option<f64>,
     /// Measure every candidate of `kpress bench --matrix` instead of the quicker set.
-    #[arg(long, conflicts_with = "candidates")]
+    #[arg(long, conflicts_with_all = ["candidates", "from_metrics"])]
     matrix: bool,
     /// The candidates to measure, comma-separated specs (zstd:3,gzip:6:libdeflate).
-    #[arg(long, value_delimiter = ',', value_name = "SPECS")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "SPECS",
+        conflicts_with = "from_metrics"
+    )]
     candidates: Vec<kpress_codec::Candidate>,
     /// With --dir: records per batch (KIP-780's --batch-size) instead of --batch-bytes.
     #[arg(long, value_name = "RECORDS", conflicts_with = "batch_bytes")]
@@ -68,7 +73,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1)]
     passes: usize,
     /// The `match` of the printed rule (a topic name, glob or re:<regex>).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "from_metrics")]
     topic: Option<String>,
     /// With --from-metrics: read the page twice this many seconds apart and advise on
     /// what happened between (rates per second) instead of over the counters' life.
@@ -99,6 +104,19 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
                 bail!("{name} {v}: expected a number above 0");
             }
         }
+    }
+    let only_with_dir = [
+        ("--batch-size", args.batch_size.is_some()),
+        ("--batch-bytes", args.batch_bytes.is_some()),
+        ("--current", args.current.is_some()),
+    ];
+    if args.dir.is_none() {
+        if let Some((name, _)) = only_with_dir.iter().find(|(_, given)| *given) {
+            bail!("{name} applies to --dir only (a segment's batches are as stored)");
+        }
+    }
+    if args.interval.is_some() && args.from_metrics.is_none() {
+        bail!("--interval applies to --from-metrics only");
     }
     let output = if let Some(source) = &args.from_metrics {
         live::run(source, args.interval, args.goal, &floors, args.format)?
