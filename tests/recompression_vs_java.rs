@@ -25,9 +25,11 @@
 //! kpress's, is read back by kafka-clients (CRC of every batch, every record) as exactly
 //! the source's records in the target codec. Speed is reported, never asserted.
 
-use kpress_tests::child_cpu::run_cpu_timed;
+use kpress_batch::{Recompressor, RewritePolicy, RewriteStats, Target};
+use kpress_codec::CompressionOptions;
 use kpress_tests::cluster::KafkaCluster;
 use kpress_tests::compression::Compression;
+use kpress_tests::cpu_time::{run_cpu_timed, thread_cpu_seconds};
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::{JavaClient, ProduceOptions};
 use kpress_tests::java_recompression::{JavaRecompression, JavaRewrite, VerifiedFile};
@@ -101,6 +103,8 @@ struct Input {
     batching: Batching,
     /// The segments repeated to the measured size.
     path: PathBuf,
+    /// The bytes of `path`, for kpress's in-process rewrite.
+    bytes: Vec<u8>,
     /// One copy of the segments (for the gzip level search).
     one_copy: PathBuf,
     copies: u64,
@@ -210,11 +214,49 @@ impl Variant {
     }
 }
 
-/// A kpress run's figures.
+/// A `kpress recompress` run's figures.
 #[derive(Debug, Clone)]
 struct KpressRun {
     cpu_seconds: f64,
     bytes_out: u64,
+}
+
+/// kpress's rewrite in this process, as the proxy runs it: Recompressor::rewrite_records
+/// over the input in memory, on one thread, timed by that thread's CPU clock.
+#[derive(Debug)]
+struct InProcess {
+    recompressor: Recompressor,
+    policy: RewritePolicy,
+    output: Vec<u8>,
+    cpu_seconds: Vec<f64>,
+}
+
+impl InProcess {
+    fn new(to: Compression, properties: &[String]) -> InProcess {
+        let mut options = CompressionOptions::default();
+        for property in properties {
+            let (key, value) = property.split_once('=').expect("KEY=VALUE");
+            options.set(key, value).expect("a valid kpress option");
+        }
+        InProcess {
+            recompressor: Recompressor::new(),
+            policy: RewritePolicy {
+                target: Target::from_name(to.name(), options).expect("a codec"),
+                ..RewritePolicy::default()
+            },
+            output: Vec::new(),
+            cpu_seconds: Vec::new(),
+        }
+    }
+
+    fn rewrite(&mut self, input: &[u8]) -> f64 {
+        self.output.clear();
+        let mut stats = RewriteStats::default();
+        let started = thread_cpu_seconds();
+        self.recompressor
+            .rewrite_records(input, &self.policy, &mut self.output, &mut stats);
+        thread_cpu_seconds() - started
+    }
 }
 
 fn env_number(name: &str, default: f64) -> f64 {
@@ -401,6 +443,7 @@ fn recompression_vs_java() {
         concatenate(parts, copies, &path);
         concatenate(parts, 1, &one_copy);
         let verified = java.verify(&path).expect("verify input");
+        let bytes = std::fs::read(&path).expect("read input");
         assert_eq!(
             verified.records,
             records_per_copy * copies,
@@ -412,6 +455,7 @@ fn recompression_vs_java() {
                 codec,
                 batching: *batching,
                 path,
+                bytes,
                 one_copy,
                 copies,
                 verified,
@@ -522,6 +566,13 @@ fn recompression_vs_java() {
 
     let mut java_runs: BTreeMap<(usize, Batching), Vec<JavaRewrite>> = BTreeMap::new();
     let mut kpress_runs: BTreeMap<Variant, Vec<KpressRun>> = BTreeMap::new();
+    let mut in_process: BTreeMap<Variant, InProcess> = variants
+        .iter()
+        .map(|v| {
+            let pair = PAIRS[v.pair];
+            (v.clone(), InProcess::new(pair.to, &v.properties()))
+        })
+        .collect();
     for round in 0..rounds {
         for (p, pair) in PAIRS.iter().enumerate() {
             for batching in Batching::ALL {
@@ -545,6 +596,12 @@ fn recompression_vs_java() {
                     .iter()
                     .filter(|v| v.pair == p && v.batching == batching)
                 {
+                    let rewriter = in_process.get_mut(variant).expect("in-process rewriter");
+                    if round == 0 {
+                        rewriter.rewrite(&input.bytes);
+                    }
+                    let cpu = rewriter.rewrite(&input.bytes);
+                    rewriter.cpu_seconds.push(cpu);
                     let out = dir.join(format!("{}.log", variant.file_stem()));
                     let run = kpress_recompress(&input.path, &out, pair.to, &variant.properties());
                     kpress_runs.entry(variant.clone()).or_default().push(run);
@@ -583,6 +640,14 @@ fn recompression_vs_java() {
     }
     for variant in &variants {
         let pair = PAIRS[variant.pair];
+        let in_memory = dir.join(format!("{}-in-process.log", variant.file_stem()));
+        std::fs::write(&in_memory, &in_process[variant].output).expect("write in-process output");
+        problems.extend(check_output(
+            &mut java,
+            &in_memory,
+            input_of(&pair, variant.batching),
+            pair.to,
+        ));
         let out = dir.join(format!("{}.log", variant.file_stem()));
         problems.extend(check_output(
             &mut java,
@@ -592,15 +657,13 @@ fn recompression_vs_java() {
         ));
     }
 
-    let report = report(
-        &inputs,
-        copies,
-        values_per_copy,
-        rounds,
-        &java_runs,
-        &kpress_runs,
-        &kafka6_levels,
-    );
+    let measured = Measured {
+        values: values_per_copy * copies,
+        java_runs: &java_runs,
+        kpress_runs: &kpress_runs,
+        in_process: &in_process,
+    };
+    let report = report(&inputs, copies, rounds, &measured, &kafka6_levels);
     println!("{report}");
     if let Some(path) = std::env::var_os("RECOMPRESSION_REPORT") {
         std::fs::write(&path, &report).expect("write RECOMPRESSION_REPORT");
@@ -619,32 +682,72 @@ fn java_label(pair: &Pair) -> String {
     }
 }
 
-fn report(
-    inputs: &BTreeMap<(Batching, usize), Input>,
-    copies: u64,
-    values_per_copy: u64,
-    rounds: usize,
-    java_runs: &BTreeMap<(usize, Batching), Vec<JavaRewrite>>,
-    kpress_runs: &BTreeMap<Variant, Vec<KpressRun>>,
-    kafka6_levels: &[(Batching, &'static str, Option<i32>, f64)],
-) -> String {
-    let values = values_per_copy * copies;
-    let java_mbps = |key: &(usize, Batching)| {
+/// Medians of the measured figures, per variant.
+#[derive(Debug)]
+struct Measured<'a> {
+    values: u64,
+    java_runs: &'a BTreeMap<(usize, Batching), Vec<JavaRewrite>>,
+    kpress_runs: &'a BTreeMap<Variant, Vec<KpressRun>>,
+    in_process: &'a BTreeMap<Variant, InProcess>,
+}
+
+impl Measured<'_> {
+    fn java(&self, key: &(usize, Batching)) -> f64 {
         median(
-            java_runs[key]
+            self.java_runs[key]
                 .iter()
                 .map(|r| mbps(r.value_bytes, r.cpu_seconds))
                 .collect(),
         )
-    };
-    let kpress_mbps = |variant: &Variant| {
+    }
+
+    fn java_whole_jvm(&self, key: &(usize, Batching)) -> f64 {
         median(
-            kpress_runs[variant]
+            self.java_runs[key]
                 .iter()
-                .map(|r| mbps(values, r.cpu_seconds))
+                .map(|r| mbps(r.value_bytes, r.process_cpu_seconds))
                 .collect(),
         )
+    }
+
+    fn kpress(&self, variant: &Variant) -> f64 {
+        median(
+            self.in_process[variant]
+                .cpu_seconds
+                .iter()
+                .map(|&cpu| mbps(self.values, cpu))
+                .collect(),
+        )
+    }
+
+    fn kpress_process(&self, variant: &Variant) -> f64 {
+        median(
+            self.kpress_runs[variant]
+                .iter()
+                .map(|r| mbps(self.values, r.cpu_seconds))
+                .collect(),
+        )
+    }
+}
+
+fn variant_label(variant: &Variant) -> String {
+    let pair = PAIRS[variant.pair];
+    let provider = match (variant.provider, variant.gzip_level) {
+        (None, _) if pair.to == Compression::Gzip => " (default provider)".to_string(),
+        (None, _) => String::new(),
+        (Some(p), None) => format!(" ({p})"),
+        (Some(p), Some(level)) => format!(" ({p} level {level})"),
     };
+    format!("{}{provider}", java_label(&pair))
+}
+
+fn report(
+    inputs: &BTreeMap<(Batching, usize), Input>,
+    copies: u64,
+    rounds: usize,
+    measured: &Measured<'_>,
+    kafka6_levels: &[(Batching, &'static str, Option<i32>, f64)],
+) -> String {
     let mut out = String::new();
     let binary = kpress_binary();
     let profile = binary
@@ -662,32 +765,34 @@ fn report(
         "Segments a {} broker wrote for the Java producer and kcat (librdkafka) of \
          apache_access.log and nginxplus_status.ndjson, per source codec and batching \
          concatenated ×{copies} ({:.1} MB of record values per input). MB/s = MB of record \
-         values per CPU second: Java, the rebuilding thread's CPU (GC and JIT threads not \
-         counted) in a warm JVM; kpress, `kpress recompress`'s whole process CPU (user + \
-         system). Median of {rounds} alternating rounds; kpress binary: {} ({profile}).\n",
+         values per CPU second, median of {rounds} alternating rounds. Java: \
+         LogValidator's rebuild, the rebuilding thread's CPU in a warm JVM (in parentheses \
+         the whole JVM's, GC and JIT threads included), input in memory. kpress: \
+         `Recompressor::rewrite_records` (what the proxy and `kpress recompress` run), \
+         input in memory, the thread's CPU; and `kpress recompress` as a process (user + \
+         system CPU, start-up, reading and writing the files included; binary {}, \
+         {profile}).\n",
         kafka_version(),
-        values as f64 / 1e6,
+        measured.values as f64 / 1e6,
         binary.display(),
     );
     let _ = writeln!(
         out,
-        "| pair | batching | Java MB/s/core | kpress MB/s/core | kpress/Java | target | met | Java out | kpress out | kpress/Java size |"
+        "| pair | batching | Java MB/s/core | kpress MB/s/core | kpress/Java | target | met | `kpress recompress` MB/s/core | its ×Java | Java out (bytes) | kpress out | kpress/Java size |"
     );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|---:|---:|---:|");
-    for (variant, runs) in kpress_runs {
+    let _ = writeln!(
+        out,
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
+    );
+    for (variant, runs) in measured.kpress_runs {
         let pair = PAIRS[variant.pair];
         let key = (variant.pair, variant.batching);
-        let java = java_mbps(&key);
-        let kpress = kpress_mbps(variant);
+        let java = measured.java(&key);
+        let kpress = measured.kpress(variant);
+        let process = measured.kpress_process(variant);
         let ratio = kpress / java;
-        let java_out = java_runs[&key].last().map_or(0, |r| r.bytes_out);
+        let java_out = measured.java_runs[&key].last().map_or(0, |r| r.bytes_out);
         let kpress_out = runs.last().map_or(0, |r| r.bytes_out);
-        let provider = match (variant.provider, variant.gzip_level) {
-            (None, _) if pair.to == Compression::Gzip => " (default provider)".to_string(),
-            (None, _) => String::new(),
-            (Some(p), None) => format!(" ({p})"),
-            (Some(p), Some(level)) => format!(" ({p} level {level})"),
-        };
         let target = if variant.gzip_level.is_some() {
             GZIP_KAFKA6_TARGET
         } else {
@@ -695,10 +800,12 @@ fn report(
         };
         let _ = writeln!(
             out,
-            "| {}{provider} | {} | {java:.1} | {kpress:.1} | {ratio:.2}× | ≥{target}× | {} | {java_out} | {kpress_out} | {:.3} |",
-            java_label(&pair),
+            "| {} | {} | {java:.1} ({:.1}) | {kpress:.1} | {ratio:.2}× | ≥{target}× | {} | {process:.1} | {:.2}× | {java_out} | {kpress_out} | {:.3} |",
+            variant_label(variant),
             variant.batching.label(),
+            measured.java_whole_jvm(&key),
             if ratio >= target { "met" } else { "missed" },
+            process / java,
             kpress_out as f64 / java_out.max(1) as f64,
         );
     }
@@ -716,7 +823,7 @@ fn report(
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---|");
     let mut auto_met = true;
     for (batching, provider, level, size_ratio) in kafka6_levels {
-        let java = java_mbps(&(lz4_gzip, *batching));
+        let java = measured.java(&(lz4_gzip, *batching));
         let Some(level) = level else {
             let _ = writeln!(
                 out,
@@ -729,7 +836,8 @@ fn report(
             }
             continue;
         };
-        let variant = kpress_runs
+        let variant = measured
+            .kpress_runs
             .keys()
             .find(|v| {
                 v.pair == lz4_gzip
@@ -738,7 +846,7 @@ fn report(
                     && v.level() == Some(*level)
             })
             .expect("measured variant");
-        let kpress = kpress_mbps(variant);
+        let kpress = measured.kpress(variant);
         let ratio = kpress / java;
         let met = ratio >= GZIP_KAFKA6_TARGET;
         if *provider == "libdeflate" && !met {
@@ -763,7 +871,7 @@ fn report(
             "- {} {}: {} bytes, {} batches, {} records",
             input.codec,
             input.batching.label(),
-            std::fs::metadata(&input.path).map_or(0, |m| m.len()),
+            input.bytes.len(),
             input.verified.batches,
             input.verified.records
         );

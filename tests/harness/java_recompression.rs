@@ -24,6 +24,8 @@ pub struct JavaRewrite {
     pub bytes_out: u64,
     /// Thread CPU seconds of one pass (the mean of the timed passes).
     pub cpu_seconds: f64,
+    /// The whole JVM's CPU seconds over the same pass (GC and JIT threads too).
+    pub process_cpu_seconds: f64,
 }
 
 /// One `verify` command's answer.
@@ -176,6 +178,7 @@ impl JavaRecompression {
             bytes_in: number(&f, "bytes_in")?,
             bytes_out: number(&f, "bytes_out")?,
             cpu_seconds: number(&f, "cpu_ns")? as f64 / 1e9 / passes as f64,
+            process_cpu_seconds: number(&f, "process_cpu_ns")? as f64 / 1e9 / passes as f64,
         })
     }
 

@@ -10,11 +10,11 @@
 pub mod bare_requests;
 pub mod batch_headers;
 pub mod capture;
-pub mod child_cpu;
 mod client_cli;
 pub mod cluster;
 pub mod codec_bombs;
 pub mod compression;
+pub mod cpu_time;
 pub mod confluent;
 pub mod data;
 pub mod dump;

@@ -33,8 +33,9 @@ import org.apache.kafka.common.utils.CloseableIterator;
  *   <li>{@code rewrite CODEC LEVEL WARMUP PASSES INPUT OUTPUT}: LEVEL is a number or
  *       {@code default}; WARMUP untimed passes (for the JIT), then PASSES timed ones; the
  *       last pass's batches are written to OUTPUT. Answers {@code rewrote batches=N
- *       records=N value_bytes=N bytes_in=N bytes_out=N cpu_ns=N passes=N}, cpu_ns the sum
- *       over the timed passes.
+ *       records=N value_bytes=N bytes_in=N bytes_out=N cpu_ns=N process_cpu_ns=N
+ *       passes=N}: cpu_ns the rebuilding thread's CPU summed over the timed passes,
+ *       process_cpu_ns the whole JVM's over the same passes (GC and JIT threads too).
  *   <li>{@code verify FILE}: every batch's CRC checked and every record read. Answers
  *       {@code verified batches=N records=N codecs=a,b sha256=HEX}, the digest over each
  *       value's 4-byte big-endian length and bytes, in order.
@@ -44,6 +45,8 @@ import org.apache.kafka.common.utils.CloseableIterator;
  */
 public final class KafkaRecompression {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+    private static final com.sun.management.OperatingSystemMXBean OS =
+            (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
 
     public static void main(String[] args) throws IOException {
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -117,11 +120,13 @@ public final class KafkaRecompression {
         }
         Pass last = null;
         long cpuNanos = 0;
+        long processStarted = OS.getProcessCpuTime();
         for (int i = 0; i < passes; i++) {
             long started = THREADS.getCurrentThreadCpuTime();
             last = rewritePass(source.duplicate(), target, buffers);
             cpuNanos += THREADS.getCurrentThreadCpuTime() - started;
         }
+        long processCpuNanos = OS.getProcessCpuTime() - processStarted;
         try (var out = Files.newByteChannel(
                 output,
                 java.nio.file.StandardOpenOption.CREATE,
@@ -134,8 +139,15 @@ public final class KafkaRecompression {
             }
         }
         return String.format(
-                "rewrote batches=%d records=%d value_bytes=%d bytes_in=%d bytes_out=%d cpu_ns=%d passes=%d",
-                last.batches, last.records, last.valueBytes, source.remaining(), last.bytesOut, cpuNanos, passes);
+                "rewrote batches=%d records=%d value_bytes=%d bytes_in=%d bytes_out=%d cpu_ns=%d process_cpu_ns=%d passes=%d",
+                last.batches,
+                last.records,
+                last.valueBytes,
+                source.remaining(),
+                last.bytesOut,
+                cpuNanos,
+                processCpuNanos,
+                passes);
     }
 
     /**

@@ -1,6 +1,7 @@
-//! A command run to its end with the CPU time it used, from the kernel's own
-//! accounting at exit (`wait4`'s rusage, microseconds, every thread included): the
-//! one-core cost of a short run, which `/proc/<pid>/stat`'s 10 ms ticks cannot time.
+//! CPU time at the kernel's resolution: a command run to its end with what it used
+//! (`wait4`'s rusage, microseconds, every thread included: the one-core cost of a short
+//! run, which `/proc/<pid>/stat`'s 10 ms ticks cannot time), and the calling thread's
+//! own CPU clock.
 
 use anyhow::{bail, Context};
 use std::io::Read;
@@ -63,6 +64,16 @@ pub fn run_cpu_timed(cmd: &mut Command) -> anyhow::Result<TimedRun> {
     })
 }
 
+/// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_seconds() -> f64 {
+    // SAFETY: an all-zero timespec is a valid value of this plain C struct.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `now` is valid for writes; the clock id is a constant Linux provides.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +88,15 @@ mod tests {
         assert_eq!(run.stdout.trim(), "done");
         assert!(run.cpu_seconds > 0.0, "{run:?}");
         assert!(run_cpu_timed(Command::new("sh").args(["-c", "exit 3"])).is_err());
+    }
+
+    #[test]
+    fn the_thread_clock_counts_work() {
+        let started = thread_cpu_seconds();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        assert!(thread_cpu_seconds() > started, "{x}");
     }
 }
