@@ -112,6 +112,36 @@ fn the_table_prints_testcompressions_figures_per_candidate() {
 }
 
 #[test]
+fn batches_by_bytes_as_a_producers_batch_size() {
+    let file = apache_log();
+    let out = bench(&[
+        "--file",
+        &file,
+        "--batch-bytes",
+        "16384",
+        "--batch-count",
+        "4",
+        "--candidate",
+        "zstd:3",
+        "--format",
+        "json",
+        "--passes",
+        "1",
+    ]);
+    let doc = json(&out);
+    assert_eq!(doc["input"]["batch_size"], Value::Null);
+    assert_eq!(doc["input"]["batch_bytes"], 16384);
+    let r = &doc["results"][0];
+    assert_eq!(r["batches"], 4);
+    // Each batch holds what fits in 16 KiB with its header: 61 + records <= 16384.
+    let raw = r["raw_bytes"].as_u64().unwrap();
+    assert!(
+        raw <= 4 * (16384 - 61) && raw > 4 * (16384 - 61 - 400),
+        "{raw}"
+    );
+}
+
+#[test]
 fn a_record_per_file_with_csv() {
     let dir = datasets().display().to_string();
     let out = bench(&[
@@ -353,7 +383,7 @@ fn bad_arguments_say_what_is_allowed() {
                 "--candidate",
                 "lz4",
             ],
-            "the most measured at once is 1073741824: lower --batch-count or --batch-size",
+            "the most measured at once is 1073741824: lower --batch-count, --batch-size or --batch-bytes",
         ),
         (
             vec!["--matrix", "--plot", "out.jpg"],

@@ -56,14 +56,23 @@ impl Records {
     }
 }
 
+/// How records are grouped into batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Batching {
+    /// This many records per batch (KIP-780's `--batch-size`).
+    Records(usize),
+    /// As a producer with this `batch.size` groups them.
+    Bytes(usize),
+}
+
 /// Reads `dir`'s files (regular, not hidden, in name order) and `files`, until they hold
-/// `batch_size × batch_count` records, and builds `batch_count` sections of
-/// `batch_size` records, repeating the records when there are fewer.
+/// the records of `batch_count` batches, and builds `batch_count` sections, repeating
+/// the records when there are fewer.
 pub(super) fn read_dataset(
     dir: Option<&Path>,
     files: &[PathBuf],
     record_per_file: bool,
-    batch_size: usize,
+    batching: Batching,
     batch_count: usize,
 ) -> anyhow::Result<Records> {
     let mut paths = Vec::new();
@@ -87,19 +96,24 @@ pub(super) fn read_dataset(
     }
     paths.extend(files.iter().cloned());
 
-    let wanted = batch_size.saturating_mul(batch_count);
+    // Records wanted, or (by bytes) file bytes that hold enough records.
+    let (wanted_records, wanted_bytes) = match batching {
+        Batching::Records(n) => (n.saturating_mul(batch_count), usize::MAX),
+        Batching::Bytes(n) => (usize::MAX, n.saturating_mul(batch_count)),
+    };
     let mut datas = Vec::new();
-    let mut have = 0usize;
+    let (mut have_records, mut have_bytes) = (0usize, 0usize);
     for path in &paths {
-        if have >= wanted {
+        if have_records >= wanted_records || have_bytes >= wanted_bytes {
             break;
         }
         let data = read_bounded(path)?;
-        have += if record_per_file {
+        have_records += if record_per_file {
             1
         } else {
             kpress_measure::lines(&data).count()
         };
+        have_bytes += data.len();
         datas.push((path, data));
     }
     let mut values: Vec<&[u8]> = Vec::new();
@@ -110,7 +124,7 @@ pub(super) fn read_dataset(
             values.extend(kpress_measure::lines(data));
         }
     }
-    values.truncate(wanted);
+    values.truncate(wanted_records);
     if values.is_empty() {
         bail!(
             "no records in {}: every file is empty{}",
@@ -123,7 +137,10 @@ pub(super) fn read_dataset(
         );
     }
     let used: Vec<String> = datas.iter().map(|(p, _)| p.display().to_string()).collect();
-    let built = kpress_measure::sections(&values, batch_size);
+    let built = match batching {
+        Batching::Records(n) => kpress_measure::sections(&values, n),
+        Batching::Bytes(n) => kpress_measure::sections_by_bytes(&values, n),
+    };
     // Repeating the records must not build more than can be measured in memory.
     let measured: u64 = built
         .iter()
@@ -133,8 +150,8 @@ pub(super) fn read_dataset(
         .sum();
     if measured > MAX_MEASURED_BYTES {
         bail!(
-            "{batch_count} batches of {batch_size} records would be {measured} bytes of records; \
-             the most measured at once is {MAX_MEASURED_BYTES}: lower --batch-count or --batch-size"
+            "{batch_count} batches would be {measured} bytes of records; the most measured at \
+             once is {MAX_MEASURED_BYTES}: lower --batch-count, --batch-size or --batch-bytes"
         );
     }
     let sections = kpress_measure::cycle_to(built, batch_count);

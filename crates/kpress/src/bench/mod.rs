@@ -17,7 +17,7 @@ use kpress_measure::render::{self, Input};
 use kpress_measure::{pareto_front, TrialResult};
 use serde_json::{json, Value};
 
-use input::{Records, Stored};
+use input::{Batching, Records, Stored};
 
 /// Batches measured from a dataset when `--batch-count` is not given (TestCompression's).
 const DEFAULT_BATCH_COUNT: usize = 100;
@@ -52,6 +52,11 @@ pub(crate) struct Args {
     /// Records per batch built from a dataset.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     batch_size: u32,
+    /// Batches as a producer with this `batch.size` groups the records (instead of
+    /// --batch-size records each): records are added while the batch stays within it.
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["batch_size", "segment"],
+          value_parser = clap::value_parser!(u32).range(64..=(1 << 30)))]
+    batch_bytes: Option<u32>,
     /// Batches to measure: the dataset's records are repeated if they make fewer
     /// (default 100); a segment's first N batches (default all).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
@@ -112,7 +117,10 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
                 args.dir.as_deref(),
                 &args.file,
                 args.record_per_file,
-                args.batch_size as usize,
+                match args.batch_bytes {
+                    Some(bytes) => Batching::Bytes(bytes as usize),
+                    None => Batching::Records(args.batch_size as usize),
+                },
                 args.batch_count.map_or(DEFAULT_BATCH_COUNT, |n| n as usize),
             )?,
             None,
@@ -141,7 +149,8 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         segment: args.segment.as_ref().map(|s| s.display().to_string()),
         records: records.records(),
         raw_bytes: records.raw_bytes(),
-        batch_size: args.segment.is_none().then_some(args.batch_size as usize),
+        batch_size: (args.segment.is_none() && args.batch_bytes.is_none())
+            .then_some(args.batch_size as usize),
         batch_count: records.sections.len(),
     };
     let out = match args.format {
@@ -150,6 +159,7 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => {
             let mut doc = render::to_json(&input, &results, &front);
             doc["input"]["files"] = json!(records.files);
+            doc["input"]["batch_bytes"] = json!(args.batch_bytes);
             doc["stored"] = stored.as_ref().map_or(Value::Null, Stored::to_json);
             format!("{doc:#}\n")
         }
