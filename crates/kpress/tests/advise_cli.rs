@@ -472,3 +472,80 @@ fn served_metrics_page_is_fetched_over_http() {
     ]);
     assert!(err.contains(&closed.to_string()), "{err}");
 }
+
+#[test]
+fn an_interval_reads_twice_and_advises_on_rates() {
+    // The second page: 1 MB more into "logs" in 250 batches of 4 kB, the trials alike.
+    let later = PAGE
+        .replace(
+            "kpress_produce_bytes_in_total{topic=\"logs\"} 10000000",
+            "kpress_produce_bytes_in_total{topic=\"logs\"} 11000000",
+        )
+        .replace(
+            "kpress_produce_bytes_out_total{topic=\"logs\"} 10000000",
+            "kpress_produce_bytes_out_total{topic=\"logs\"} 11000000",
+        )
+        .replace(
+            "kpress_batch_bytes_sum{topic=\"logs\"} 10000000",
+            "kpress_batch_bytes_sum{topic=\"logs\"} 11000000",
+        )
+        .replace(
+            "kpress_batch_bytes_count{topic=\"logs\"} 2500",
+            "kpress_batch_bytes_count{topic=\"logs\"} 2750",
+        )
+        // Only zstd:3 was tried meanwhile, on 100 kB: 80 kB out.
+        .replace(
+            "kpress_shadow_bytes_in_total{topic=\"logs\",candidate=\"zstd:3\"} 100000",
+            "kpress_shadow_bytes_in_total{topic=\"logs\",candidate=\"zstd:3\"} 200000",
+        )
+        .replace(
+            "kpress_shadow_bytes_out_total{topic=\"logs\",candidate=\"zstd:3\"} 80000",
+            "kpress_shadow_bytes_out_total{topic=\"logs\",candidate=\"zstd:3\"} 160000",
+        )
+        .replace(
+            "kpress_shadow_cpu_seconds_total{topic=\"logs\",candidate=\"zstd:3\"} 0.0025",
+            "kpress_shadow_cpu_seconds_total{topic=\"logs\",candidate=\"zstd:3\"} 0.005",
+        )
+        .replace(
+            "kpress_shadow_raw_bytes_total{topic=\"logs\"} 500000",
+            "kpress_shadow_raw_bytes_total{topic=\"logs\"} 1000000",
+        )
+        .replace(
+            "kpress_shadow_batches_total{topic=\"logs\"} 25",
+            "kpress_shadow_batches_total{topic=\"logs\"} 50",
+        );
+    assert_ne!(later, PAGE);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        for page in [PAGE.to_owned(), later] {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request).unwrap();
+            let answer = format!("HTTP/1.0 200 OK\r\n\r\n{page}");
+            stream.write_all(answer.as_bytes()).unwrap();
+        }
+    });
+    let url = format!("http://{address}/metrics");
+    let text = ok(&["advise", "--from-metrics", &url, "--interval", "0.5"]);
+    server.join().unwrap();
+    // Only what changed between the reads: "events" did not move, "logs" took 1 MB
+    // (about 2 MB/s) in 4 kB batches.
+    assert!(text.contains("(figures per second)"), "{text}");
+    assert!(text.contains("no shadow trials in this interval"), "{text}");
+    assert!(text.contains("zstd:3 would forward"), "{text}");
+    assert!(text.contains("(20%)"), "{text}");
+    assert!(text.contains("/s in"), "{text}");
+    assert!(text.contains("batches average 3.91 KiB"), "{text}");
+    assert!(text.contains("with linger.ms="), "{text}");
+    assert!(text.contains("/s)\n"), "{text}");
+    let linger: f64 = text
+        .split("with linger.ms=")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    // 256 KiB at 1 MB per (0.5 s and the reads' own time) takes 100-260 ms.
+    assert!((100.0..=300.0).contains(&linger), "{linger}\n{text}");
+    assert_policy_accepts(text_block(&text));
+}

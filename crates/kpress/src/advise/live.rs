@@ -2,7 +2,7 @@
 //! per topic, from the proxy's shadow trials and produce counters.
 
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -33,13 +33,17 @@ pub(crate) fn run(
             prometheus::parse(&page).with_context(|| format!("{source}: not a metrics page"))?;
         Ok(Figures::from_samples(&samples))
     };
-    let figures = match interval {
+    let (figures, interval) = match interval {
         Some(seconds) => {
+            let started = Instant::now();
             let earlier = scrape()?;
             std::thread::sleep(Duration::from_secs_f64(seconds));
-            scrape()?.since(&earlier)
+            // The time between the two reads, not the one asked for: the first read's
+            // own time is in it.
+            let elapsed = started.elapsed().as_secs_f64();
+            (scrape()?.since(&earlier), Some(elapsed))
         }
-        None => scrape()?,
+        None => (scrape()?, None),
     };
     let advice = shadow::advise(&figures, goal, floors);
     Ok(render(source, &figures, &advice, interval, goal, format))
@@ -189,6 +193,17 @@ fn render(
                     bytes(per(a.figures.produce_out, interval)),
                 );
                 match &a.choice {
+                    None if a.ranked.is_empty() => {
+                        let _ = writeln!(
+                            out,
+                            "  no shadow trials in this {}.",
+                            if interval.is_some() {
+                                "interval"
+                            } else {
+                                "page"
+                            }
+                        );
+                    }
                     Some(c) => {
                         let _ = writeln!(
                             out,
@@ -209,10 +224,10 @@ fn render(
                 for r in &a.ranked {
                     let _ = writeln!(
                         out,
-                        "  - {} (ratio {:.3}, {} MB/s per core)",
-                        r.sentence,
+                        "  - ratio {:.3}, {} MB/s per core: {}",
                         r.measured.ratio(),
-                        number(r.measured.compress_mb_per_s())
+                        number(r.measured.compress_mb_per_s()),
+                        r.sentence,
                     );
                 }
                 if let Some(text) = batching_text(a, interval) {
