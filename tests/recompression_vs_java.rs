@@ -776,6 +776,12 @@ fn report(
         measured.values as f64 / 1e6,
         binary.display(),
     );
+    if cfg!(debug_assertions) {
+        let _ = writeln!(
+            out,
+            "**A debug build: kpress's in-process figures are unoptimised code; run with --release.**\n"
+        );
+    }
     let _ = writeln!(
         out,
         "| pair | batching | Java MB/s/core | kpress MB/s/core | kpress/Java | target | met | `kpress recompress` MB/s/core | its ×Java | Java out (bytes) | kpress out | kpress/Java size |"
