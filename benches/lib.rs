@@ -7,7 +7,7 @@ use criterion::Criterion;
 use kpress_batch::builder::{encode_records, BatchBuilder, Record};
 use kpress_codec::{Codec, CompressionOptions};
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The two datasets in `datasets/`.
 pub const DATASETS: [&str; 2] = ["apache_access.log", "nginxplus_status.ndjson"];
@@ -91,6 +91,39 @@ pub fn ratio_log(group: &str, case: &str, raw_bytes: usize, compressed_bytes: us
             .open(dir.join("kpress-ratios.tsv"))
         {
             let _ = writeln!(f, "{group}\t{case}\t{raw_bytes}\t{compressed_bytes}");
+        }
+    }
+}
+
+/// Runs `measured` and `other` in turn, `iters` times each, and returns the time
+/// `measured` took: for `Bencher::iter_custom`. A bench and its baseline, each
+/// measured this way with the other as `other`, share whatever load comes and goes on
+/// this shared machine, so their ratio holds steadier than that of two benches run one
+/// after the other.
+pub fn alternating(iters: u64, mut measured: impl FnMut(), mut other: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let start = Instant::now();
+        measured();
+        total += start.elapsed();
+        other();
+    }
+    total
+}
+
+/// Appends how many requests one iteration of a case handles to
+/// `target/criterion/kpress-requests.tsv` (group, case, requests), so `report.py` can
+/// give the time per request.
+pub fn requests_log(group: &str, case: &str, requests: usize) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/criterion");
+    if std::fs::create_dir_all(&dir).is_ok() {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("kpress-requests.tsv"))
+        {
+            let _ = writeln!(f, "{group}\t{case}\t{requests}");
         }
     }
 }

@@ -1,10 +1,14 @@
 //! The full batch rewrite (source codec to target codec) against the bare codec
 //! calls on the same payloads, so the cost of kpress's own work is visible: header
-//! and CRC checks, the record-count walk, the header patch and the new CRC.
+//! and CRC checks, the record-count walk, the header patch and the new CRC. The two
+//! run in turn within each sample (`alternating`), so load on the shared machine
+//! falls on both alike.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
-use kpress_benches::{batches, load_dataset, options_with, ratio_log, record_sections, short_runs};
+use kpress_benches::{
+    alternating, batches, load_dataset, options_with, ratio_log, record_sections, short_runs,
+};
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
 use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
 use std::hint::black_box;
@@ -63,39 +67,38 @@ fn rewrite(c: &mut Criterion) {
                     bytes_out,
                 );
 
-                group.bench_function(BenchmarkId::new("kpress-rewrite", &label), |b| {
-                    b.iter(|| {
-                        for batch in &batches {
-                            out.clear();
-                            black_box(recompressor.rewrite_batch(
-                                black_box(batch),
-                                &policy,
-                                &mut out,
-                            ));
-                        }
-                    })
-                });
                 // The floor: the same two codec calls on the records payloads alone.
                 let mut decompressor = Decompressor::new();
                 let mut compressor = Compressor::new(to, &to_options);
                 let mut scratch = Vec::with_capacity(size * 2);
+                let mut bare_out = Vec::with_capacity(size * 2);
+                let mut kpress = || {
+                    for batch in &batches {
+                        out.clear();
+                        black_box(recompressor.rewrite_batch(black_box(batch), &policy, &mut out));
+                    }
+                };
+                let mut bare = || {
+                    for batch in &batches {
+                        scratch.clear();
+                        bare_out.clear();
+                        let payload = &batch[61..];
+                        let raw = if from == Codec::None {
+                            payload
+                        } else {
+                            decompressor
+                                .decompress(from, black_box(payload), 64 << 20, &mut scratch)
+                                .expect("decompress");
+                            &scratch[..]
+                        };
+                        compressor.compress(raw, &mut bare_out).expect("compress");
+                    }
+                };
+                group.bench_function(BenchmarkId::new("kpress-rewrite", &label), |b| {
+                    b.iter_custom(|iters| alternating(iters, &mut kpress, &mut bare))
+                });
                 group.bench_function(BenchmarkId::new("bare-codecs", &label), |b| {
-                    b.iter(|| {
-                        for batch in &batches {
-                            scratch.clear();
-                            out.clear();
-                            let payload = &batch[61..];
-                            let raw = if from == Codec::None {
-                                payload
-                            } else {
-                                decompressor
-                                    .decompress(from, black_box(payload), 64 << 20, &mut scratch)
-                                    .expect("decompress");
-                                &scratch[..]
-                            };
-                            compressor.compress(raw, &mut out).expect("compress");
-                        }
-                    })
+                    b.iter_custom(|iters| alternating(iters, &mut bare, &mut kpress))
                 });
             }
             group.finish();
