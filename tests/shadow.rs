@@ -2,7 +2,7 @@
 //! apache log, 100 lines per batch, framed by kpress-batch's builder as `kpress bench`
 //! frames its sections) go through kpress with `[shadow] sample = 1.0` and four
 //! candidates. The shadow figures must match an offline trial of the same records
-//! sections, what the broker stores must be what it stores without `[shadow]`, a reload
+//! sections (`kpress bench`), what the broker stores must be what it stores without `[shadow]`, a reload
 //! that removes `[shadow]` must stop the trials, and the smallest CPU budget must skip
 //! (and count) sampled batches.
 //!
@@ -24,6 +24,7 @@ use kpress_tests::compression::Compression;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{KpressProxy, KpressSetup};
+use kpress_tests::process::run_ok;
 use kpress_tests::raw_produce::produce_raw;
 use kpress_tests::{kafka_version, KafkaCluster};
 
@@ -115,9 +116,8 @@ struct Offline {
     compress_seconds: f64,
 }
 
-/// `kpress bench --format json` over a directory holding the lines (every batch once:
-/// `--batch-count` is their number), when the binary has the command; otherwise the
-/// same trial through kpress-measure, which bench runs.
+/// `kpress bench --format json` over a directory holding the lines, every batch once
+/// (`--batch-count` is their number).
 fn offline(lines: &[Vec<u8>], per_batch: usize, dir: &Path) -> Vec<Offline> {
     let file = dir.join("lines.log");
     std::fs::write(&file, lines.join(&b"\n"[..])).unwrap();
@@ -135,34 +135,18 @@ fn offline(lines: &[Vec<u8>], per_batch: usize, dir: &Path) -> Vec<Offline> {
     for candidate in CANDIDATES {
         bench.args(["--candidate", candidate]);
     }
-    if let Ok(out) = bench.output() {
-        if out.status.success() {
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("kpress bench JSON: {e}"));
-            let results = json["results"].as_array().expect("results").clone();
-            return results
-                .iter()
-                .map(|r| Offline {
-                    candidate: r["candidate"].as_str().unwrap().to_owned(),
-                    raw_bytes: r["raw_bytes"].as_f64().unwrap(),
-                    batch_bytes: r["batch_bytes"].as_f64().unwrap(),
-                    compress_seconds: r["compress_seconds"].as_f64().unwrap(),
-                })
-                .collect();
-        }
-    }
-    let values: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
-    let sections = kpress_measure::sections(&values, per_batch);
-    CANDIDATES
+    let out = run_ok(&mut bench, Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("kpress bench: {e:#}"));
+    let json: serde_json::Value = serde_json::from_str(&out.stdout_text())
+        .unwrap_or_else(|e| panic!("kpress bench JSON: {e}"));
+    let results = json["results"].as_array().expect("results");
+    results
         .iter()
-        .map(|spec| {
-            let result = kpress_measure::trial(&spec.parse().unwrap(), &sections, 3).unwrap();
-            Offline {
-                candidate: result.candidate.to_string(),
-                raw_bytes: result.raw_bytes as f64,
-                batch_bytes: result.batch_bytes as f64,
-                compress_seconds: result.compress.as_secs_f64(),
-            }
+        .map(|r| Offline {
+            candidate: r["candidate"].as_str().unwrap().to_owned(),
+            raw_bytes: r["raw_bytes"].as_f64().unwrap(),
+            batch_bytes: r["batch_bytes"].as_f64().unwrap(),
+            compress_seconds: r["compress_seconds"].as_f64().unwrap(),
         })
         .collect()
 }
