@@ -549,3 +549,26 @@ fn an_interval_reads_twice_and_advises_on_rates() {
     assert!((100.0..=300.0).contains(&linger), "{linger}\n{text}");
     assert_policy_accepts(text_block(&text));
 }
+
+#[test]
+fn matrix_measures_every_bench_candidate() {
+    let dir = dataset(300);
+    let report = json(&["advise", "--dir", dir.path().to_str().unwrap(), "--matrix"]);
+    let ranking = report["ranking"].as_array().unwrap();
+    let specs: Vec<&str> = ranking
+        .iter()
+        .map(|r| r["candidate"].as_str().unwrap())
+        .collect();
+    for spec in [
+        "none",
+        "gzip:9",
+        "snappy:block=4096",
+        "lz4:17:block=7",
+        "zstd:-5",
+        "zstd:19:window=22",
+    ] {
+        assert!(specs.contains(&spec), "{spec} not in {specs:?}");
+    }
+    assert!(ranking.len() >= 40, "{}", ranking.len());
+    assert_policy_accepts(report["toml"].as_str().unwrap());
+}

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{json, Value};
 
-use super::offline::{bytes, ranked_json, size};
 use super::policy_block::{self, Rule};
 use super::rank::{number, percent, Floors, Goal};
+use super::report::{bytes, ranked_json, size};
 use super::shadow::{self, Figures, TopicAdvice};
-use super::{metrics_page, prometheus, Format};
+use super::{metrics_page, Format};
 
 /// Client batches averaging less than this are worth growing.
 const SMALL_BATCH_BYTES: f64 = 64.0 * 1024.0;
@@ -29,9 +29,7 @@ pub(crate) fn run(
 ) -> anyhow::Result<String> {
     let scrape = || -> anyhow::Result<Figures> {
         let page = metrics_page::read(source)?;
-        let samples =
-            prometheus::parse(&page).with_context(|| format!("{source}: not a metrics page"))?;
-        Ok(Figures::from_samples(&samples))
+        Figures::from_page(&page).with_context(|| format!("{source}: not a metrics page"))
     };
     let (figures, interval) = match interval {
         Some(seconds) => {

@@ -3,12 +3,15 @@
 //! measured here or from the proxy's shadow trials; with one sentence per trade-off,
 //! the producer batching that would help more, and paste-ready `[[topics]]` rules.
 
+mod batching;
+mod input;
 mod live;
 mod metrics_page;
 mod offline;
 mod policy_block;
 mod prometheus;
 mod rank;
+mod report;
 mod shadow;
 
 use std::path::PathBuf;
@@ -67,7 +70,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "SPEC")]
     current: Option<kpress_codec::Candidate>,
     /// With --dir: read at most this many bytes of the dataset's files.
-    #[arg(long, value_name = "BYTES", default_value_t = offline::DEFAULT_MAX_INPUT_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = input::DEFAULT_MAX_INPUT_BYTES)]
     max_input_bytes: u64,
     /// Times each candidate compresses the records; the least CPU time counts.
     #[arg(long, default_value_t = 1)]

@@ -34,20 +34,19 @@ impl std::fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Every sample of `page`, in order.
-pub(crate) fn parse(page: &str) -> Result<Vec<Sample>, ParseError> {
-    let mut samples = Vec::new();
-    for (index, line) in page.lines().enumerate() {
+/// The samples of `page`, in order, one at a time: a page of many small lines never
+/// becomes many allocations at once.
+pub(crate) fn samples(page: &str) -> impl Iterator<Item = Result<Sample, ParseError>> + '_ {
+    page.lines().enumerate().filter_map(|(index, line)| {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
-            continue;
+            return None;
         }
-        samples.push(sample(line).map_err(|reason| ParseError {
+        Some(sample(line).map_err(|reason| ParseError {
             line: index + 1,
             reason,
-        })?);
-    }
-    Ok(samples)
+        }))
+    })
 }
 
 fn sample(line: &str) -> Result<Sample, &'static str> {
@@ -158,7 +157,7 @@ mod tests {
                     kpress_batch_bytes_bucket{topic=\"a\\\"b\\\\c\\nd\",le=\"+Inf\",} 7\n\
                     x_seconds{a=\"1\"} 1.5e-3\n\
                     nan NaN\n";
-        let samples = parse(page).unwrap();
+        let samples: Vec<Sample> = samples(page).collect::<Result<_, _>>().unwrap();
         assert_eq!(samples.len(), 5);
         assert_eq!(samples[0].name, "kpress_produce_bytes_in_total");
         assert_eq!(samples[0].label("topic"), Some("logs"));
@@ -183,7 +182,8 @@ mod tests {
             ("a{9=\"\"} 1", "not a label name"),
             ("a 1 2 3", "text after the value and timestamp"),
         ] {
-            let err = parse(&format!("# ok\n{page}\n")).unwrap_err();
+            let page = format!("# ok\n{page}\n");
+            let err = samples(&page).find_map(Result::err).unwrap();
             assert_eq!(err, ParseError { line: 2, reason }, "{page}");
         }
     }

@@ -10,8 +10,15 @@ use kpress_proxy::metrics::{
     SHADOW_BYTES_IN, SHADOW_BYTES_OUT, SHADOW_CPU_SECONDS, SHADOW_RAW_BYTES, SHADOW_SKIPPED,
 };
 
-use super::prometheus::Sample;
+use anyhow::bail;
+
+use super::prometheus;
 use super::rank::{self, Floors, Goal, Measured, Ranked};
+
+/// Above what a kpress page holds: `[limits] max_topic_labels` allows at most 100000
+/// topics (and `_other`), `[shadow] candidates` at most 16.
+const MAX_TOPICS: usize = 100_001;
+const MAX_CANDIDATES: usize = 64;
 
 /// One candidate's shadow counters on one topic.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,9 +49,12 @@ pub(crate) struct Figures {
 }
 
 impl Figures {
-    pub(crate) fn from_samples(samples: &[Sample]) -> Figures {
+    /// The figures of a metrics page. Fails on a line that is not a sample, and on more
+    /// topics or candidates than any kpress page holds.
+    pub(crate) fn from_page(page: &str) -> anyhow::Result<Figures> {
         let mut figures = Figures::default();
-        for sample in samples {
+        for sample in prometheus::samples(page) {
+            let sample = sample?;
             if !sample.value.is_finite() || sample.value < 0.0 {
                 continue;
             }
@@ -67,6 +77,9 @@ impl Figures {
                 _ if histogram == Some("_count") || histogram == Some("_sum") => name,
                 _ => continue,
             };
+            if !figures.topics.contains_key(topic_name) && figures.topics.len() >= MAX_TOPICS {
+                bail!("more than {MAX_TOPICS} topics: not a kpress metrics page");
+            }
             let topic = figures.topics.entry(topic_name.to_owned()).or_default();
             if field == PRODUCE_BYTES_IN {
                 topic.produce_in += value;
@@ -84,6 +97,9 @@ impl Figures {
                 let Some(candidate) = sample.label("candidate") else {
                     continue;
                 };
+                if !topic.trials.contains_key(candidate) && topic.trials.len() >= MAX_CANDIDATES {
+                    bail!("more than {MAX_CANDIDATES} candidates on topic {topic_name:?}: not a kpress metrics page");
+                }
                 let trial = topic.trials.entry(candidate.to_owned()).or_default();
                 match name {
                     SHADOW_BYTES_IN => trial.bytes_in += value,
@@ -92,7 +108,7 @@ impl Figures {
                 }
             }
         }
-        figures
+        Ok(figures)
     }
 
     /// What the counters gained from `earlier` to `self` (a counter that went down
@@ -237,7 +253,6 @@ pub(crate) fn is_other_topics(topic: &str) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::advise::prometheus;
 
     /// A page as kpress renders it: two topics with shadow trials, one without.
     pub(crate) const PAGE: &str = r#"# TYPE kpress_produce_bytes_in_total counter
@@ -275,7 +290,18 @@ kpress_shadow_skipped_total{reason="cpu_budget"} 3
 "#;
 
     pub(crate) fn figures() -> Figures {
-        Figures::from_samples(&prometheus::parse(PAGE).unwrap())
+        Figures::from_page(PAGE).unwrap()
+    }
+
+    #[test]
+    fn pages_with_more_series_than_kpress_renders_are_refused() {
+        let many: String = (0..=MAX_CANDIDATES)
+            .map(|i| {
+                format!("kpress_shadow_bytes_in_total{{topic=\"t\",candidate=\"zstd:{i}\"}} 1\n")
+            })
+            .collect();
+        let err = Figures::from_page(&many).unwrap_err().to_string();
+        assert!(err.contains("candidates on topic \"t\""), "{err}");
     }
 
     #[test]
