@@ -18,7 +18,7 @@
 # The measurements are the ignored tests `load` (tests/load.rs) and
 # `recompression_vs_java`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 13 minutes on 2 cores (10 for load, 3 for
+#   scripts/load.sh                      about 15 minutes on 2 cores (10 for load, 3 to 7 for
 #                                        recompression_vs_java), plus a release build
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
@@ -38,7 +38,7 @@ records=${LOAD_RECORDS:-2000000}
 # 2.5 minutes at 2,000,000 records (the gzip producers' runs dominate).
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
-echo "         then about 3 for recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
+echo "         then 3 to 7 for recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then

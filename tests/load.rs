@@ -688,7 +688,7 @@ impl ProbeMedians {
 }
 
 #[test]
-#[ignore = "a measurement of about 12 minutes; scripts/load.sh runs it with a release kpress"]
+#[ignore = "a measurement of about 10 minutes; scripts/load.sh runs it with a release kpress"]
 fn load() {
     let release = std::env::var_os("KPRESS_BIN").is_some()
         || paths::profile_dir()
