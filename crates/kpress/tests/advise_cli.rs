@@ -73,13 +73,12 @@ fn assert_policy_accepts(block: &str) {
     );
 }
 
-/// The text output's paste-ready block: from its first `# ` comment before
-/// `[[topics]]` to the end.
+/// The text output's paste-ready block: everything after its heading.
 fn text_block(text: &str) -> &str {
     let at = text
-        .find("Paste into the policy file:\n\n")
+        .find("the first match wins):\n\n")
         .expect("a paste-ready block");
-    &text[at + "Paste into the policy file:\n\n".len()..]
+    &text[at + "the first match wins):\n\n".len()..]
 }
 
 const QUICK: &str = "gzip:6,gzip:1,zstd:3,zstd:1,lz4:9,snappy,none";

@@ -258,7 +258,7 @@ fn render(
             if rules.is_empty() {
                 let _ = writeln!(out, "\nNo rule to suggest.");
             } else {
-                let _ = writeln!(out, "\nPaste into the policy file:\n\n{toml}");
+                let _ = writeln!(out, "\nPaste into the policy file, before broader rules (the first match wins):\n\n{toml}");
             }
             out
         }

@@ -134,7 +134,7 @@ pub(crate) fn run(args: &Args, floors: &Floors) -> anyhow::Result<String> {
             let _ = writeln!(out);
             match &toml {
                 Some(toml) => {
-                    let _ = writeln!(out, "Paste into the policy file:\n\n{toml}");
+                    let _ = writeln!(out, "Paste into the policy file, before broader rules (the first match wins):\n\n{toml}");
                 }
                 None => {
                     let _ = writeln!(
