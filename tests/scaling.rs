@@ -19,12 +19,18 @@
 //!   partition per request (each connection its own partition).
 //! - Partitions: 1, 10 and 100 partitions per request, the same records per request.
 //!
+//! Connections and partitions each run on a fresh kpress (not confined), after a
+//! warm-up, so each peak RSS is that setup's; `SCALING_CORES_ONLY=1` leaves them out.
 //! Each run sends `SCALING_REQUESTS` requests (default 2000) of `SCALING_RECORDS`
-//! records each (default 1024, ~240 KB of values before compression). It reports, as
-//! markdown (printed, and written to `$SCALING_REPORT` if set), medians per setup:
-//! records/s, MB/s of record values, kpress's CPU seconds and cores busy (CPU seconds
-//! per wall second), the broker's CPU seconds, and kpress's peak RSS during the run
-//! (`VmHWM`, reset before each run through `/proc/<pid>/clear_refs`). Speed is
+//! records each (default 1024, ~240 KB of values before compression), recompressed to
+//! zstd level `SCALING_ZSTD_LEVEL` (default 3). At level 3 kpress needs about as much
+//! CPU as the broker appending what it sends, so on two shared cores the broker sets
+//! the pace; a higher level makes kpress the bottleneck, which is what the cores
+//! comparison needs. It reports, as markdown (printed, and written to
+//! `$SCALING_REPORT` if set), medians per setup: records/s, MB/s of record values,
+//! kpress's CPU seconds and cores busy (CPU seconds per wall second), the broker's CPU
+//! seconds, and kpress's peak RSS during the run (`VmHWM`, reset before each run
+//! through `/proc/<pid>/clear_refs`, which sets it to the RSS of the moment). Speed is
 //! measured, never asserted; what is asserted is that every partition of every
 //! request was acknowledged without error and that kpress rewrote batches and dropped
 //! no rewrite.
@@ -55,10 +61,10 @@ const DISTINCT_REQUESTS: usize = 8;
 /// Bytes in the MB of "MB/s": 10^6 bytes of record values.
 const MB: f64 = 1e6;
 
-fn rules() -> String {
+fn rules(zstd_level: u64) -> String {
     format!(
         "[defaults]\ncompression.type = \"producer\"\n\n[[topics]]\nmatch = \"{TOPIC}\"\n\
-         compression.type = \"zstd\"\ncompression.zstd.level = 3\n"
+         compression.type = \"zstd\"\ncompression.zstd.level = {zstd_level}\n"
     )
 }
 
@@ -193,6 +199,9 @@ struct Bench {
     kpress_pid: u32,
     lines: Vec<Vec<u8>>,
     in_flight: usize,
+    zstd_level: u64,
+    /// Batches rewritten and rewrites dropped by the kpress processes already stopped.
+    stopped_counts: (f64, f64),
 }
 
 /// What one run measured.
@@ -221,7 +230,7 @@ impl Sample {
 }
 
 impl Bench {
-    fn start(in_flight: usize) -> Bench {
+    fn start(in_flight: usize, zstd_level: u64) -> Bench {
         let cluster = KafkaCluster::start(kafka_version(), 1)
             .unwrap_or_else(|e| panic!("starting Kafka: {e:#}"));
         let config = cluster
@@ -247,10 +256,7 @@ impl Bench {
         cluster
             .wait_for_leaders(TOPIC, PARTITIONS)
             .unwrap_or_else(|e| panic!("leaders of {TOPIC}: {e:#}"));
-        let proxy = KpressProxy::start_in_front_of(&cluster, &rules())
-            .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-        let config = proxy.config_file().expect("the proxy's config file");
-        let kpress_pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+        let (proxy, kpress_pid) = start_kpress(&cluster, zstd_level);
         Bench {
             cluster,
             broker_pid,
@@ -258,7 +264,42 @@ impl Bench {
             kpress_pid,
             lines: Dataset::ApacheAccessLog.records(),
             in_flight,
+            zstd_level,
+            stopped_counts: (0.0, 0.0),
         }
+    }
+
+    /// Waits until a request to every partition through kpress is stored: leaders may
+    /// be elected (what `wait_for_leaders` sees) before they take records.
+    fn wait_until_every_partition_stores(&self) {
+        let every: Vec<i32> = (0..PARTITIONS as i32).collect();
+        let requests = Requests::build(&self.lines, 0, PARTITIONS, &every);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let stored = drive(self.proxy.listen(), &requests, 1, 1, &Barrier::new(1));
+            match stored {
+                Ok(_) => return,
+                Err(e) if Instant::now() > deadline => panic!("{TOPIC} never stored: {e:#}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(500)),
+            }
+        }
+    }
+
+    /// Batches rewritten and rewrites dropped by every kpress of this bench so far.
+    fn counts(&self) -> (f64, f64) {
+        let count = |name| self.proxy.counter(name, &[]).expect("kpress's metrics");
+        (
+            self.stopped_counts.0 + count("kpress_batches_rewritten_total"),
+            self.stopped_counts.1 + count("kpress_rewrites_dropped_total"),
+        )
+    }
+
+    /// A fresh kpress in place of the running one, so its peak RSS is of what follows.
+    fn restart_kpress(&mut self) {
+        self.stopped_counts = self.counts();
+        let (proxy, pid) = start_kpress(&self.cluster, self.zstd_level);
+        self.proxy = proxy;
+        self.kpress_pid = pid;
     }
 
     /// Confines every kpress thread (and the threads they start later) to `cpus`.
@@ -354,6 +395,14 @@ impl Bench {
     }
 }
 
+fn start_kpress(cluster: &KafkaCluster, zstd_level: u64) -> (KpressProxy, u32) {
+    let proxy = KpressProxy::start_in_front_of(cluster, &rules(zstd_level))
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let config = proxy.config_file().expect("the proxy's config file");
+    let pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+    (proxy, pid)
+}
+
 /// The medians of one setup's runs.
 struct Medians {
     label: String,
@@ -429,13 +478,16 @@ fn scaling() {
     let count = env_number("SCALING_REQUESTS", 2000).max(1) as usize;
     let records = env_number("SCALING_RECORDS", 1024).max(1) as usize;
     let in_flight = env_number("SCALING_IN_FLIGHT", 5).max(1) as usize;
+    let zstd_level = env_number("SCALING_ZSTD_LEVEL", 3);
+    let cores_only = env_number("SCALING_CORES_ONLY", 0) != 0;
     let started = Instant::now();
-    let bench = Bench::start(in_flight);
+    let mut bench = Bench::start(in_flight, zstd_level);
     eprintln!(
         "broker and kpress up in {:.1?}; kpress binary {}",
         started.elapsed(),
         kpress_binary().display()
     );
+    bench.wait_until_every_partition_stores();
     let one = bench.requests(1, 1, records);
 
     eprintln!("warm-up (discarded):");
@@ -457,36 +509,37 @@ fn scaling() {
     }
     bench.confine_kpress("0,1");
 
-    eprintln!("connections (kpress on both CPUs):");
-    let by_connections: Vec<Medians> = [1usize, 10, 100]
-        .into_iter()
-        .map(|connections| {
-            let requests = bench.requests(connections, 1, records);
-            let per_connection = count.div_ceil(connections);
-            let sample = bench.run(&requests, per_connection);
-            Medians::of(&format!("{connections} connection(s)"), &[sample])
-        })
-        .collect();
-
-    eprintln!("partitions per request (one connection, kpress on both CPUs):");
-    let by_partitions: Vec<Medians> = [1usize, 10, 100]
-        .into_iter()
-        .map(|partitions| {
-            let requests = bench.requests(1, partitions, records);
-            let sample = bench.run(&requests, count);
-            Medians::of(&format!("{partitions} partition(s) per request"), &[sample])
-        })
-        .collect();
+    // The rest on a fresh kpress each (unconfined), so each peak RSS is its own.
+    let setups: &[(usize, usize)] = if cores_only {
+        &[]
+    } else {
+        &[(1, 1), (10, 1), (100, 1), (1, 10), (1, 100)]
+    };
+    let mut by_connections = Vec::new();
+    let mut by_partitions = Vec::new();
+    for &(connections, partitions) in setups {
+        let requests = bench.requests(connections, partitions, records);
+        bench.restart_kpress();
+        eprintln!(" a fresh kpress:");
+        // Warmed up as the measured one was.
+        bench.run(&requests[..1], (count / 4).max(1));
+        let sample = bench.run(&requests, count.div_ceil(connections));
+        if partitions == 1 {
+            by_connections.push(Medians::of(
+                &format!("{connections} connection(s)"),
+                std::slice::from_ref(&sample),
+            ));
+        }
+        if connections == 1 {
+            by_partitions.push(Medians::of(
+                &format!("{partitions} partition(s) per request"),
+                &[sample],
+            ));
+        }
+    }
 
     // What was measured is recompression: batches were rewritten, none dropped.
-    let rewritten = bench
-        .proxy
-        .counter("kpress_batches_rewritten_total", &[])
-        .expect("kpress's metrics");
-    let dropped = bench
-        .proxy
-        .counter("kpress_rewrites_dropped_total", &[])
-        .expect("kpress's metrics");
+    let (rewritten, dropped) = bench.counts();
 
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut report = String::new();
@@ -494,9 +547,9 @@ fn scaling() {
         report,
         "Hand-built Produce v7 requests (acks=1) of {records} records of \
          datasets/apache_access.log (~236 B) each, gzip, {in_flight} in flight per \
-         connection, through a release kpress recompressing gzip→zstd-3 into a one-node \
-         Kafka {} broker; {count} requests a run; {cpus} CPUs shared by kpress, the broker \
-         and the load.",
+         connection, through a release kpress recompressing gzip→zstd-{zstd_level} into a \
+         one-node Kafka {} broker; {count} requests a run; {cpus} CPUs shared by kpress, the \
+         broker and the load.",
         kafka_version()
     );
     let one_core = Medians::of("one connection, kpress on CPU 0", &on_one);
@@ -506,16 +559,20 @@ fn scaling() {
         &format!("Cores (medians of {rounds} alternating rounds):"),
         &[one_core, two_cores],
     );
-    table(
-        &mut report,
-        "Connections (one run each, the same total of requests, one partition per request):",
-        &by_connections,
-    );
-    table(
-        &mut report,
-        "Partitions per request (one run each, one connection, the same records per request):",
-        &by_partitions,
-    );
+    if !cores_only {
+        table(
+            &mut report,
+            "Connections (one run each on a fresh kpress, the same total of requests, one \
+             partition per request):",
+            &by_connections,
+        );
+        table(
+            &mut report,
+            "Partitions per request (one run each on a fresh kpress, one connection, the same \
+             records per request):",
+            &by_partitions,
+        );
+    }
     let _ = writeln!(
         report,
         "\nkpress rewrote {rewritten} batches and dropped {dropped} rewrites."
