@@ -7,9 +7,9 @@
 //! outcome depends only on its bytes), and whatever `rewrite_records` would copy as an
 //! unparseable tail is copied from the first byte it cannot frame to the end.
 //!
-//! Memory: the entries in flight (at most `window_entries`, and no more than
-//! `window_bytes` of input unless one entry alone is larger), their rewrites, and each
-//! worker's codec state. A magic 0/1 entry larger than [`MAX_HELD_COPY_BYTES`] and the
+//! Memory: the jobs in flight (runs of whole entries of about `job_bytes`; at most
+//! `window_jobs` of them, and no more than `window_bytes` of input unless one job
+//! alone is larger), their rewrites, and each worker's codec state. A magic 0/1 entry larger than [`MAX_HELD_COPY_BYTES`] and the
 //! tail are copied in chunks, never held whole.
 
 use kpress_batch::{
@@ -34,21 +34,24 @@ pub(crate) const MAX_HELD_COPY_BYTES: usize = 1 << 20;
 pub(crate) struct Pipeline {
     /// Worker threads rewriting batches; 1 rewrites on the calling thread.
     pub(crate) threads: usize,
-    /// Most entries read and not yet written.
-    pub(crate) window_entries: usize,
-    /// Most input bytes read and not yet written (one larger entry is still let in alone).
+    /// Consecutive entries are handed to a worker together up to about this many
+    /// bytes, so the hand-over (two thread wake-ups) is paid per job, not per batch.
+    pub(crate) job_bytes: usize,
+    /// Most jobs read and not yet written.
+    pub(crate) window_jobs: usize,
+    /// Most input bytes read and not yet written (one larger job is still let in alone).
     pub(crate) window_bytes: usize,
 }
 
 impl Pipeline {
-    /// Two entries per thread keep every worker busy while the oldest is written;
-    /// 8 MiB per thread holds several of Kafka's default 1 MiB batches each.
+    /// Two jobs of 1 MiB per thread keep every worker busy while the oldest is written.
     pub(crate) fn for_threads(threads: usize) -> Pipeline {
         let threads = threads.max(1);
         Pipeline {
             threads,
-            window_entries: 2 * threads,
-            window_bytes: threads * (8 << 20),
+            job_bytes: 1 << 20,
+            window_jobs: 2 * threads,
+            window_bytes: threads * (2 << 20),
         }
     }
 }
@@ -193,7 +196,7 @@ pub(crate) fn recompress_stream(
     if pipeline.threads <= 1 {
         // Rewritten as read: nothing is gained from a window without other threads.
         let pipeline = Pipeline {
-            window_entries: 1,
+            window_jobs: 1,
             ..pipeline
         };
         let mut stream = Stream::new(input, input_len, output, pipeline);
@@ -251,8 +254,10 @@ struct Stream<'a, R, W> {
     in_flight: usize,
     in_flight_bytes: usize,
     finished: BTreeMap<u64, Done>,
-    /// Buffers of written entries, reused for the next ones.
+    /// Buffers of written jobs, reused for the next ones.
     spare: Vec<Vec<u8>>,
+    /// What ended the last job early, to be handled after it.
+    pending: Option<Next>,
 }
 
 impl<'a, R: Read, W: Write> Stream<'a, R, W> {
@@ -269,6 +274,7 @@ impl<'a, R: Read, W: Write> Stream<'a, R, W> {
             in_flight_bytes: 0,
             finished: BTreeMap::new(),
             spare: Vec::new(),
+            pending: None,
         }
     }
 
@@ -299,7 +305,7 @@ impl<'a, R: Read, W: Write> Stream<'a, R, W> {
     }
 
     fn has_room(&self) -> bool {
-        self.in_flight < self.pipeline.window_entries
+        self.in_flight < self.pipeline.window_jobs
             && self.in_flight_bytes < self.pipeline.window_bytes
     }
 
@@ -313,7 +319,7 @@ impl<'a, R: Read, W: Write> Stream<'a, R, W> {
             self.in_flight_bytes -= next.entry.len();
             self.output.write_all(&next.out)?;
             self.stats.merge(&next.stats);
-            if self.spare.len() < 2 * self.pipeline.window_entries {
+            if self.spare.len() < 2 * self.pipeline.window_jobs {
                 self.spare.push(next.entry);
                 self.spare.push(next.out);
             }
@@ -321,50 +327,74 @@ impl<'a, R: Read, W: Write> Stream<'a, R, W> {
         Ok(())
     }
 
-    /// Reads the next entry, or finds where copying takes over.
+    /// Reads entries into one job of about `job_bytes`, or finds where copying takes over.
     fn next(&mut self) -> io::Result<Next> {
-        let mut entry = self.spare.pop().unwrap_or_default();
-        entry.clear();
+        if let Some(next) = self.pending.take() {
+            return Ok(next);
+        }
+        let mut entries = self.spare.pop().unwrap_or_default();
+        entries.clear();
+        while entries.len() < self.pipeline.job_bytes {
+            if let Some(other) = self.read_entry(&mut entries)? {
+                if entries.is_empty() {
+                    self.spare.push(entries);
+                    return Ok(other);
+                }
+                // The entries read so far go first.
+                self.pending = Some(other);
+                break;
+            }
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let out = self.spare.pop().unwrap_or_default();
+        Ok(Next::Job(Job {
+            seq,
+            entry: entries,
+            out,
+        }))
+    }
+
+    /// Appends the next whole entry to `entries` (`None`), or says what comes instead.
+    fn read_entry(&mut self, entries: &mut Vec<u8>) -> io::Result<Option<Next>> {
+        let start = entries.len();
         let read = (&mut *self.input)
             .take(ENTRY_HEAD_LEN as u64)
-            .read_to_end(&mut entry)?;
+            .read_to_end(entries)?;
         if read == 0 {
-            return Ok(Next::End);
+            return Ok(Some(Next::End));
         }
-        let size = match frame(&entry) {
+        let size = match frame(&entries[start..]) {
             Frame::Tail => {
-                return Ok(Next::Copy {
-                    head: entry,
+                return Ok(Some(Next::Copy {
+                    head: entries.split_off(start),
                     more: None,
-                })
+                }))
             }
             Frame::Entry {
                 size,
                 magic_v2: false,
             } if size > MAX_HELD_COPY_BYTES => {
-                return Ok(Next::Copy {
-                    head: entry,
+                return Ok(Some(Next::Copy {
+                    head: entries.split_off(start),
                     more: Some((size - read) as u64),
-                })
+                }))
             }
             Frame::Entry { size, .. } => size,
         };
         let body = (size - read) as u64;
         // A declared length is trusted no further than the input's length for room.
-        entry.reserve_exact(body.min(self.remaining) as usize);
-        let got = (&mut *self.input).take(body).read_to_end(&mut entry)?;
+        entries.reserve(body.min(self.remaining) as usize);
+        let got = (&mut *self.input).take(body).read_to_end(entries)?;
         if (got as u64) < body {
             // The input ended early: `rewrite_records` would see a truncated tail.
-            return Ok(Next::Copy {
-                head: entry,
+            return Ok(Some(Next::Copy {
+                head: entries.split_off(start),
                 more: None,
-            });
+            }));
         }
         self.remaining = self.remaining.saturating_sub(size as u64);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let out = self.spare.pop().unwrap_or_default();
-        Ok(Next::Job(Job { seq, entry, out }))
+        Ok(None)
     }
 
     /// Writes `head` and `more` bytes after it (or the rest of the input), in chunks,

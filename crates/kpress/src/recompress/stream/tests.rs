@@ -169,15 +169,18 @@ fn pipelines() -> Vec<Pipeline> {
     vec![
         Pipeline::for_threads(1),
         Pipeline::for_threads(2),
-        // Windows narrower than one batch, and of several.
+        // One entry per job in a window narrower than one batch; jobs of several
+        // entries in a window of several jobs.
         Pipeline {
             threads: 3,
-            window_entries: 1,
+            job_bytes: 1,
+            window_jobs: 1,
             window_bytes: 1,
         },
         Pipeline {
             threads: 3,
-            window_entries: 5,
+            job_bytes: 20_000,
+            window_jobs: 5,
             window_bytes: 50_000,
         },
     ]
