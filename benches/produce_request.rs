@@ -226,7 +226,7 @@ fn produce_request(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new("kpress", &label), |b| b.iter(&mut kpress));
         } else {
             // The floor: the same two codec calls on the batches' payloads alone, run in
-            // turn with the rewrite within each sample (`alternating`).
+            // turn with the rewrite within each sample, in CPU time (`alternating`).
             let mut decompressor = Decompressor::new();
             let mut compressor = Compressor::new(to, &options);
             let (mut scratch, mut out) = (Vec::new(), Vec::new());

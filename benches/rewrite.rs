@@ -1,8 +1,8 @@
 //! The full batch rewrite (source codec to target codec) against the bare codec
 //! calls on the same payloads, so the cost of kpress's own work is visible: header
 //! and CRC checks, the record-count walk, the header patch and the new CRC. The two
-//! run in turn within each sample (`alternating`), so load on the shared machine
-//! falls on both alike.
+//! run in turn within each sample and are timed in this thread's CPU time
+//! (`alternating`), so other processes' load on the shared machine does not count.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
