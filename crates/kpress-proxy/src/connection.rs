@@ -57,7 +57,7 @@ struct Expected {
     forwarded: Instant,
 }
 
-/// What the response half relays next.
+/// What the response part relays next.
 #[derive(Debug)]
 enum Pending {
     /// A response the broker owes.
@@ -128,10 +128,11 @@ where
     Ok(())
 }
 
-/// Requests a connection reads ahead of the one being forwarded. Their Produce
-/// rewrites run at once (each holding a rewrite slot while it runs), so a client
-/// pipelining requests has them recompressed on several cores. Their bytes count in
-/// the connection's budget like any frame's, so this only caps how many.
+/// Requests a connection queues behind the one being forwarded; reading stops while
+/// the queue is full. Their Produce rewrites run at once (each holding a rewrite slot
+/// while it runs), so a client pipelining requests has them recompressed on several
+/// cores. Their bytes count in the connection's budget like any frame's, so this only
+/// caps how many.
 const READ_AHEAD_REQUESTS: usize = 8;
 
 /// One request read, in its place in the connection's order.
@@ -182,7 +183,7 @@ struct Queue<'a> {
 
 impl Queue<'_> {
     fn push(&self, pending: Pending) {
-        // The response half may have failed and gone; its error is what try_join
+        // The response part may have failed and gone; its error is what try_join
         // reports, so a send error here needs no handling of its own.
         let _ = self.pending.send(pending);
     }
