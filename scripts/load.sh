@@ -12,14 +12,17 @@
 #  - who pays for gzip→zstd-3: the broker's CPU when a compression.type=zstd topic makes
 #    it recompress, against kpress's CPU doing it in front of a topic that stores as sent;
 #  - then Kafka's own recompression (a Java MemoryRecords program) against kpress's per
-#    core (tests/recompression_vs_java.rs), if that test exists.
+#    core (tests/recompression_vs_java.rs);
+#  - then one busy connection's recompression on one core and on two, and throughput
+#    and memory with 1/10/100 connections and partitions per request (tests/scaling.rs).
 # Targets are printed beside the figures. It measures and never fails on speed; it fails
 # if a record is not acknowledged or stored, or a stored batch is not in the route's codec.
-# The measurements are the ignored tests `load` (tests/load.rs) and
-# `recompression_vs_java`. Run it when little else runs on the machine.
+# The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`
+# and `scaling`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 15 minutes on 2 cores (10 for load, 3 to 7 for
-#                                        recompression_vs_java), plus a release build
+#   scripts/load.sh                      about 25 minutes on 2 cores (10 for load, 3 to 7 for
+#                                        recompression_vs_java, about 5 for scaling), plus
+#                                        release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
 #   LOAD_LATENCY_RATE=20000              records/s of the latency runs (default: a quarter
@@ -27,7 +30,11 @@
 #   LOAD_LATENCY_SECONDS=15              length of a latency run (default 10)
 #   LOAD_PROBE_ROUND_TRIPS=5000          round trips of each probe request a round (default 2000)
 #   LOAD_REPORT=/path/report.md          also write the whole report there
-#   LOAD_RECOMPRESSION=0                 leave out the recompression_vs_java section
+#   LOAD_RECOMPRESSION=0                 leave out the recompression_vs_java section (built with
+#                                        --release: it times kpress's rewrite in its own process)
+#   LOAD_SCALING=0                       leave out tests/scaling.rs (one connection on 1 and 2
+#                                        cores at SCALING_ZSTD_LEVEL, default 9 here; 1/10/100
+#                                        connections and partitions per request)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +45,7 @@ records=${LOAD_RECORDS:-2000000}
 # 2.5 minutes at 2,000,000 records (the gzip producers' runs dominate).
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
-echo "         then 3 to 7 for recompression_vs_java; plus a release build of kpress if KPRESS_BIN is not set"
+echo "         then 3 to 7 for recompression_vs_java and about 5 for scaling; plus release builds"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
@@ -60,9 +67,18 @@ elif [ ! -f tests/recompression_vs_java.rs ]; then
   recompression_note="Recompression per core against Kafka's Java path: skipped, tests/recompression_vs_java.rs does not exist in this checkout."
 else
   RECOMPRESSION_REPORT=$work/recompression.md \
-    cargo test -p kpress-tests --test recompression_vs_java -- --ignored --exact recompression_vs_java --nocapture || status=$?
+    cargo test --release -p kpress-tests --test recompression_vs_java -- --ignored --exact recompression_vs_java --nocapture || status=$?
 fi
 echo "$recompression_note"
+
+# One busy connection on one core and on two, and growth with connections and partitions.
+scaling_note=""
+if [ "${LOAD_SCALING:-1}" = 0 ]; then
+  scaling_note="Scaling with cores: left out (LOAD_SCALING=0)."
+else
+  SCALING_ZSTD_LEVEL=${SCALING_ZSTD_LEVEL:-9} SCALING_REPORT=$work/scaling.md \
+    cargo test -p kpress-tests --test scaling -- --ignored --exact scaling --nocapture || status=$?
+fi
 
 {
   echo "## Load harness (scripts/load.sh)"
@@ -79,6 +95,14 @@ echo "$recompression_note"
     echo "## Recompression per core against Kafka's Java path"
     echo
     echo "${recompression_note:-recompression_vs_java: no report (see the output above)}"
+  fi
+  echo
+  if [ -z "$scaling_note" ] && [ -s "$work/scaling.md" ]; then
+    cat "$work/scaling.md"
+  else
+    echo "## Scaling with cores"
+    echo
+    echo "${scaling_note:-scaling: no report (see the output above)}"
   fi
 } >"$work/report.md"
 echo
