@@ -149,8 +149,12 @@ impl Workers for Inline<'_> {
 /// Hands jobs to worker threads through one queue; answers come back on another.
 struct Pool {
     jobs: Sender<Job>,
-    done: Receiver<Done>,
+    done: Receiver<Result<Done, WorkerPanicked>>,
 }
+
+/// A worker panicked rewriting a job: reported, so the stream ends with an error
+/// instead of waiting for that job forever.
+struct WorkerPanicked;
 
 impl Workers for Pool {
     fn dispatch(&mut self, job: Job) -> io::Result<()> {
@@ -159,13 +163,21 @@ impl Workers for Pool {
             .map_err(|_| io::Error::other("the recompress workers stopped"))
     }
     fn collect(&mut self) -> io::Result<Done> {
-        self.done
-            .recv()
-            .map_err(|_| io::Error::other("a recompress worker stopped"))
+        match self.done.recv() {
+            Ok(Ok(done)) => Ok(done),
+            Ok(Err(WorkerPanicked)) => Err(io::Error::other(
+                "a recompress worker panicked rewriting a batch (a kpress bug)",
+            )),
+            Err(_) => Err(io::Error::other("the recompress workers stopped")),
+        }
     }
 }
 
-fn worker(jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, policy: &RewritePolicy) {
+fn worker(
+    jobs: &Mutex<Receiver<Job>>,
+    done: &Sender<Result<Done, WorkerPanicked>>,
+    policy: &RewritePolicy,
+) {
     let mut recompressor = Recompressor::new();
     loop {
         // The lock is held only to take a job, not while rewriting it.
@@ -174,10 +186,12 @@ fn worker(jobs: &Mutex<Receiver<Job>>, done: &Sender<Done>, policy: &RewritePoli
             Err(_) => return,
         };
         let Ok(job) = job else { return };
-        if done
-            .send(rewrite_job(&mut recompressor, policy, job))
-            .is_err()
-        {
+        // The recompressor is not used again after a panic.
+        let rewritten = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rewrite_job(&mut recompressor, policy, job)
+        }));
+        let stop = rewritten.is_err();
+        if done.send(rewritten.map_err(|_| WorkerPanicked)).is_err() || stop {
             return;
         }
     }
@@ -208,7 +222,7 @@ pub(crate) fn recompress_stream(
         return stream.run(&mut inline);
     }
     let (job_tx, job_rx) = mpsc::channel::<Job>();
-    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let (done_tx, done_rx) = mpsc::channel();
     let job_rx = Arc::new(Mutex::new(job_rx));
     let mut stream = Stream::new(input, input_len, output, pipeline);
     std::thread::scope(|scope| {
