@@ -147,7 +147,7 @@ impl AdminConnector {
     /// `[upstream.sasl]`, with the proxy's frame limits and budget.
     pub fn new(settings: &ProxySettings) -> Result<AdminConnector, AdminError> {
         let tls_configured = settings.upstream_tls.is_some();
-        let no_rules: Arc<dyn kpress_batch::PolicyLookup> = Arc::new(RewritePolicy::default());
+        let no_rules = crate::PolicySnapshot::rules_only(Arc::new(RewritePolicy::default()));
         let (shared, control) = Shared::new(SharedConfig {
             policies: watch::channel(no_rules).1,
             status: Arc::default(),

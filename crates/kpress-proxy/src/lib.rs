@@ -12,7 +12,8 @@
 //! broker addresses is rewritten to kpress's, so no real broker address reaches a
 //! client. All frames in flight share one memory budget. With `[shadow]`, a sample of
 //! each topic's batches is also trial-compressed with candidate codecs on low-priority
-//! threads, only to be counted ([`shadow`]).
+//! threads, only to be counted ([`shadow`]). The rules and the trials change live as
+//! one [`PolicySnapshot`]: each Produce request is rewritten and sampled under one.
 //!
 //! The Kafka parsing is in `kpress-protocol` (sans-IO) and the batch rewrite in
 //! `kpress-batch`; this crate only does I/O, scheduling and bookkeeping.
@@ -54,6 +55,7 @@ pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
 pub use kpress_protocol::{ConfigEntry, ConfigSource, TopicConfigs};
 pub use probe::{probe_upstream, ProbeError};
+pub use shadow::ShadowTrials;
 pub use status::ProxyStatus;
 
 use crate::budget::Direction;
@@ -165,6 +167,34 @@ impl ProxySettings {
     }
 }
 
+/// The policy in force, swapped whole: each Produce request is rewritten under its
+/// rules and sampled for its shadow trials, both of the same snapshot.
+#[derive(Clone)]
+pub struct PolicySnapshot {
+    /// Each topic's rewrite policy.
+    pub rules: Arc<dyn PolicyLookup>,
+    /// The shadow trials (`[shadow]`), or `None`.
+    pub shadow: Option<ShadowTrials>,
+}
+
+impl PolicySnapshot {
+    /// A snapshot of `rules` with no shadow trials.
+    pub fn rules_only(rules: Arc<dyn PolicyLookup>) -> PolicySnapshot {
+        PolicySnapshot {
+            rules,
+            shadow: None,
+        }
+    }
+}
+
+impl fmt::Debug for PolicySnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicySnapshot")
+            .field("shadow", &self.shadow)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What drives a running proxy from outside.
 pub struct Controls<F> {
     /// Completes when kpress should stop: then it stops accepting, lets in-flight
@@ -173,9 +203,10 @@ pub struct Controls<F> {
     /// Each change re-reads the TLS files (a file that does not load leaves the one in
     /// force).
     pub reload_tls: watch::Receiver<u64>,
-    /// The policy in force; a new value serves the next Produce request, and
-    /// compressors for settings it no longer uses are dropped.
-    pub policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    /// The policy in force; a new snapshot serves the next Produce request,
+    /// compressors for settings its rules no longer use are dropped, and trials it no
+    /// longer holds end once their queue is empty.
+    pub policies: watch::Receiver<PolicySnapshot>,
     /// Filled in as the proxy serves, for health probes.
     pub status: Arc<ProxyStatus>,
 }
@@ -482,7 +513,7 @@ mod tests {
     }
 
     fn controls<F>(shutdown: F) -> Controls<F> {
-        let policy: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::default());
+        let policy = PolicySnapshot::rules_only(Arc::new(RewritePolicy::default()));
         Controls {
             shutdown,
             reload_tls: watch::channel(0).1,

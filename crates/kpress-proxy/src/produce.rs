@@ -14,7 +14,8 @@ use kpress_batch::{
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics::{self, BatchCount, BatchFate};
-use crate::shadow::{self, Sample, Trials};
+use crate::shadow::{Sample, ShadowTrials};
+use crate::PolicySnapshot;
 
 thread_local! {
     /// Codec state and scratch buffers, reused by every rewrite on this blocking thread,
@@ -44,10 +45,10 @@ pub(crate) struct ProduceRewrite {
     pub(crate) shadow: Mutex<Option<ShadowSamples>>,
 }
 
-/// A request's samples for the shadow trials in force when it was read.
+/// A request's samples for the shadow trials of the snapshot it was rewritten under.
 #[derive(Debug)]
 pub(crate) struct ShadowSamples {
-    trials: Arc<Trials>,
+    trials: ShadowTrials,
     samples: Vec<(Arc<str>, Sample)>,
 }
 
@@ -249,28 +250,29 @@ pub(crate) fn rewrite_produce(
     header_len: usize,
     api_version: i16,
     limits: RewriteLimits,
-    policies: &Arc<dyn PolicyLookup>,
+    policy: &PolicySnapshot,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
 ) -> Result<ProduceRewrite, ProtocolError> {
+    let rules = &policy.rules;
     RECOMPRESSOR.with(|cell| {
         // A panic inside a rewrite would poison nothing: `RefCell` is released on unwind.
         let mut held = cell.borrow_mut();
         let (recompressor, pruned_for) = &mut *held;
-        // A new policy: compressors of settings no rule uses any more go, with their state.
-        // (A `Weak` keeps the old policy's allocation, so a new one never shares its address.)
+        // New rules: compressors of settings no rule uses any more go, with their state.
+        // (A `Weak` keeps the old rules' allocation, so new ones never share its address.)
         if !pruned_for
             .as_ref()
-            .is_some_and(|seen| Weak::ptr_eq(seen, &Arc::downgrade(policies)))
+            .is_some_and(|seen| Weak::ptr_eq(seen, &Arc::downgrade(rules)))
         {
-            recompressor.retain_compressors(|codec, options| policies.uses(codec, options));
-            *pruned_for = Some(Arc::downgrade(policies));
+            recompressor.retain_compressors(|codec, options| rules.uses(codec, options));
+            *pruned_for = Some(Arc::downgrade(rules));
         }
         let mut rewriter = PolicyRewriter {
-            shadow: shadow::current().map(|trials| ShadowSamples {
+            shadow: policy.shadow.clone().map(|trials| ShadowSamples {
                 trials,
                 samples: Vec::new(),
             }),
-            policies: &**policies,
+            rules: &**rules,
             recompressor,
             request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
             max_records_bytes: limits.max_frame_bytes,
@@ -298,9 +300,10 @@ pub(crate) fn rewrite_produce(
 }
 
 struct PolicyRewriter<'a> {
-    /// The shadow trials in force, and the batches sampled for them.
+    /// The snapshot's shadow trials, and the batches sampled for them.
     shadow: Option<ShadowSamples>,
-    policies: &'a dyn PolicyLookup,
+    /// The snapshot's rules.
+    rules: &'a dyn PolicyLookup,
     recompressor: &'a mut Recompressor,
     request: ProduceAllowance,
     /// Rewritten records held at most before the rewrite gives up.
@@ -343,7 +346,7 @@ impl RecordsRewriter for PolicyRewriter<'_> {
             reports.push(report);
             return false;
         }
-        let policy = self.policies.policy_for(topic);
+        let policy = self.rules.policy_for(topic);
         // A batch the policy keeps as sent costs a header check: no clock reads for it
         // (reading the thread CPU clock costs about 0.5 µs).
         let timed = !matches!(policy.target, Target::Producer);
@@ -438,9 +441,10 @@ mod tests {
     fn compressors_no_policy_uses_are_dropped_when_the_policy_changes() {
         let (payload, header_len) = produce_v7(&gzip_batch(100));
         let limits = LIMITS;
-        let rewrite = |policy: &Arc<dyn PolicyLookup>| {
+        let rewrite = |rules: &Arc<dyn PolicyLookup>| {
+            let policy = PolicySnapshot::rules_only(Arc::clone(rules));
             let rewrite =
-                rewrite_produce(&payload, header_len, 7, limits, policy, &|_| None).unwrap();
+                rewrite_produce(&payload, header_len, 7, limits, &policy, &|_| None).unwrap();
             assert!(rewrite.frame.is_some(), "rewritten");
         };
         let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
@@ -515,9 +519,10 @@ mod tests {
             Codec::Zstd,
             CompressionOptions::default(),
         ));
-        let rewrite =
-            || rewrite_produce(&payload, header_len, 7, LIMITS, &zstd, &|_| None).unwrap();
-        let without = rewrite();
+        let rewrite = |policy: &PolicySnapshot| {
+            rewrite_produce(&payload, header_len, 7, LIMITS, policy, &|_| None).unwrap()
+        };
+        let without = rewrite(&PolicySnapshot::rules_only(Arc::clone(&zstd)));
         assert!(without.shadow.lock().unwrap().is_none());
         let settings = kpress_config::ShadowSettings {
             sample: 1.0,
@@ -526,10 +531,12 @@ mod tests {
             threads: 1,
             max_queue_bytes: 1 << 20,
         };
-        // Process-wide: other tests' rewrites meanwhile are sampled too, harmlessly.
-        shadow::apply(Some(&settings), &kpress_config::Limits::default());
-        let with = rewrite();
-        shadow::apply(None, &kpress_config::Limits::default());
+        let trials =
+            ShadowTrials::start(&settings, &kpress_config::Limits::default()).expect("started");
+        let with = rewrite(&PolicySnapshot {
+            rules: zstd,
+            shadow: Some(trials),
+        });
         assert_eq!(with.frame, without.frame);
         let samples = with.shadow.lock().unwrap().take().expect("sampled");
         let [(topic, sample)] = &samples.samples[..] else {
@@ -548,7 +555,8 @@ mod tests {
             Codec::Zstd,
             CompressionOptions::default(),
         ));
-        let rewrite = rewrite_produce(&payload, header_len, 7, limits, &zstd, &|_| None).unwrap();
+        let policy = PolicySnapshot::rules_only(zstd);
+        let rewrite = rewrite_produce(&payload, header_len, 7, limits, &policy, &|_| None).unwrap();
         assert_eq!(rewrite.outcomes.len(), 1);
         let (topic, reports) = &rewrite.outcomes[0];
         assert_eq!(&**topic, "t");

@@ -14,8 +14,11 @@
 //! counted. So over any window the trials use at most their share plus one batch's
 //! trial.
 //!
-//! One set of trials serves the process ([`apply`] replaces or stops it): kpress runs
-//! one proxy per process, and the Produce rewrite reaches the trials from here.
+//! The trials ride in the [`PolicySnapshot`](crate::PolicySnapshot): a Produce
+//! request is rewritten and sampled under one snapshot. A [`ShadowTrials`] handle is
+//! cheap to clone; a reload whose `[shadow]` and limits are unchanged keeps the
+//! running trials ([`ShadowTrials::follow`]), and replaced trials' workers end once
+//! their last handle is gone and their queue is empty.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,7 +26,6 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwapOption;
 use kpress_batch::{batches, RecordBatch, HEADER_LEN};
 use kpress_codec::{Codec, Compressor, Decompressor};
 use kpress_config::{Limits, ShadowSettings, SHADOW_CPU_WINDOW};
@@ -43,49 +45,83 @@ pub(crate) const SKIPPED_COMPRESS_FAILED: &str = "compress_failed";
 /// which keeps the sampled share the same.
 const SAMPLE_SLOTS: usize = 256;
 
-/// The trials in force; `None`: no `[shadow]`.
-static TRIALS: ArcSwapOption<Trials> = ArcSwapOption::const_empty();
+/// Running shadow trials: a handle to the sampler, the queue and the workers. Clones
+/// share them; the workers end once the last handle is dropped and the queue is empty.
+#[derive(Debug, Clone)]
+pub struct ShadowTrials(Arc<Trials>);
 
-/// Starts, replaces or (with `None`) stops the shadow trials. Unchanged settings keep
-/// the trials running as they are; new ones start new workers, and the old workers end
-/// once their queue is empty.
-pub fn apply(settings: Option<&ShadowSettings>, limits: &Limits) {
-    let current = TRIALS.load_full();
-    let Some(settings) = settings else {
-        if current.is_some() {
-            TRIALS.store(None);
-            tracing::info!("shadow trials stopped");
-        }
-        return;
-    };
-    let limits = TrialLimits::of(limits);
-    if current
-        .as_ref()
-        .is_some_and(|t| t.settings == *settings && t.limits == limits)
-    {
-        return;
-    }
-    match Trials::start(settings.clone(), limits) {
-        Ok(trials) => {
-            tracing::info!(
-                candidates = %trials.labels.join(", "),
-                sample = settings.sample,
-                max_cpu_fraction = settings.max_cpu_fraction,
-                threads = settings.threads,
-                "shadow trials running"
-            );
-            TRIALS.store(Some(Arc::new(trials)));
-        }
-        Err(err) => {
-            TRIALS.store(None);
-            tracing::error!(error = %err, "shadow trials not started: no worker thread");
-        }
-    }
-}
+/// The trials' worker threads could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start a shadow trial thread: {0}")]
+pub struct ShadowStartError(#[source] pub std::io::Error);
 
-/// The trials in force, for one Produce request.
-pub(crate) fn current() -> Option<Arc<Trials>> {
-    TRIALS.load_full()
+impl ShadowTrials {
+    /// Starts `settings.threads` workers trying `settings.candidates`, decompressing
+    /// within `limits`.
+    pub fn start(
+        settings: &ShadowSettings,
+        limits: &Limits,
+    ) -> Result<ShadowTrials, ShadowStartError> {
+        Trials::start(settings.clone(), TrialLimits::of(limits))
+            .map(|trials| ShadowTrials(Arc::new(trials)))
+            .map_err(ShadowStartError)
+    }
+
+    /// Whether these trials run exactly `settings` within `limits` (so a reload with
+    /// them can keep these).
+    pub fn same_settings(&self, settings: &ShadowSettings, limits: &Limits) -> bool {
+        self.0.settings == *settings && self.0.limits == TrialLimits::of(limits)
+    }
+
+    /// The trials for a policy with `settings` (`None`: no `[shadow]`), given the ones
+    /// `running`: those kept when their settings are the same, else new ones started
+    /// (`None` if no worker starts). Logs what changed.
+    pub fn follow(
+        running: Option<&ShadowTrials>,
+        settings: Option<&ShadowSettings>,
+        limits: &Limits,
+    ) -> Option<ShadowTrials> {
+        let Some(settings) = settings else {
+            if running.is_some() {
+                tracing::info!("shadow trials stopped");
+            }
+            return None;
+        };
+        if let Some(running) = running.filter(|t| t.same_settings(settings, limits)) {
+            return Some(running.clone());
+        }
+        match ShadowTrials::start(settings, limits) {
+            Ok(trials) => {
+                tracing::info!(
+                    candidates = %trials.0.labels.join(", "),
+                    sample = settings.sample,
+                    max_cpu_fraction = settings.max_cpu_fraction,
+                    threads = settings.threads,
+                    "shadow trials running"
+                );
+                Some(trials)
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "shadow trials not started");
+                None
+            }
+        }
+    }
+
+    /// Whether `a` and `b` are handles to the same running trials.
+    pub fn ptr_eq(a: &ShadowTrials, b: &ShadowTrials) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    /// See [`Trials::sample`].
+    pub(crate) fn sample(&self, topic: &str, records: &[u8], out: &mut Vec<Sample>) {
+        self.0.sample(topic, records, out);
+    }
+
+    /// See [`Trials::send`].
+    pub(crate) fn send(&self, topic: Arc<str>, sample: Sample) {
+        self.0.send(topic, sample);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -474,15 +510,51 @@ mod tests {
         assert!(budget.draw(Duration::ZERO) <= 0.01);
     }
 
-    fn trials(candidates: &[&str], sample: f64) -> Trials {
-        let settings = ShadowSettings {
+    fn settings(candidates: &[&str], sample: f64) -> ShadowSettings {
+        ShadowSettings {
             sample,
             candidates: candidates.iter().map(|c| c.parse().unwrap()).collect(),
             max_cpu_fraction: 1.0,
             threads: 1,
             max_queue_bytes: 1 << 20,
+        }
+    }
+
+    fn trials(candidates: &[&str], sample: f64) -> Trials {
+        Trials::start(
+            settings(candidates, sample),
+            TrialLimits::of(&Limits::default()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn unchanged_settings_keep_the_running_trials() {
+        let settings = settings(&["zstd:3"], 0.5);
+        let limits = Limits::default();
+        let running = ShadowTrials::follow(None, Some(&settings), &limits).expect("started");
+        let kept = ShadowTrials::follow(Some(&running), Some(&settings), &limits).unwrap();
+        assert!(ShadowTrials::ptr_eq(&kept, &running));
+        // Another sample rate, or other decompression limits: new trials.
+        let resampled = ShadowSettings {
+            sample: 0.25,
+            ..settings.clone()
         };
-        Trials::start(settings, TrialLimits::of(&Limits::default())).unwrap()
+        let new = ShadowTrials::follow(Some(&running), Some(&resampled), &limits).unwrap();
+        assert!(!ShadowTrials::ptr_eq(&new, &running));
+        assert!(new.same_settings(&resampled, &limits));
+        let tighter = Limits {
+            max_decompressed_bytes: limits.max_decompressed_bytes / 2,
+            ..limits
+        };
+        assert!(!running.same_settings(&settings, &tighter));
+        // Limits the trials do not use leave them as they are.
+        let more_connections = Limits {
+            max_connections: limits.max_connections + 1,
+            ..limits
+        };
+        assert!(running.same_settings(&settings, &more_connections));
+        assert!(ShadowTrials::follow(Some(&running), None, &limits).is_none());
     }
 
     #[test]

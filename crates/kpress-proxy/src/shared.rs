@@ -7,7 +7,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kpress_batch::PolicyLookup;
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use tokio::sync::{watch, Semaphore};
 
@@ -21,7 +20,7 @@ use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
 use crate::topic_ids::TopicIdResolver;
 use crate::transport::{Acceptor, Connector, Stream};
-use crate::{upstream, ProxySettings, SaslLogin};
+use crate::{upstream, PolicySnapshot, ProxySettings, SaslLogin};
 
 /// Where a client connection's upstream goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +42,8 @@ impl fmt::Display for UpstreamTarget {
 
 /// Everything the proxy's tasks share.
 pub(crate) struct Shared {
-    /// The policy in force; the binary swaps in a new one on reload.
-    policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    /// The policy in force; the binary swaps in a new snapshot on reload.
+    policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
     pub(crate) cluster: Cluster,
     pub(crate) budget: Budget,
@@ -104,20 +103,20 @@ pub(crate) struct ShutdownControl {
 }
 
 pub(crate) struct SharedConfig {
-    pub(crate) policies: watch::Receiver<Arc<dyn PolicyLookup>>,
+    pub(crate) policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
     pub(crate) settings: ProxySettings,
 }
 
 impl SharedConfig {
-    /// A fixed policy and fresh status, for in-crate tests.
+    /// Fixed rules (no shadow trials) and fresh status, for in-crate tests.
     #[cfg(test)]
     pub(crate) fn for_tests(
-        policy: Arc<dyn PolicyLookup>,
+        rules: Arc<dyn kpress_batch::PolicyLookup>,
         settings: ProxySettings,
     ) -> SharedConfig {
         SharedConfig {
-            policies: watch::channel(policy).1,
+            policies: watch::channel(PolicySnapshot::rules_only(rules)).1,
             status: Arc::default(),
             settings,
         }
@@ -215,14 +214,15 @@ impl Shared {
         *self.shutdown.borrow()
     }
 
-    /// The policy in force now: one snapshot serves a whole Produce request.
-    pub(crate) fn policy(&self) -> Arc<dyn PolicyLookup> {
-        Arc::clone(&self.policies.borrow())
+    /// The policy in force now: one snapshot serves a whole Produce request, its
+    /// rewrite and its shadow sampling.
+    pub(crate) fn policy(&self) -> PolicySnapshot {
+        self.policies.borrow().clone()
     }
 
     /// Whether a rule or the brokers name `topic` (it may get a metric label).
     pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
-        self.policy().has_rule_for(topic) || self.cluster.is_named_topic(topic)
+        self.policies.borrow().rules.has_rule_for(topic) || self.cluster.is_named_topic(topic)
     }
 
     /// Opens the upstream connection for a client of `target`: a bootstrap server, or

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use kpress_batch::PolicyLookup;
 use kpress_config::{Config, PolicySet};
+use kpress_proxy::{PolicySnapshot, ShadowTrials};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -46,18 +46,27 @@ fn hex_sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The lookup the proxy asks per topic.
-pub(crate) fn lookup(config: &Config) -> Arc<dyn PolicyLookup> {
-    Arc::new(PolicySet::new(config))
+/// What the proxy runs `config` under: its rules, and its shadow trials (`running`'s
+/// kept when `[shadow]` and the limits are the same, so a reload of the rules alone
+/// leaves the trial threads running).
+pub(crate) fn snapshot(config: &Config, running: Option<&PolicySnapshot>) -> PolicySnapshot {
+    PolicySnapshot {
+        rules: Arc::new(PolicySet::new(config)),
+        shadow: ShadowTrials::follow(
+            running.and_then(|running| running.shadow.as_ref()),
+            config.shadow.as_ref(),
+            &config.limits,
+        ),
+    }
 }
 
-/// Re-reads the policy on every change of `reload`; sends each applied policy on
-/// `lookups` (the proxy's) and returns the receiver of the applied policies (the admin
-/// endpoint's).
+/// Re-reads the policy on every change of `reload`; sends each applied policy's
+/// snapshot on `snapshots` (the proxy's) and returns the receiver of the applied
+/// policies (the admin endpoint's).
 pub(crate) fn spawn(
     applied: AppliedPolicy,
     mut reload: watch::Receiver<u64>,
-    lookups: watch::Sender<Arc<dyn PolicyLookup>>,
+    snapshots: watch::Sender<PolicySnapshot>,
 ) -> watch::Receiver<Arc<AppliedPolicy>> {
     record_loaded(&applied);
     let (applied_tx, applied_rx) = watch::channel(Arc::new(applied));
@@ -86,10 +95,7 @@ pub(crate) fn spawn(
                         tracing::warn!("{warning}");
                     }
                     crate::logging::apply_policy_level(policy.config.log.level);
-                    kpress_proxy::shadow::apply(
-                        policy.config.shadow.as_ref(),
-                        &policy.config.limits,
-                    );
+                    let next = snapshot(&policy.config, Some(&snapshots.borrow()));
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
@@ -108,7 +114,8 @@ pub(crate) fn spawn(
                     };
                     kpress_proxy::metrics::policy_reload(result);
                     record_loaded(&policy);
-                    let _ = lookups.send(lookup(&policy.config));
+                    // Replaced trials end once the requests sampled for them are done.
+                    let _ = snapshots.send(next);
                     let _ = applied_tx.send(Arc::from(policy));
                 }
             }
@@ -214,6 +221,33 @@ mod tests {
         assert_eq!(merged.topics[0].policy, new.topics[0].policy);
         let (_, restart) = merge_live(&running, running.clone());
         assert!(restart.is_empty());
+    }
+
+    #[test]
+    fn a_reload_of_the_rules_alone_keeps_the_running_trials() {
+        let shadow = "[shadow]\ncandidates = [\"zstd:3\"]\n";
+        let running = config(shadow);
+        let first = snapshot(&running, None);
+        let started = first.shadow.as_ref().expect("trials started");
+        let rules_changed = config(&format!(
+            "{shadow}[[topics]]\nmatch = \"a\"\ncompression.type = \"lz4\"\n"
+        ));
+        let (merged, _) = merge_live(&running, rules_changed);
+        let second = snapshot(&merged, Some(&first));
+        assert!(!Arc::ptr_eq(&first.rules, &second.rules));
+        assert!(ShadowTrials::ptr_eq(
+            started,
+            second.shadow.as_ref().unwrap()
+        ));
+        // Another [shadow] starts other trials; none stops them.
+        let (merged, _) = merge_live(&merged, config("[shadow]\ncandidates = [\"lz4:9\"]\n"));
+        let third = snapshot(&merged, Some(&second));
+        assert!(!ShadowTrials::ptr_eq(
+            started,
+            third.shadow.as_ref().unwrap()
+        ));
+        let (merged, _) = merge_live(&merged, config(""));
+        assert!(snapshot(&merged, Some(&third)).shadow.is_none());
     }
 
     #[test]

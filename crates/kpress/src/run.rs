@@ -61,7 +61,6 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let (lookups, policies) = watch::channel(policy_reload::lookup(&config));
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("kpress");
@@ -79,13 +78,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
-        kpress_proxy::shadow::apply(config.shadow.as_ref(), &config.limits);
+        let (snapshots, policies) = watch::channel(policy_reload::snapshot(&config, None));
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
         let applied = policy_reload::spawn(
             AppliedPolicy::at_start(&args.config, config.clone()),
             reload.clone(),
-            lookups,
+            snapshots,
         );
         let status = Arc::new(ProxyStatus::default());
         let admin_server = match (&config.admin, metrics) {
