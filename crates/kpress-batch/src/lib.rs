@@ -22,5 +22,5 @@ pub use policy::{
     UnknownTarget, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES,
     DEFAULT_MAX_DECOMPRESSION_RATIO,
 };
-pub use rewrite::{ProduceAllowance, Recompressor};
+pub use rewrite::{pass_without_codec_work, ProduceAllowance, Recompressor};
 pub use stats::{Outcome, PassReason, RewriteStats};

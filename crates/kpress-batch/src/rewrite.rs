@@ -131,16 +131,13 @@ impl Recompressor {
         after_first: PassReason,
         out: &mut Vec<u8>,
     ) -> Outcome {
-        let reason = match RecordBatch::parse(bytes) {
-            Ok(parsed) if parsed.bytes().len() == bytes.len() => {
-                return self.rewrite_parsed(parsed, policy, request, out)
+        match framed_alone(bytes, after_first) {
+            Ok(batch) => self.rewrite_parsed(batch, policy, request, out),
+            Err(reason) => {
+                out.extend_from_slice(bytes);
+                Outcome::PassedThrough(reason)
             }
-            Ok(_) => after_first,
-            Err(BatchError::NotMagicV2 { .. }) => PassReason::NotMagicV2,
-            Err(_) => PassReason::Malformed,
-        };
-        out.extend_from_slice(bytes);
-        Outcome::PassedThrough(reason)
+        }
     }
 
     /// [`rewrite_batch`](Self::rewrite_batch) for a batch already framed.
@@ -245,22 +242,8 @@ impl Recompressor {
         out: &mut Vec<u8>,
     ) -> Result<Outcome, PassReason> {
         let input = batch.bytes();
-        if batch.is_control() {
-            return Err(PassReason::ControlBatch);
-        }
+        let (from, to, options) = verdict_before_codec(&batch, policy, request.as_deref())?;
         let count = batch.records_count();
-        if count == 0 {
-            return Err(PassReason::EmptyBatch);
-        }
-        if count < 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(count) {
-            return Err(PassReason::Malformed);
-        }
-        // Reasons found in the header alone still rank below a CRC mismatch.
-        let (from, to, options) = match header_verdict(&batch, policy, request.as_deref()) {
-            Ok(verdict) => verdict,
-            Err(reason) if batch.crc_is_valid() => return Err(reason),
-            Err(_) => return Err(PassReason::CrcMismatch),
-        };
 
         let records = if from == Codec::None {
             // The record walk rides on the CRC's pass over the bytes (`count` is
@@ -350,6 +333,57 @@ impl Recompressor {
     }
 }
 
+/// Why [`Recompressor::rewrite_partition`] would forward `records` (one partition's
+/// field of a Produce request) untouched, when its framing, header and CRC tell that
+/// without decoding or encoding anything; `None` when deciding takes codec work (the
+/// batch may still be passed through after it). Nothing of `request` is spent.
+pub fn pass_without_codec_work(
+    records: &[u8],
+    policy: &RewritePolicy,
+    request: &ProduceAllowance,
+) -> Option<PassReason> {
+    match framed_alone(records, PassReason::MultipleBatches) {
+        Ok(batch) => verdict_before_codec(&batch, policy, Some(request)).err(),
+        Err(reason) => Some(reason),
+    }
+}
+
+/// `bytes` as exactly one batch, or why not: `after_first` when a whole batch is
+/// followed by more bytes.
+fn framed_alone(bytes: &[u8], after_first: PassReason) -> Result<RecordBatch<'_>, PassReason> {
+    match RecordBatch::parse(bytes) {
+        Ok(parsed) if parsed.bytes().len() == bytes.len() => Ok(parsed),
+        Ok(_) => Err(after_first),
+        Err(BatchError::NotMagicV2 { .. }) => Err(PassReason::NotMagicV2),
+        Err(_) => Err(PassReason::Malformed),
+    }
+}
+
+/// The source codec, target codec and options of a batch that takes codec work, or
+/// why it is kept as sent, as far as what precedes the codec tells.
+fn verdict_before_codec<'p>(
+    batch: &RecordBatch<'_>,
+    policy: &'p RewritePolicy,
+    request: Option<&ProduceAllowance>,
+) -> Result<(Codec, Codec, &'p CompressionOptions), PassReason> {
+    if batch.is_control() {
+        return Err(PassReason::ControlBatch);
+    }
+    let count = batch.records_count();
+    if count == 0 {
+        return Err(PassReason::EmptyBatch);
+    }
+    if count < 0 || i64::from(batch.last_offset_delta()) + 1 != i64::from(count) {
+        return Err(PassReason::Malformed);
+    }
+    // Reasons found in the header alone still rank below a CRC mismatch.
+    match header_verdict(batch, policy, request) {
+        Ok(verdict) => Ok(verdict),
+        Err(reason) if batch.crc_is_valid() => Err(reason),
+        Err(_) => Err(PassReason::CrcMismatch),
+    }
+}
+
 /// The source codec, target codec and options of a batch worth rewriting, or the
 /// reason its header alone gives to keep it (ranked below a CRC mismatch).
 fn header_verdict<'p>(
@@ -395,3 +429,114 @@ fn compressor_for<'c>(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pass_without_codec_work_tests {
+    use super::*;
+    use crate::builder::{seal, BatchBuilder, Record};
+    use proptest::prelude::*;
+
+    /// The partition's outcome and output from the full rewrite.
+    fn rewritten(records: &[u8], policy: &RewritePolicy, api_version: i16) -> (Outcome, Vec<u8>) {
+        let mut request = ProduceAllowance::new(api_version, 1 << 20);
+        let mut out = Vec::new();
+        let mut outcome = None;
+        Recompressor::new().rewrite_partition(records, policy, &mut request, &mut out, |o, _| {
+            outcome = Some(*o)
+        });
+        (outcome.expect("one outcome"), out)
+    }
+
+    fn batch(codec: Codec, n: usize) -> Vec<u8> {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record::value(format!("record {i} of a batch worth compressing")))
+            .collect();
+        BatchBuilder::codec(codec).build(&records).unwrap()
+    }
+
+    fn policy(target: Option<Codec>) -> RewritePolicy {
+        match target {
+            Some(codec) => RewritePolicy::to_codec(codec, CompressionOptions::default()),
+            None => RewritePolicy {
+                target: Target::Producer,
+                ..RewritePolicy::to_codec(Codec::None, CompressionOptions::default())
+            },
+        }
+    }
+
+    #[test]
+    fn header_reasons_are_found_without_codec_work_and_match_the_rewrite() {
+        let lz4 = batch(Codec::Lz4, 50);
+        let mut corrupt = lz4.clone();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        // Records, target (`None`: the producer's), Produce version, expected reason.
+        type Case<'a> = (&'a [u8], Option<Codec>, i16, Option<PassReason>);
+        let cases: [Case<'_>; 7] = [
+            (&lz4, None, 13, Some(PassReason::PolicyProducer)),
+            (&lz4, Some(Codec::Lz4), 13, Some(PassReason::SameCodec)),
+            (
+                &lz4,
+                Some(Codec::Zstd),
+                6,
+                Some(PassReason::ZstdNeedsProduceV7),
+            ),
+            (&corrupt, None, 13, Some(PassReason::CrcMismatch)),
+            (
+                &[&lz4[..], &lz4[..]].concat(),
+                Some(Codec::Zstd),
+                13,
+                Some(PassReason::MultipleBatches),
+            ),
+            (
+                b"garbage",
+                Some(Codec::Zstd),
+                13,
+                Some(PassReason::Malformed),
+            ),
+            (&lz4, Some(Codec::Zstd), 13, None),
+        ];
+        for (records, target, version, expected) in cases {
+            let policy = policy(target);
+            let request = ProduceAllowance::new(version, 1 << 20);
+            let found = pass_without_codec_work(records, &policy, &request);
+            assert_eq!(found, expected, "{target:?} v{version}");
+            let (outcome, _) = rewritten(records, &policy, version);
+            match found {
+                Some(reason) => assert_eq!(outcome, Outcome::PassedThrough(reason)),
+                None => assert!(matches!(outcome, Outcome::Rewritten { .. }), "{outcome:?}"),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Whatever the check decides alone, the full rewrite decides the same, byte for byte.
+        #[test]
+        fn agrees_with_the_rewrite_on_damaged_input(
+            from in prop::sample::select(Codec::ALL.to_vec()),
+            target in prop::option::of(prop::sample::select(Codec::ALL.to_vec())),
+            version in 3i16..14,
+            n in 0usize..20,
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..3),
+            reseal in any::<bool>(),
+        ) {
+            let mut records = batch(from, n);
+            for (at, bit) in &flips {
+                let i = at.index(records.len());
+                records[i] ^= 1 << bit;
+            }
+            if reseal && records.len() >= HEADER_LEN {
+                seal(&mut records);
+            }
+            let policy = policy(target);
+            let found = pass_without_codec_work(&records, &policy, &ProduceAllowance::new(version, 1 << 20));
+            if let Some(reason) = found {
+                let (outcome, out) = rewritten(&records, &policy, version);
+                prop_assert_eq!(outcome, Outcome::PassedThrough(reason));
+                prop_assert_eq!(out, records);
+            }
+        }
+    }
+}

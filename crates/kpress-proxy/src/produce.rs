@@ -1,15 +1,19 @@
 //! The Produce rewrite, run off the async reactor: each partition's records go through
 //! kpress-batch's [`Recompressor`] with the topic's policy, within what the request
 //! allows ([`ProduceAllowance`]: its version's codecs, one decompression budget for
-//! all its batches); every batch's outcome is kept (with its topic) for metrics.
+//! all its batches); every batch's outcome is kept (with its topic) for metrics. A
+//! request none of whose batches takes codec work is classified on the caller's thread
+//! instead ([`try_without_codec_work`]), with the same report.
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use kpress_batch::{
-    batches, Outcome, PassReason, PolicyLookup, ProduceAllowance, Recompressor, Target,
+    batches, pass_without_codec_work, Outcome, PassReason, PolicyLookup, ProduceAllowance,
+    Recompressor, RewritePolicy, Target,
 };
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
@@ -52,6 +56,23 @@ pub(crate) struct ShadowSamples {
     samples: Vec<(Arc<str>, Sample)>,
 }
 
+impl ShadowSamples {
+    fn new(trials: ShadowTrials) -> ShadowSamples {
+        ShadowSamples {
+            trials,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Copies the batches of `topic`'s `records` that the trials pick.
+    fn sample(&mut self, topic: &Arc<str>, records: &[u8]) {
+        let mut picked = Vec::new();
+        self.trials.sample(topic, records, &mut picked);
+        self.samples
+            .extend(picked.into_iter().map(|s| (Arc::clone(topic), s)));
+    }
+}
+
 /// What became of one partition's records field, and what it cost.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BatchReport {
@@ -64,6 +85,43 @@ pub(crate) struct BatchReport {
     /// This thread's CPU time and the wall time of the attempt.
     pub(crate) cpu: Duration,
     pub(crate) wall: Duration,
+}
+
+impl BatchReport {
+    /// A partition not tried.
+    fn untried(records: &[u8]) -> BatchReport {
+        BatchReport {
+            outcome: None,
+            bytes_in: records.len(),
+            records: records_declared(records),
+            cpu: Duration::ZERO,
+            wall: Duration::ZERO,
+        }
+    }
+
+    /// A partition with `attempt`'s outcome under `policy`, and its cost.
+    fn attempt(
+        records: &[u8],
+        policy: &RewritePolicy,
+        attempt: impl FnOnce() -> Option<Outcome>,
+    ) -> BatchReport {
+        let mut report = BatchReport::untried(records);
+        // A batch the policy keeps as sent costs a header check: no CPU clock reads for
+        // it (reading the thread CPU clock costs about 0.5 µs).
+        let timed = !matches!(policy.target, Target::Producer);
+        let cpu_start = if timed {
+            thread_cpu_time()
+        } else {
+            Duration::ZERO
+        };
+        let wall_start = Instant::now();
+        report.outcome = attempt();
+        report.wall = wall_start.elapsed();
+        if timed {
+            report.cpu = thread_cpu_time().saturating_sub(cpu_start);
+        }
+        report
+    }
 }
 
 impl ProduceRewrite {
@@ -268,10 +326,7 @@ pub(crate) fn rewrite_produce(
             *pruned_for = Some(Arc::downgrade(rules));
         }
         let mut rewriter = PolicyRewriter {
-            shadow: policy.shadow.clone().map(|trials| ShadowSamples {
-                trials,
-                samples: Vec::new(),
-            }),
+            shadow: policy.shadow.clone().map(ShadowSamples::new),
             rules: &**rules,
             recompressor,
             request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
@@ -330,42 +385,22 @@ fn topic_outcomes<'a>(
 impl RecordsRewriter for PolicyRewriter<'_> {
     fn rewrite_records(&mut self, topic: &str, records: &[u8], out: &mut Vec<u8>) -> bool {
         let (name, reports) = topic_outcomes(&mut self.outcomes, topic);
-        if let Some(ShadowSamples { trials, samples }) = &mut self.shadow {
-            let mut picked = Vec::new();
-            trials.sample(topic, records, &mut picked);
-            samples.extend(picked.into_iter().map(|s| (Arc::clone(name), s)));
+        if let Some(shadow) = &mut self.shadow {
+            shadow.sample(name, records);
         }
-        let mut report = BatchReport {
-            outcome: None,
-            bytes_in: records.len(),
-            records: records_declared(records),
-            cpu: Duration::ZERO,
-            wall: Duration::ZERO,
-        };
         if self.over_max_frame {
-            reports.push(report);
+            reports.push(BatchReport::untried(records));
             return false;
         }
         let policy = self.rules.policy_for(topic);
-        // A batch the policy keeps as sent costs a header check: no clock reads for it
-        // (reading the thread CPU clock costs about 0.5 µs).
-        let timed = !matches!(policy.target, Target::Producer);
-        let cpu_start = if timed {
-            thread_cpu_time()
-        } else {
-            Duration::ZERO
-        };
-        let wall_start = Instant::now();
-        let mut outcome = None;
-        self.recompressor
-            .rewrite_partition(records, policy, &mut self.request, out, |o, _| {
-                outcome = Some(*o)
-            });
-        report.wall = wall_start.elapsed();
-        if timed {
-            report.cpu = thread_cpu_time().saturating_sub(cpu_start);
-        }
-        report.outcome = outcome;
+        let (recompressor, request) = (&mut *self.recompressor, &mut self.request);
+        let report = BatchReport::attempt(records, policy, || {
+            let mut outcome = None;
+            recompressor
+                .rewrite_partition(records, policy, request, out, |o, _| outcome = Some(*o));
+            outcome
+        });
+        let outcome = report.outcome;
         reports.push(report);
         if let Some(Outcome::PassedThrough(
             reason @ (PassReason::DecompressFailed | PassReason::CompressFailed),
@@ -378,6 +413,95 @@ impl RecordsRewriter for PolicyRewriter<'_> {
             return false;
         }
         matches!(outcome, Some(Outcome::Rewritten { .. }))
+    }
+}
+
+/// Handles a Produce request payload on the caller's thread when none of its batches
+/// takes codec work: each is classified by what precedes the codec (framing, header,
+/// CRC), with the report and shadow samples [`rewrite_produce`] would give, and the
+/// original goes on. `None` when a batch takes codec work, a v13 topic id has no name
+/// yet, or the request does not parse: [`rewrite_produce`] handles it then.
+pub(crate) fn try_without_codec_work(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    limits: RewriteLimits,
+    policy: &PolicySnapshot,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+) -> Option<ProduceRewrite> {
+    let mut checker = PassChecker {
+        rules: &*policy.rules,
+        request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
+        payload,
+        stopped: false,
+        outcomes: Vec::new(),
+        partitions: Vec::new(),
+    };
+    let splice =
+        rewrite_produce_with(payload, header_len, api_version, topic_name, &mut checker).ok()?;
+    if checker.stopped
+        || !splice.unknown_topic_ids.is_empty()
+        || splice.unknown_topic_ids_omitted > 0
+    {
+        return None;
+    }
+    // Sampled only now that every batch is known to pass, so a request that goes to
+    // `rewrite_produce` after all is sampled once, there.
+    let shadow = policy.shadow.clone().and_then(|trials| {
+        let mut shadow = ShadowSamples::new(trials);
+        for (topic, records) in &checker.partitions {
+            shadow.sample(topic, &payload[records.clone()]);
+        }
+        (!shadow.samples.is_empty()).then_some(shadow)
+    });
+    Some(ProduceRewrite {
+        outcomes: checker.outcomes,
+        shadow: Mutex::new(shadow),
+        ..ProduceRewrite::default()
+    })
+}
+
+/// Classifies each partition without codec work; stops at the first that takes some.
+struct PassChecker<'a> {
+    rules: &'a dyn PolicyLookup,
+    request: ProduceAllowance,
+    payload: &'a [u8],
+    /// A partition takes codec work (or its records could not be placed in the payload).
+    stopped: bool,
+    outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
+    /// Each partition's topic and records (a range of the payload), for the shadow trials.
+    partitions: Vec<(Arc<str>, Range<usize>)>,
+}
+
+/// Where `part` lies in `whole`, if it is a subslice of it.
+fn subslice_range(whole: &[u8], part: &[u8]) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+impl RecordsRewriter for PassChecker<'_> {
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], _out: &mut Vec<u8>) -> bool {
+        if self.stopped {
+            return false;
+        }
+        let Some(range) = subslice_range(self.payload, records) else {
+            self.stopped = true;
+            return false;
+        };
+        let policy = self.rules.policy_for(topic);
+        let request = &self.request;
+        let report = BatchReport::attempt(records, policy, || {
+            pass_without_codec_work(records, policy, request).map(Outcome::PassedThrough)
+        });
+        if report.outcome.is_none() {
+            self.stopped = true;
+            return false;
+        }
+        let (name, reports) = topic_outcomes(&mut self.outcomes, topic);
+        self.partitions.push((Arc::clone(name), range));
+        reports.push(report);
+        false
     }
 }
 
@@ -544,6 +668,132 @@ mod tests {
         };
         assert_eq!(&**topic, "t");
         assert_eq!(sample.bytes(), &batch[..]);
+    }
+
+    /// Each partition's topic, bytes, records and outcome, for comparing reports.
+    fn reported(rewrite: &ProduceRewrite) -> Vec<(String, usize, u64, Option<Outcome>)> {
+        rewrite
+            .outcomes
+            .iter()
+            .flat_map(|(topic, reports)| {
+                reports
+                    .iter()
+                    .map(|r| (topic.to_string(), r.bytes_in, r.records, r.outcome))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_request_without_codec_work_is_reported_as_the_rewrite_reports_it() {
+        let batch = gzip_batch(50);
+        let (payload, header_len) = produce_v7(&batch);
+        let policy_of = |target: Target| {
+            let rules: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy {
+                target,
+                ..RewritePolicy::default()
+            });
+            PolicySnapshot::rules_only(rules)
+        };
+        let to = |codec| Target::Codec {
+            codec,
+            options: CompressionOptions::default(),
+        };
+        // Kept as sent, whether by the policy or because it is in the target codec already.
+        for policy in [policy_of(Target::Producer), policy_of(to(Codec::Gzip))] {
+            let inline =
+                try_without_codec_work(&payload, header_len, 7, LIMITS, &policy, &|_| None)
+                    .expect("no codec work");
+            let rewrite =
+                rewrite_produce(&payload, header_len, 7, LIMITS, &policy, &|_| None).unwrap();
+            assert!(inline.frame.is_none() && rewrite.frame.is_none());
+            assert!(!inline.over_max_frame);
+            assert_eq!(reported(&inline), reported(&rewrite));
+            assert!(matches!(
+                reported(&inline)[..],
+                [(_, bytes, 50, Some(Outcome::PassedThrough(_)))] if bytes == batch.len()
+            ));
+        }
+        // Into zstd: codec work, left to the rewrite.
+        let zstd = policy_of(to(Codec::Zstd));
+        assert!(
+            try_without_codec_work(&payload, header_len, 7, LIMITS, &zstd, &|_| None).is_none()
+        );
+        // Produce v3-v6 cannot carry zstd: nothing to do.
+        let (v6, header_len) = {
+            let (mut payload, header_len) = produce_v7(&batch);
+            payload[3] = 6;
+            (payload, header_len)
+        };
+        let inline = try_without_codec_work(&v6, header_len, 6, LIMITS, &zstd, &|_| None)
+            .expect("no codec work");
+        assert!(matches!(
+            reported(&inline)[..],
+            [(
+                _,
+                _,
+                _,
+                Some(Outcome::PassedThrough(PassReason::ZstdNeedsProduceV7))
+            )]
+        ));
+        // Not parsed: the rewrite reports it.
+        assert!(try_without_codec_work(
+            &payload[..payload.len() - 1],
+            header_len,
+            7,
+            LIMITS,
+            &zstd,
+            &|_| None
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn a_request_without_codec_work_is_sampled_for_the_shadow_trials_once() {
+        let batch = gzip_batch(50);
+        let (payload, header_len) = produce_v7(&batch);
+        let settings = kpress_config::ShadowSettings {
+            sample: 1.0,
+            candidates: vec!["lz4:9".parse().unwrap()],
+            max_cpu_fraction: 1.0,
+            threads: 1,
+            max_queue_bytes: 1 << 20,
+        };
+        let trials =
+            ShadowTrials::start(&settings, &kpress_config::Limits::default()).expect("started");
+        let rules: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Gzip,
+            CompressionOptions::default(),
+        ));
+        let inline = try_without_codec_work(
+            &payload,
+            header_len,
+            7,
+            LIMITS,
+            &PolicySnapshot {
+                rules: Arc::clone(&rules),
+                shadow: Some(trials.clone()),
+            },
+            &|_| None,
+        )
+        .expect("no codec work");
+        let samples = inline.shadow.lock().unwrap().take().expect("sampled");
+        let [(topic, sample)] = &samples.samples[..] else {
+            panic!("{:?}", samples.samples)
+        };
+        assert_eq!(&**topic, "t");
+        assert_eq!(sample.bytes(), &batch[..]);
+        // A request left to the rewrite is not sampled before it gets there.
+        let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
+            Codec::Zstd,
+            CompressionOptions::default(),
+        ));
+        let policy = PolicySnapshot {
+            rules: zstd,
+            shadow: Some(trials),
+        };
+        assert!(
+            try_without_codec_work(&payload, header_len, 7, LIMITS, &policy, &|_| None).is_none()
+        );
     }
 
     #[test]
