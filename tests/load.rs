@@ -42,9 +42,13 @@ use kpress_tests::cpu_time::run_cpu_timed;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy};
+use kpress_tests::measure::{
+    broker_pid, env_number, kpress_pid, median, peak_rss_mib, publish_report, range,
+    release_kpress, round_order, MIB,
+};
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::raw_produce::produce_by_id_on;
-use kpress_tests::{kafka_version, paths, proc_stat, proc_status, KafkaCluster};
+use kpress_tests::{kafka_version, proc_stat, proc_status, KafkaCluster};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -54,8 +58,6 @@ use std::time::{Duration, Instant};
 
 /// Bytes in the MB of "CPU ms per MB" and "MB/s": 10^6 bytes of record values.
 const MB: f64 = 1e6;
-/// ProducerPerformance's "MB/sec" is MiB of record values per second.
-const MIB: f64 = 1_048_576.0;
 /// Every batch relayed as the producer compressed it.
 const PASS_THROUGH_RULES: &str = "[defaults]\ncompression.type = \"producer\"\n";
 /// The probe's topic, behind the pass-through kpress.
@@ -191,14 +193,7 @@ impl Bench {
     fn start(gzip_provider: &str) -> Bench {
         let cluster = KafkaCluster::start(kafka_version(), 1)
             .unwrap_or_else(|e| panic!("starting Kafka: {e:#}"));
-        // The broker's command line names its server.properties, next to its data dir.
-        let config = cluster
-            .data_dir(0)
-            .parent()
-            .expect("the node's dir")
-            .join("server.properties");
-        let broker_pid = proc_status::pid_with_argument(&config)
-            .unwrap_or_else(|e| panic!("the broker's pid: {e:#}"));
+        let broker_pid = broker_pid(&cluster);
         let java = JavaClient::new(kafka_version());
         let mut as_sent: Vec<&str> = ROUTES
             .iter()
@@ -230,8 +225,7 @@ impl Bench {
         .map(|role| {
             let proxy = KpressProxy::start_in_front_of(&cluster, &role.rules(gzip_provider))
                 .unwrap_or_else(|e| panic!("starting kpress ({role:?}): {e:#}"));
-            let config = proxy.config_file().expect("the proxy's config file");
-            let pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+            let pid = kpress_pid(&proxy);
             Proxy { role, proxy, pid }
         })
         .collect();
@@ -309,10 +303,7 @@ impl Bench {
 
     /// kpress's peak RSS in MiB.
     fn peak_mib(&self, role: ProxyRole) -> f64 {
-        proc_status::memory(self.proxy(role).pid)
-            .expect("kpress's memory")
-            .peak_rss as f64
-            / MIB
+        peak_rss_mib(self.proxy(role).pid)
     }
 }
 
@@ -331,7 +322,7 @@ struct Sample {
 
 impl Sample {
     /// MB (10^6 bytes) of record values the run sent: ProducerPerformance divides the
-    /// bytes it sent by its elapsed time, as it does the records.
+    /// bytes it sent by its elapsed time, as it does the records, and its "MB/sec" is MiB.
     fn value_mb(&self) -> f64 {
         let s = &self.summary;
         s.mb_per_sec * MIB * s.records as f64 / s.records_per_sec / MB
@@ -345,35 +336,6 @@ impl Sample {
     fn broker_ms_per_mb(&self) -> f64 {
         self.broker_cpu_seconds * 1000.0 / self.value_mb()
     }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    assert!(!values.is_empty(), "a median of nothing");
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if !values.len().is_multiple_of(2) {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
-
-/// `0, 1, …, n-1`, reversed in every other round.
-fn round_order(round: u64, n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    if !round.is_multiple_of(2) {
-        order.reverse();
-    }
-    order
 }
 
 /// Runs `rounds` rounds of every route, every other round in reverse order.
@@ -414,12 +376,7 @@ impl Medians {
             .collect();
         Medians {
             records_per_sec: of(|s| s.records_per_sec),
-            records_per_sec_range: samples.iter().fold((f64::INFINITY, 0.0), |(lo, hi), s| {
-                (
-                    lo.min(s.summary.records_per_sec),
-                    hi.max(s.summary.records_per_sec),
-                )
-            }),
+            records_per_sec_range: range(samples.iter().map(|s| s.summary.records_per_sec)),
             mb_per_sec: of(|s| s.mb_per_sec * MIB / MB),
             p50_ms: of(|s| s.p50_ms as f64),
             p99_ms: of(|s| s.p99_ms as f64),
@@ -690,12 +647,8 @@ impl ProbeMedians {
 #[test]
 #[ignore = "a measurement of about 10 minutes; scripts/load.sh runs it with a release kpress"]
 fn load() {
-    let release = std::env::var_os("KPRESS_BIN").is_some()
-        || paths::profile_dir()
-            .file_name()
-            .is_some_and(|n| n == "release");
     assert!(
-        release,
+        release_kpress(),
         "measuring a debug kpress says nothing: run scripts/load.sh, or set KPRESS_BIN to a \
          release build (cargo build --release -p kpress)"
     );
@@ -802,10 +755,7 @@ fn load() {
         checks: &checks,
         failures: &failures,
     });
-    println!("\n{report}");
-    if let Some(path) = std::env::var_os("LOAD_REPORT") {
-        std::fs::write(&path, &report).expect("writing the report");
-    }
+    publish_report("LOAD_REPORT", &report);
     eprintln!("load took {:.0?}", started.elapsed());
     assert!(
         failures.is_empty(),

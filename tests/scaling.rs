@@ -44,7 +44,10 @@ use kpress_tests::bare_requests::{parse_produce_v7, produce_v7, read_frame};
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy};
-use kpress_tests::{kafka_version, paths, proc_stat, proc_status, KafkaCluster};
+use kpress_tests::measure::{
+    broker_pid, env_number, kpress_pid, median, publish_report, range, release_kpress, MIB,
+};
+use kpress_tests::{kafka_version, proc_stat, proc_status, KafkaCluster};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::Write;
@@ -66,26 +69,6 @@ fn rules(zstd_level: u64) -> String {
         "[defaults]\ncompression.type = \"producer\"\n\n[[topics]]\nmatch = \"{TOPIC}\"\n\
          compression.type = \"zstd\"\ncompression.zstd.level = {zstd_level}\n"
     )
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    assert!(!values.is_empty(), "a median of nothing");
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if !values.len().is_multiple_of(2) {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
 }
 
 /// The requests one connection replays: size-prefixed Produce v7 frames, and the
@@ -233,13 +216,7 @@ impl Bench {
     fn start(in_flight: usize, zstd_level: u64) -> Bench {
         let cluster = KafkaCluster::start(kafka_version(), 1)
             .unwrap_or_else(|e| panic!("starting Kafka: {e:#}"));
-        let config = cluster
-            .data_dir(0)
-            .parent()
-            .expect("the node's dir")
-            .join("server.properties");
-        let broker_pid = proc_status::pid_with_argument(&config)
-            .unwrap_or_else(|e| panic!("the broker's pid: {e:#}"));
+        let broker_pid = broker_pid(&cluster);
         // Gigabytes are written: the broker may delete all but the last 1 GiB.
         JavaClient::new(kafka_version())
             .create_topic(
@@ -374,7 +351,7 @@ impl Bench {
             sample.kpress_cores(),
             sample.broker_cpu_seconds,
             wall.as_secs_f64(),
-            sample.kpress_peak_rss as f64 / f64::from(1u32 << 20),
+            sample.kpress_peak_rss as f64 / MIB,
         );
         sample
     }
@@ -398,8 +375,7 @@ impl Bench {
 fn start_kpress(cluster: &KafkaCluster, zstd_level: u64) -> (KpressProxy, u32) {
     let proxy = KpressProxy::start_in_front_of(cluster, &rules(zstd_level))
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let config = proxy.config_file().expect("the proxy's config file");
-    let pid = proc_status::pid_with_argument(&config).expect("kpress's pid");
+    let pid = kpress_pid(&proxy);
     (proxy, pid)
 }
 
@@ -423,14 +399,12 @@ impl Medians {
             label: label.to_string(),
             runs: samples.len(),
             records_per_sec: of(Sample::records_per_sec),
-            records_per_sec_range: samples.iter().fold((f64::INFINITY, 0.0), |(lo, hi), s| {
-                (lo.min(s.records_per_sec()), hi.max(s.records_per_sec()))
-            }),
+            records_per_sec_range: range(samples.iter().map(Sample::records_per_sec)),
             mb_per_sec: of(Sample::mb_per_sec),
             kpress_cpu_seconds: of(|s| s.kpress_cpu_seconds),
             kpress_cores: of(Sample::kpress_cores),
             broker_cpu_seconds: of(|s| s.broker_cpu_seconds),
-            kpress_peak_mib: of(|s| s.kpress_peak_rss as f64 / f64::from(1u32 << 20)),
+            kpress_peak_mib: of(|s| s.kpress_peak_rss as f64 / MIB),
         }
     }
 }
@@ -465,12 +439,8 @@ fn table(text: &mut String, title: &str, rows: &[Medians]) {
 #[test]
 #[ignore = "a measurement of minutes; needs a release kpress in KPRESS_BIN"]
 fn scaling() {
-    let release = std::env::var_os("KPRESS_BIN").is_some()
-        || paths::profile_dir()
-            .file_name()
-            .is_some_and(|n| n == "release");
     assert!(
-        release,
+        release_kpress(),
         "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
          (cargo build --release -p kpress)"
     );
@@ -577,10 +547,7 @@ fn scaling() {
         report,
         "\nkpress rewrote {rewritten} batches and dropped {dropped} rewrites."
     );
-    println!("\n{report}");
-    if let Some(path) = std::env::var_os("SCALING_REPORT") {
-        std::fs::write(&path, &report).expect("writing the report");
-    }
+    publish_report("SCALING_REPORT", &report);
     assert!(rewritten > 0.0, "kpress rewrote no batch");
     assert_eq!(dropped, 0.0, "kpress dropped rewrites");
     eprintln!("scaling took {:.0?}", started.elapsed());

@@ -35,9 +35,13 @@ use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{
     kpress_binary, KpressProxy, KpressSetup, ListenerTlsKeys, UpstreamTlsKeys,
 };
+use kpress_tests::measure::{
+    env_number, kpress_pid, median, peak_rss_mib, publish_report, range, release_kpress,
+    round_order,
+};
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::tls::ClientSecurity;
-use kpress_tests::{kafka_version, paths, proc_stat, proc_status, KafkaCluster};
+use kpress_tests::{kafka_version, proc_stat, KafkaCluster};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -196,34 +200,9 @@ impl Bench {
     }
 }
 
-fn kpress_pid(proxy: &KpressProxy) -> u32 {
-    let config = proxy.config_file().expect("the proxy's config file");
-    proc_status::pid_with_argument(&config).expect("kpress's pid")
-}
-
 struct Sample {
     summary: PerfSummary,
     kpress_cpu_seconds: Option<f64>,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    assert!(!values.is_empty(), "a median of nothing");
-    values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    if !values.len().is_multiple_of(2) {
-        values[mid]
-    } else {
-        (values[mid - 1] + values[mid]) / 2.0
-    }
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(text) => text
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={text:?} is not a whole number")),
-        Err(_) => default,
-    }
 }
 
 /// Runs `rounds` rounds of every route, every other round in reverse order.
@@ -236,11 +215,7 @@ fn rounds(
 ) -> Vec<(Route, Vec<Sample>)> {
     let mut samples: Vec<(Route, Vec<Sample>)> = routes.iter().map(|r| (*r, Vec::new())).collect();
     for round in 0..rounds {
-        let mut order: Vec<usize> = (0..routes.len()).collect();
-        if !round.is_multiple_of(2) {
-            order.reverse();
-        }
-        for index in order {
+        for index in round_order(round, routes.len()) {
             let sample = bench.run(routes[index], records, throughput);
             samples[index].1.push(sample);
         }
@@ -270,12 +245,7 @@ impl Medians {
             .collect();
         Medians {
             records_per_sec: of(|s| s.records_per_sec),
-            records_per_sec_range: samples.iter().fold((f64::INFINITY, 0.0), |(lo, hi), s| {
-                (
-                    lo.min(s.summary.records_per_sec),
-                    hi.max(s.summary.records_per_sec),
-                )
-            }),
+            records_per_sec_range: range(samples.iter().map(|s| s.summary.records_per_sec)),
             mb_per_sec: of(|s| s.mb_per_sec),
             p50_ms: of(|s| s.p50_ms as f64),
             p99_ms: of(|s| s.p99_ms as f64),
@@ -288,12 +258,8 @@ impl Medians {
 #[test]
 #[ignore = "a measurement of several minutes; scripts/tls-overhead.sh runs it with a release kpress"]
 fn tls_overhead() {
-    let release = std::env::var_os("KPRESS_BIN").is_some()
-        || paths::profile_dir()
-            .file_name()
-            .is_some_and(|n| n == "release");
     assert!(
-        release,
+        release_kpress(),
         "measuring a debug kpress says nothing: run scripts/tls-overhead.sh, or set \
          KPRESS_BIN to a release build (cargo build --release -p kpress)"
     );
@@ -370,12 +336,7 @@ fn tls_overhead() {
         }
     }
 
-    let peak_mib = |proxy: &KpressProxy| {
-        proc_status::memory(kpress_pid(proxy))
-            .expect("kpress's memory")
-            .peak_rss as f64
-            / f64::from(1u32 << 20)
-    };
+    let peak_mib = |proxy: &KpressProxy| peak_rss_mib(kpress_pid(proxy));
     let report = report(
         &throughput_medians,
         &latency_medians,
@@ -388,10 +349,7 @@ fn tls_overhead() {
             plain_peak_mib: with_plaintext.then(|| peak_mib(&bench.plain_proxy)),
         },
     );
-    println!("\n{report}");
-    if let Some(path) = std::env::var_os("TLS_OVERHEAD_REPORT") {
-        std::fs::write(&path, &report).expect("writing the report");
-    }
+    publish_report("TLS_OVERHEAD_REPORT", &report);
     eprintln!("tls_overhead took {:.0?}", started.elapsed());
 }
 

@@ -25,6 +25,7 @@ pub mod java_recompression;
 pub mod kcat;
 pub mod kpress;
 pub mod liveness_producer;
+pub mod measure;
 pub mod metadata;
 pub mod node_faults;
 pub mod paths;
