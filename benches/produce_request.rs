@@ -9,10 +9,10 @@
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kpress_batch::{
     Outcome, PassReason, ProduceAllowance, RecompressMode, Recompressor, RecordBatch,
-    RewritePolicy, Target, HEADER_LEN,
+    RewritePolicy, Target,
 };
-use kpress_benches::{alternating, ratio_log, requests_log, short_runs};
-use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
+use kpress_benches::{alternating, ratio_log, requests_log, short_runs, BareCodecs};
+use kpress_codec::{Codec, CompressionOptions};
 use kpress_config::MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT;
 use kpress_protocol::api_key;
 use kpress_protocol::frame::peek_request_header;
@@ -227,24 +227,10 @@ fn produce_request(c: &mut Criterion) {
         } else {
             // The floor: the same two codec calls on the batches' payloads alone, run in
             // turn with the rewrite within each sample, in CPU time (`alternating`).
-            let mut decompressor = Decompressor::new();
-            let mut compressor = Compressor::new(to, &options);
-            let (mut scratch, mut out) = (Vec::new(), Vec::new());
+            let mut codecs = BareCodecs::new(to, &options);
             let mut bare = || {
                 for batch in &batches {
-                    let from = batch.codec().expect("a known codec");
-                    let payload = &batch.bytes()[HEADER_LEN..];
-                    scratch.clear();
-                    out.clear();
-                    let raw = if from == Codec::None {
-                        payload
-                    } else {
-                        decompressor
-                            .decompress(from, black_box(payload), 64 << 20, &mut scratch)
-                            .expect("decompress");
-                        &scratch[..]
-                    };
-                    compressor.compress(raw, &mut out).expect("compress");
+                    codecs.recode(batch.codec().expect("a known codec"), batch.bytes());
                 }
             };
             group.bench_function(BenchmarkId::new("kpress", &label), |b| {

@@ -8,9 +8,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
 use kpress_benches::{
     alternating, batches, load_dataset, options_with, ratio_log, record_sections, short_runs,
+    BareCodecs,
 };
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
-use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
+use kpress_codec::{Codec, CompressionOptions};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -68,10 +69,7 @@ fn rewrite(c: &mut Criterion) {
                 );
 
                 // The floor: the same two codec calls on the records payloads alone.
-                let mut decompressor = Decompressor::new();
-                let mut compressor = Compressor::new(to, &to_options);
-                let mut scratch = Vec::with_capacity(size * 2);
-                let mut bare_out = Vec::with_capacity(size * 2);
+                let mut codecs = BareCodecs::new(to, &to_options);
                 let mut kpress = || {
                     for batch in &batches {
                         out.clear();
@@ -80,18 +78,7 @@ fn rewrite(c: &mut Criterion) {
                 };
                 let mut bare = || {
                     for batch in &batches {
-                        scratch.clear();
-                        bare_out.clear();
-                        let payload = &batch[61..];
-                        let raw = if from == Codec::None {
-                            payload
-                        } else {
-                            decompressor
-                                .decompress(from, black_box(payload), 64 << 20, &mut scratch)
-                                .expect("decompress");
-                            &scratch[..]
-                        };
-                        compressor.compress(raw, &mut bare_out).expect("compress");
+                        codecs.recode(from, batch);
                     }
                 };
                 group.bench_function(BenchmarkId::new("kpress-rewrite", &label), |b| {
