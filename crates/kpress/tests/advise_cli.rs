@@ -1,21 +1,15 @@
 //! `kpress advise` through the real binary: on a dataset, a log segment and a saved or
 //! served metrics page; every TOML block it prints is checked by `kpress check-config`.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::kpress;
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
 use serde_json::Value;
-
-fn kpress(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .args(args)
-        .env_remove("KPRESS_LOG")
-        .output()
-        .expect("run kpress")
-}
 
 fn ok(args: &[&str]) -> String {
     let out = kpress(args);

@@ -2,9 +2,12 @@
 //! so the tests are quick), on segments built here (damaged ones included), and with
 //! bad arguments. Sizes and counts are asserted, never timings.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::kpress;
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
 use serde_json::Value;
@@ -18,11 +21,7 @@ fn apache_log() -> String {
 }
 
 fn bench(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .expect("run kpress bench")
+    kpress(&[&["bench"], args].concat())
 }
 
 fn json(output: &Output) -> Value {

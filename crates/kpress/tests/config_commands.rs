@@ -1,16 +1,12 @@
 //! `kpress check-config` and `kpress run` on policy files, through the real binary.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn kpress(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .args(args)
-        .env_remove("KPRESS_LOG")
-        .output()
-        .expect("run kpress")
-}
+use common::kpress;
 
 /// Runs `kpress run --config config` until its log has a line containing each of
 /// `wanted` (or 60 s pass), then stops it with SIGTERM; returns the log and the

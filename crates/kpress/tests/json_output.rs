@@ -4,20 +4,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::recompress;
+use common::{kpress, recompress};
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
 use serde_json::{json, Value};
-
-fn kpress(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kpress"))
-        .args(args)
-        .env_remove("KPRESS_LOG")
-        .output()
-        .expect("run kpress")
-}
 
 fn document(output: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -1,5 +1,8 @@
 //! What the binary's test files share.
 
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -14,4 +17,13 @@ pub(crate) fn recompress(input: &Path, output: &Path, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("running kpress")
+}
+
+/// Runs `kpress ARGS...` with `KPRESS_LOG` unset, so its log is the default.
+pub(crate) fn kpress(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpress"))
+        .args(args)
+        .env_remove("KPRESS_LOG")
+        .output()
+        .expect("run kpress")
 }
