@@ -4,14 +4,11 @@
 //! of records stay unprinted; what is left is enough to say which codec every stored
 //! batch is in, whether each is valid, and how many records and bytes they hold.
 
-use crate::dump::{parse_dump, DumpedBatch};
-use crate::java;
-use crate::process::run_ok;
+use crate::dump::{run_dump_log_segments, DumpedBatch};
 use crate::KafkaCluster;
 use anyhow::{ensure, Context};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 /// The batches of one partition, summed up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,22 +102,7 @@ fn dump_headers(
     version: &str,
     segments: &[&Path],
 ) -> anyhow::Result<BTreeMap<String, crate::dump::DumpedSegment>> {
-    let files = segments
-        .iter()
-        .map(|p| {
-            let text = p.display().to_string();
-            ensure!(
-                !text.contains(','),
-                "a path with a comma cannot be dumped: {text}"
-            );
-            Ok(text)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .join(",");
-    let mut cmd = java::client_command(version, &[]);
-    cmd.args(["kafka.tools.DumpLogSegments", "--files", &files]);
-    let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
-    Ok(parse_dump(&finished.stdout_text())?
+    Ok(run_dump_log_segments(version, segments, &[])?
         .into_iter()
         .map(|d| (d.path.display().to_string(), d))
         .collect())
@@ -129,6 +111,7 @@ fn dump_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dump::parse_dump;
 
     #[test]
     fn sums_data_batches_by_codec() {

@@ -120,28 +120,8 @@ pub fn dump_log_segment(version: &str, segment: &Path) -> anyhow::Result<Vec<Dum
 /// offset, `00000000000000000000.log`): DumpLogSegments parses the name.
 pub fn dump_log_segments(version: &str, segments: &[&Path]) -> anyhow::Result<Vec<DumpedSegment>> {
     anyhow::ensure!(!segments.is_empty(), "no segments to dump");
-    let files = segments
-        .iter()
-        .map(|p| {
-            let text = p.display().to_string();
-            anyhow::ensure!(
-                !text.contains(','),
-                "a path with a comma cannot be dumped: {text}"
-            );
-            Ok(text)
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .join(",");
-    let mut cmd = java::client_command(version, &[]);
-    cmd.args([
-        "kafka.tools.DumpLogSegments",
-        "--deep-iteration",
-        "--print-data-log",
-        "--files",
-        &files,
-    ]);
-    let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
-    let dumped = parse_dump(&finished.stdout_text())?;
+    let dumped =
+        run_dump_log_segments(version, segments, &["--deep-iteration", "--print-data-log"])?;
     let by_path: HashMap<String, DumpedSegment> = dumped
         .into_iter()
         .map(|d| (d.path.display().to_string(), d))
@@ -155,6 +135,34 @@ pub fn dump_log_segments(version: &str, segments: &[&Path]) -> anyhow::Result<Ve
                 .with_context(|| format!("DumpLogSegments did not dump {}", p.display()))
         })
         .collect()
+}
+
+/// Runs DumpLogSegments with `options` on `segments` in one JVM and parses what it
+/// printed, a segment per file it dumped.
+pub(crate) fn run_dump_log_segments(
+    version: &str,
+    segments: &[&Path],
+    options: &[&str],
+) -> anyhow::Result<Vec<DumpedSegment>> {
+    // `--files` takes a comma-separated list.
+    let files = segments
+        .iter()
+        .map(|p| {
+            let text = p.display().to_string();
+            anyhow::ensure!(
+                !text.contains(','),
+                "a path with a comma cannot be dumped: {text}"
+            );
+            Ok(text)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .join(",");
+    let mut cmd = java::client_command(version, &[]);
+    cmd.arg("kafka.tools.DumpLogSegments")
+        .args(options)
+        .args(["--files", &files]);
+    let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
+    parse_dump(&finished.stdout_text())
 }
 
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
