@@ -3,9 +3,9 @@
 //! run, which `/proc/<pid>/stat`'s 10 ms ticks cannot time), and the calling thread's
 //! own CPU clock.
 
-use anyhow::{bail, Context};
-use std::io::Read;
-use std::process::{Command, Stdio};
+use crate::process::spawn_captured;
+use anyhow::bail;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// What a finished command printed and the CPU it used.
@@ -22,22 +22,10 @@ pub struct TimedRun {
 pub fn run_cpu_timed(cmd: &mut Command) -> anyhow::Result<TimedRun> {
     let what = format!("{cmd:?}");
     let started = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("spawning {what}"))?;
-    let mut stdout_pipe = child.stdout.take().context("stdout")?;
-    let mut stderr_pipe = child.stderr.take().context("stderr")?;
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr_pipe.read_to_string(&mut text);
-        text
-    });
-    let mut stdout = String::new();
-    stdout_pipe.read_to_string(&mut stdout)?;
-    let stderr = stderr_reader.join().unwrap_or_default();
+    let (child, output) = spawn_captured(cmd, &what)?;
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    let stdout = text(output.stdout.join().unwrap_or_default());
+    let stderr = text(output.stderr.join().unwrap_or_default());
 
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;

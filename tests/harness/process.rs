@@ -6,6 +6,7 @@ use anyhow::{bail, Context};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What a finished command printed.
@@ -49,25 +50,7 @@ fn tail(bytes: &[u8], max: usize) -> String {
 /// Does not judge the exit status; see [`run_ok`].
 pub fn run(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Finished> {
     let what = describe(cmd);
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("spawning {what}"))?;
-    let mut out = child.stdout.take().expect("piped stdout");
-    let mut err = child.stderr.take().expect("piped stderr");
-    // Readers on threads, so a chatty child never blocks on a full pipe.
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = out.read_to_end(&mut buf);
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = err.read_to_end(&mut buf);
-        buf
-    });
+    let (mut child, output) = spawn_captured(cmd, &what)?;
     let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -76,7 +59,7 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Finished> {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            let stderr = err_reader.join().unwrap_or_default();
+            let stderr = output.stderr.join().unwrap_or_default();
             bail!(
                 "timed out after {timeout:?}: {what}\n--- stderr (tail) ---\n{}",
                 tail(&stderr, 4000)
@@ -86,9 +69,40 @@ pub fn run(cmd: &mut Command, timeout: Duration) -> anyhow::Result<Finished> {
     };
     Ok(Finished {
         status,
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
+        stdout: output.stdout.join().unwrap_or_default(),
+        stderr: output.stderr.join().unwrap_or_default(),
     })
+}
+
+/// A child's stdout and stderr, each read to its end on a thread, so a chatty child
+/// never blocks on a full pipe.
+pub(crate) struct OutputReaders {
+    pub stdout: JoinHandle<Vec<u8>>,
+    pub stderr: JoinHandle<Vec<u8>>,
+}
+
+/// Spawns `cmd` (described as `what`) with stdin closed and its output read by
+/// [`OutputReaders`].
+pub(crate) fn spawn_captured(
+    cmd: &mut Command,
+    what: &str,
+) -> anyhow::Result<(Child, OutputReaders)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawning {what}"))?;
+    let read_to_end = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = read_to_end(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read_to_end(Box::new(child.stderr.take().expect("piped stderr")));
+    Ok((child, OutputReaders { stdout, stderr }))
 }
 
 /// Runs `cmd` like [`run`] and fails, with its stderr and stdout tails, unless it exits 0.
