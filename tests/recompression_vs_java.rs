@@ -33,12 +33,11 @@ use kpress_tests::cpu_time::{run_cpu_timed, thread_cpu_seconds};
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::{JavaClient, ProduceOptions};
 use kpress_tests::java_recompression::{JavaRecompression, JavaRewrite, VerifiedFile};
-use kpress_tests::kpress::kpress_binary;
+use kpress_tests::kpress::{kpress_binary, recompress_command, RecompressOptions};
 use kpress_tests::{kafka_version, kcat};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// How a client batched its records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -118,6 +117,18 @@ struct Pair {
     to: Compression,
     level: Option<i32>,
     target: f64,
+}
+
+impl Pair {
+    /// Where Java's rewrite of this pair's `batching` input goes.
+    fn java_output(&self, dir: &Path, batching: Batching) -> PathBuf {
+        dir.join(format!(
+            "java-{}-{}-{}.log",
+            self.from,
+            self.to,
+            batching.short_name()
+        ))
+    }
 }
 
 const PAIRS: [Pair; 7] = [
@@ -373,17 +384,12 @@ fn kpress_recompress(
     to: Compression,
     properties: &[String],
 ) -> KpressRun {
-    let mut cmd = Command::new(kpress_binary());
-    cmd.arg("recompress")
-        .arg("--input")
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .args(["--compression", to.name()]);
-    for property in properties {
-        cmd.args(["--property", property]);
-    }
-    let run = run_cpu_timed(&mut cmd).unwrap_or_else(|e| panic!("{e:#}"));
+    let options = RecompressOptions {
+        properties: properties.to_vec(),
+        ..RecompressOptions::default()
+    };
+    let run = run_cpu_timed(&mut recompress_command(input, output, to.name(), &options))
+        .unwrap_or_else(|e| panic!("{e:#}"));
     KpressRun {
         cpu_seconds: run.cpu_seconds,
         bytes_out: std::fs::metadata(output).expect("kpress output").len(),
@@ -479,12 +485,7 @@ fn recompression_vs_java() {
     for (p, pair) in PAIRS.iter().enumerate() {
         for batching in Batching::ALL {
             let input = input_of(pair, batching);
-            let out = dir.join(format!(
-                "java-{}-{}-{}.log",
-                pair.from,
-                pair.to,
-                batching.short_name()
-            ));
+            let out = pair.java_output(&dir, batching);
             let rewrite = java
                 .rewrite(pair.to.name(), pair.level, 1, 1, &input.path, &out)
                 .unwrap_or_else(|e| panic!("{e:#}"));
@@ -581,12 +582,7 @@ fn recompression_vs_java() {
         for (p, pair) in PAIRS.iter().enumerate() {
             for batching in Batching::ALL {
                 let input = input_of(pair, batching);
-                let java_out = dir.join(format!(
-                    "java-{}-{}-{}.log",
-                    pair.from,
-                    pair.to,
-                    batching.short_name()
-                ));
+                let java_out = pair.java_output(&dir, batching);
                 let mut run_java = |java: &mut JavaRecompression| {
                     let rewrite = java
                         .rewrite(pair.to.name(), pair.level, 0, 1, &input.path, &java_out)
@@ -628,12 +624,7 @@ fn recompression_vs_java() {
     for (p, pair) in PAIRS.iter().enumerate() {
         for batching in Batching::ALL {
             let input = input_of(pair, batching);
-            let java_out = dir.join(format!(
-                "java-{}-{}-{}.log",
-                pair.from,
-                pair.to,
-                batching.short_name()
-            ));
+            let java_out = pair.java_output(&dir, batching);
             problems.extend(check_output(&mut java, &java_out, input, pair.to));
             let runs = &java_runs[&(p, batching)];
             if runs.iter().any(|r| r.records != input.verified.records) {

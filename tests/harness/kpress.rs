@@ -132,6 +132,21 @@ pub fn recompress_to(
     target: &str,
     options: &RecompressOptions,
 ) -> anyhow::Result<RecompressSummary> {
+    let finished = run_ok(
+        &mut recompress_command(input, output, target, options),
+        Duration::from_secs(600),
+    )?;
+    RecompressSummary::parse(&finished.stdout_text())
+}
+
+/// The `kpress recompress` command [`recompress_to`] runs, for callers that run it
+/// their own way (timing its CPU, say).
+pub fn recompress_command(
+    input: &Path,
+    output: &Path,
+    target: &str,
+    options: &RecompressOptions,
+) -> Command {
     let mut cmd = Command::new(kpress_binary());
     cmd.arg("recompress")
         .arg("--input")
@@ -148,8 +163,7 @@ pub fn recompress_to(
     if options.only_if_smaller {
         cmd.arg("--only-if-smaller");
     }
-    let finished = run_ok(&mut cmd, Duration::from_secs(600))?;
-    RecompressSummary::parse(&finished.stdout_text())
+    cmd
 }
 
 /// Policy rules under which each `<codec>.*` topic stores `<codec>` whether or not it
