@@ -19,18 +19,16 @@
 
 use kpress_protocol::frame::response_header_len;
 use kpress_protocol::{api_key, rewrites_response};
-use kpress_tests::capture::{CaptureRelay, Direction, Frame, Recording};
+use kpress_tests::capture::{Direction, Frame, RecordedKpress};
 use kpress_tests::data::{hex, write_records, Dataset};
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
-use kpress_tests::kpress::KpressProxy;
 use kpress_tests::paths::workspace_root;
-use kpress_tests::ports::{free_port, free_port_range};
 use kpress_tests::raw_batch::split_batches;
 use kpress_tests::{confluent, kafka_old_version, kafka_version, kcat, Compression, KafkaCluster};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
@@ -40,10 +38,6 @@ const RECORDS: usize = 200;
 /// Seeds larger than this are not written: small inputs keep fuzzing fast and the
 /// committed corpora small (`scripts/fuzz.sh` applies the same cap).
 const MAX_SEED_BYTES: usize = 64 << 10;
-
-/// kpress listens on 127.0.0.1 and advertises 127.0.0.2, where the relay listens on
-/// the same ports: every connection a client makes after bootstrap goes through it.
-const ADVERTISED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 /// Two topics get a codec policy, so the segments also hold batches kpress wrote;
 /// every other batch is stored as its client sent it.
@@ -64,29 +58,9 @@ compression.type = "lz4"
 #[ignore = "writes fuzz/corpus/; run by scripts/fuzz.sh --capture"]
 fn capture_fuzz_seeds() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let node_port_base = free_port_range(1);
     let broker = cluster.node_addresses()[0];
-    let config = format!(
-        "[listener]\n\
-         bind = \"{listen}\"\n\
-         advertised_host = \"{ADVERTISED}\"\n\
-         node_port_base = {node_port_base}\n\
-         [upstream]\n\
-         bootstrap_servers = [\"{broker}\"]\n\
-         {RULES}\n"
-    );
-    let proxy = KpressProxy::start(&config, listen).expect("starting kpress");
-    let recording = Recording::new();
-    let relays: Vec<CaptureRelay> = [listen.port(), node_port_base + 1]
-        .into_iter()
-        .map(|port| {
-            let front = SocketAddr::new(IpAddr::V4(ADVERTISED), port);
-            let back = SocketAddr::from(([127, 0, 0, 1], port));
-            CaptureRelay::start(front, back, recording.clone()).expect("starting the relay")
-        })
-        .collect();
-    let bootstrap = relays[0].listen().to_string();
+    let kpress = RecordedKpress::start(&cluster, RULES).expect("starting kpress behind the relays");
+    let bootstrap = kpress.bootstrap();
 
     let records: Vec<Vec<u8>> = Dataset::ApacheAccessLog
         .records()
@@ -165,10 +139,7 @@ fn capture_fuzz_seeds() {
         kcat::consume_partition(&bootstrap, &format!("seed-kcat-{compression}"), 0, &[])
             .expect("kcat consuming");
     }
-    drop(relays);
-    drop(proxy);
-
-    let frames = recording.frames();
+    let frames = kpress.stop().frames();
     let corpus = workspace_root().join("fuzz/corpus");
     let mut written = BTreeMap::new();
     let mut count = |target: &str, n: usize| *written.entry(target.to_owned()).or_insert(0) += n;

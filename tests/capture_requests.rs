@@ -9,18 +9,11 @@
 //! --ignored` captures again (the files are committed).
 
 use kpress_protocol::api_key;
-use kpress_tests::capture::{CaptureRelay, Direction, Recording};
+use kpress_tests::capture::{Direction, RecordedKpress};
 use kpress_tests::data::{write_records, Dataset};
 use kpress_tests::java_client::{JavaClient, ProduceOptions};
-use kpress_tests::kpress::KpressProxy;
 use kpress_tests::paths::workspace_root;
-use kpress_tests::ports::{free_port, free_port_range};
 use kpress_tests::{kafka_version, kcat, Compression, KafkaCluster};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-
-/// kpress listens on 127.0.0.1 and advertises 127.0.0.2, where the relay listens on
-/// the same ports: every connection a client makes after bootstrap goes through it.
-const ADVERTISED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 
 /// Requests kept per run, and the bytes they may add up to (at least one is kept):
 /// enough for a steady per-request figure, small enough to commit.
@@ -31,30 +24,10 @@ const MAX_RUN_BYTES: usize = 200 << 10;
 #[ignore = "writes benches/captured/; needs Kafka, Java and kcat"]
 fn capture_produce_requests() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let node_port_base = free_port_range(1);
-    let broker = cluster.node_addresses()[0];
-    let config = format!(
-        "[listener]\n\
-         bind = \"{listen}\"\n\
-         advertised_host = \"{ADVERTISED}\"\n\
-         node_port_base = {node_port_base}\n\
-         [upstream]\n\
-         bootstrap_servers = [\"{broker}\"]\n\
-         [defaults]\n\
-         compression.type = \"producer\"\n"
-    );
-    let proxy = KpressProxy::start(&config, listen).expect("starting kpress");
-    let recording = Recording::new();
-    let relays: Vec<CaptureRelay> = [listen.port(), node_port_base + 1]
-        .into_iter()
-        .map(|port| {
-            let front = SocketAddr::new(IpAddr::V4(ADVERTISED), port);
-            let back = SocketAddr::from(([127, 0, 0, 1], port));
-            CaptureRelay::start(front, back, recording.clone()).expect("starting the relay")
-        })
-        .collect();
-    let bootstrap = relays[0].listen().to_string();
+    let kpress = RecordedKpress::start(&cluster, "[defaults]\ncompression.type = \"producer\"")
+        .expect("starting kpress behind the relays");
+    let recording = kpress.recording.clone();
+    let bootstrap = kpress.bootstrap();
 
     let java = JavaClient::new(kafka_version());
     let scratch = tempfile::tempdir().expect("temp dir");
@@ -131,7 +104,6 @@ fn capture_produce_requests() {
             ));
         }
     }
-    drop(relays);
-    drop(proxy);
+    drop(kpress);
     println!("captured:\n{}", written.join("\n"));
 }

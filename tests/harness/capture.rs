@@ -1,12 +1,16 @@
 //! A recording TCP relay: it sits between real clients and a Kafka listener (a broker
 //! or `kpress run`), copies bytes both ways untouched, and records every request and
 //! response frame with the API key and version of the request it belongs to. The
-//! fuzz corpora are seeded from these recordings (`capture_corpus.rs`).
+//! fuzz corpora are seeded from these recordings (`capture_corpus.rs`), and the
+//! per-request benches' inputs from them (`capture_requests.rs`).
 
+use crate::cluster::KafkaCluster;
+use crate::kpress::KpressProxy;
+use crate::ports::{free_port, free_port_range};
 use anyhow::Context;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -55,6 +59,64 @@ impl Recording {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(frame);
+    }
+}
+
+/// kpress listens on 127.0.0.1 and advertises 127.0.0.2, where the relays listen on
+/// the same ports: every connection a client makes after bootstrap goes through them.
+const ADVERTISED: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+/// `kpress run` with `rules` in front of a one-node cluster, behind recording relays
+/// on its bootstrap and node ports. Dropped (or [`RecordedKpress::stop`]ped), the
+/// relays stop before kpress.
+#[derive(Debug)]
+pub struct RecordedKpress {
+    relays: Vec<CaptureRelay>,
+    /// Held so kpress runs as long as the relays in front of it.
+    _proxy: KpressProxy,
+    /// Every frame through the relays so far.
+    pub recording: Arc<Recording>,
+}
+
+impl RecordedKpress {
+    pub fn start(cluster: &KafkaCluster, rules: &str) -> anyhow::Result<RecordedKpress> {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let node_port_base = free_port_range(1);
+        let broker = cluster.node_addresses()[0];
+        let config = format!(
+            "[listener]\n\
+             bind = \"{listen}\"\n\
+             advertised_host = \"{ADVERTISED}\"\n\
+             node_port_base = {node_port_base}\n\
+             [upstream]\n\
+             bootstrap_servers = [\"{broker}\"]\n\
+             {rules}\n"
+        );
+        let proxy = KpressProxy::start(&config, listen).context("starting kpress")?;
+        let recording = Recording::new();
+        let relays = [listen.port(), node_port_base + 1]
+            .into_iter()
+            .map(|port| {
+                let front = SocketAddr::new(IpAddr::V4(ADVERTISED), port);
+                let back = SocketAddr::from(([127, 0, 0, 1], port));
+                CaptureRelay::start(front, back, recording.clone())
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(RecordedKpress {
+            relays,
+            _proxy: proxy,
+            recording,
+        })
+    }
+
+    /// The bootstrap clients are given: the relay in front of kpress's listener.
+    pub fn bootstrap(&self) -> String {
+        self.relays[0].listen().to_string()
+    }
+
+    /// Stops the relays, then kpress; what was recorded.
+    pub fn stop(self) -> Arc<Recording> {
+        self.recording.clone()
     }
 }
 
