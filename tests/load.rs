@@ -41,10 +41,10 @@ use kpress_tests::compression::Compression;
 use kpress_tests::cpu_time::run_cpu_timed;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::{kpress_binary, KpressProxy};
+use kpress_tests::kpress::{kpress_binary, recompress_command, KpressProxy, RecompressOptions};
 use kpress_tests::measure::{
-    broker_pid, env_number, kpress_pid, median, peak_rss_mib, publish_report, range,
-    release_kpress, round_order, MIB,
+    alternating_rounds, broker_pid, env_number, kpress_pid, median, peak_rss_mib, publish_report,
+    range, release_kpress, round_order, MIB,
 };
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::raw_produce::produce_by_id_on;
@@ -53,7 +53,6 @@ use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Bytes in the MB of "CPU ms per MB" and "MB/s": 10^6 bytes of record values.
@@ -340,13 +339,9 @@ impl Sample {
 
 /// Runs `rounds` rounds of every route, every other round in reverse order.
 fn rounds(bench: &Bench, rounds: u64, records: u64, throughput: Option<u64>) -> Vec<Vec<Sample>> {
-    let mut samples: Vec<Vec<Sample>> = ROUTES.iter().map(|_| Vec::new()).collect();
-    for round in 0..rounds {
-        for index in round_order(round, ROUTES.len()) {
-            samples[index].push(bench.run(ROUTES[index], records, throughput));
-        }
-    }
-    samples
+    alternating_rounds(rounds, ROUTES.len(), |index| {
+        bench.run(ROUTES[index], records, throughput)
+    })
 }
 
 /// The medians of one route's runs.
@@ -455,22 +450,14 @@ fn time_gzip_providers(rounds: u64) -> Vec<ProviderTiming> {
             if timing.error.is_some() {
                 continue;
             }
-            let mut cmd = Command::new(kpress_binary());
-            cmd.arg("recompress")
-                .arg("--input")
-                .arg(&input)
-                .arg("--output")
-                .arg(&output)
-                .args(["--compression", "gzip"])
-                .args([
-                    "--property",
-                    &format!("compression.gzip.level={GZIP_LEVEL}"),
-                ])
-                .args([
-                    "--property",
-                    &format!("compression.gzip.provider={}", timing.provider),
-                ]);
-            match run_cpu_timed(&mut cmd) {
+            let options = RecompressOptions {
+                properties: vec![
+                    format!("compression.gzip.level={GZIP_LEVEL}"),
+                    format!("compression.gzip.provider={}", timing.provider),
+                ],
+                ..RecompressOptions::default()
+            };
+            match run_cpu_timed(&mut recompress_command(&input, &output, "gzip", &options)) {
                 Ok(run) => {
                     speeds.push(value_bytes as f64 / MB / run.cpu_seconds.max(1e-6));
                     timing.bytes_out = std::fs::metadata(&output).map_or(0, |m| m.len());
@@ -714,15 +701,11 @@ fn load() {
     ));
     let probe_topic_id = topic_id(broker, PROBE_TOPIC);
     let (batch, batch_records, batch_value_bytes) = probe_batch();
-    let mut probe_runs: [Vec<ProbeRun>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..n_rounds {
-        for index in round_order(round, 2) {
-            let addr = [broker, via_kpress][index];
-            let run = probe(addr, probe_topic_id, &batch, round_trips)
-                .unwrap_or_else(|e| panic!("probe of {addr}: {e:#}\n{}", pass.log()));
-            probe_runs[index].push(run);
-        }
-    }
+    let probe_runs = alternating_rounds(n_rounds, 2, |index| {
+        let addr = [broker, via_kpress][index];
+        probe(addr, probe_topic_id, &batch, round_trips)
+            .unwrap_or_else(|e| panic!("probe of {addr}: {e:#}\n{}", pass.log()))
+    });
     let probe_direct = ProbeMedians::of(&probe_runs[0]);
     let probe_kpress = ProbeMedians::of(&probe_runs[1]);
     // Every round trip of each route, the unmeasured ones too, stored one batch.

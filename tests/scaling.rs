@@ -45,7 +45,8 @@ use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy};
 use kpress_tests::measure::{
-    broker_pid, env_number, kpress_pid, median, publish_report, range, release_kpress, MIB,
+    alternating_rounds, broker_pid, env_number, kpress_pid, median, publish_report, range,
+    release_kpress, MIB,
 };
 use kpress_tests::{kafka_version, proc_stat, proc_status, KafkaCluster};
 use std::collections::VecDeque;
@@ -464,19 +465,12 @@ fn scaling() {
     bench.run(&one, (count / 4).max(1));
 
     eprintln!("cores: one connection, {rounds} rounds");
-    let mut on_one = Vec::new();
-    let mut on_two = Vec::new();
-    for round in 0..rounds {
-        let mut order = [("0", &mut on_one), ("0,1", &mut on_two)];
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for (cpus, samples) in order {
-            bench.confine_kpress(cpus);
-            eprintln!(" kpress on CPUs {cpus}:");
-            samples.push(bench.run(&one, count));
-        }
-    }
+    let by_cpus = alternating_rounds(rounds as u64, 2, |index| {
+        let cpus = ["0", "0,1"][index];
+        bench.confine_kpress(cpus);
+        eprintln!(" kpress on CPUs {cpus}:");
+        bench.run(&one, count)
+    });
     bench.confine_kpress("0,1");
 
     // The rest on a fresh kpress each (unconfined), so each peak RSS is its own.
@@ -522,8 +516,8 @@ fn scaling() {
          broker and the load.",
         kafka_version()
     );
-    let one_core = Medians::of("one connection, kpress on CPU 0", &on_one);
-    let two_cores = Medians::of("one connection, kpress on CPUs 0-1", &on_two);
+    let one_core = Medians::of("one connection, kpress on CPU 0", &by_cpus[0]);
+    let two_cores = Medians::of("one connection, kpress on CPUs 0-1", &by_cpus[1]);
     table(
         &mut report,
         &format!("Cores (medians of {rounds} alternating rounds):"),

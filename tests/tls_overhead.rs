@@ -36,8 +36,8 @@ use kpress_tests::kpress::{
     kpress_binary, KpressProxy, KpressSetup, ListenerTlsKeys, UpstreamTlsKeys,
 };
 use kpress_tests::measure::{
-    env_number, kpress_pid, median, peak_rss_mib, publish_report, range, release_kpress,
-    round_order,
+    alternating_rounds, env_number, kpress_pid, median, peak_rss_mib, publish_report, range,
+    release_kpress,
 };
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::tls::ClientSecurity;
@@ -213,14 +213,10 @@ fn rounds(
     records: u64,
     throughput: Option<u64>,
 ) -> Vec<(Route, Vec<Sample>)> {
-    let mut samples: Vec<(Route, Vec<Sample>)> = routes.iter().map(|r| (*r, Vec::new())).collect();
-    for round in 0..rounds {
-        for index in round_order(round, routes.len()) {
-            let sample = bench.run(routes[index], records, throughput);
-            samples[index].1.push(sample);
-        }
-    }
-    samples
+    let samples = alternating_rounds(rounds, routes.len(), |index| {
+        bench.run(routes[index], records, throughput)
+    });
+    routes.iter().copied().zip(samples).collect()
 }
 
 /// The medians of one route's runs.

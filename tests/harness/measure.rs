@@ -56,6 +56,22 @@ pub fn round_order(round: u64, n: usize) -> Vec<usize> {
     order
 }
 
+/// Runs `rounds` rounds of `setups` setups (`run(index)`), every other round in reverse
+/// order; each setup's results in round order.
+pub fn alternating_rounds<T>(
+    rounds: u64,
+    setups: usize,
+    mut run: impl FnMut(usize) -> T,
+) -> Vec<Vec<T>> {
+    let mut results: Vec<Vec<T>> = (0..setups).map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for index in round_order(round, setups) {
+            results[index].push(run(index));
+        }
+    }
+    results
+}
+
 /// The pid of the cluster's first broker: its command line names its server.properties,
 /// next to its data dir.
 pub fn broker_pid(cluster: &KafkaCluster) -> u32 {
