@@ -3,7 +3,8 @@
 //! Records are the dataset's lines, framed as Kafka v2 records (no key, no headers)
 //! by kpress-batch's test builder, grouped into batches of a target size.
 
-use criterion::Criterion;
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use kpress_batch::builder::{encode_records, BatchBuilder, Record};
 use kpress_batch::HEADER_LEN;
 use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
@@ -157,6 +158,23 @@ pub fn alternating(iters: u64, mut measured: impl FnMut(), mut other: impl FnMut
         other();
     }
     total
+}
+
+/// Benches `rewrite` as `name` and the bare-codec floor `bare` as `bare-codecs`, both
+/// for `case`, each timed by [`alternating`] with the other run in between.
+pub fn bench_against_floor(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    case: &str,
+    rewrite: &mut impl FnMut(),
+    bare: &mut impl FnMut(),
+) {
+    group.bench_function(BenchmarkId::new(name, case), |b| {
+        b.iter_custom(|iters| alternating(iters, &mut *rewrite, &mut *bare))
+    });
+    group.bench_function(BenchmarkId::new("bare-codecs", case), |b| {
+        b.iter_custom(|iters| alternating(iters, &mut *bare, &mut *rewrite))
+    });
 }
 
 /// This thread's CPU time so far.

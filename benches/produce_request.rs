@@ -11,7 +11,7 @@ use kpress_batch::{
     Outcome, PassReason, ProduceAllowance, RecompressMode, Recompressor, RecordBatch,
     RewritePolicy, Target,
 };
-use kpress_benches::{alternating, ratio_log, requests_log, short_runs, BareCodecs};
+use kpress_benches::{bench_against_floor, ratio_log, requests_log, short_runs, BareCodecs};
 use kpress_codec::{Codec, CompressionOptions};
 use kpress_config::MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT;
 use kpress_protocol::api_key;
@@ -233,12 +233,7 @@ fn produce_request(c: &mut Criterion) {
                     codecs.recode(batch.codec().expect("a known codec"), batch.bytes());
                 }
             };
-            group.bench_function(BenchmarkId::new("kpress", &label), |b| {
-                b.iter_custom(|iters| alternating(iters, &mut kpress, &mut bare))
-            });
-            group.bench_function(BenchmarkId::new("bare-codecs", &label), |b| {
-                b.iter_custom(|iters| alternating(iters, &mut bare, &mut kpress))
-            });
+            bench_against_floor(&mut group, "kpress", &label, &mut kpress, &mut bare);
         }
         group.finish();
     }

@@ -4,11 +4,11 @@
 //! run in turn within each sample and are timed in this thread's CPU time
 //! (`alternating`), so other processes' load on the shared machine does not count.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kpress_batch::{Outcome, RecompressMode, Recompressor, RewritePolicy, Target};
 use kpress_benches::{
-    alternating, batches, load_dataset, options_with, ratio_log, record_sections, short_runs,
-    BareCodecs,
+    batches, bench_against_floor, load_dataset, options_with, ratio_log, record_sections,
+    short_runs, BareCodecs,
 };
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
 use kpress_codec::{Codec, CompressionOptions};
@@ -81,12 +81,7 @@ fn rewrite(c: &mut Criterion) {
                         codecs.recode(from, batch);
                     }
                 };
-                group.bench_function(BenchmarkId::new("kpress-rewrite", &label), |b| {
-                    b.iter_custom(|iters| alternating(iters, &mut kpress, &mut bare))
-                });
-                group.bench_function(BenchmarkId::new("bare-codecs", &label), |b| {
-                    b.iter_custom(|iters| alternating(iters, &mut bare, &mut kpress))
-                });
+                bench_against_floor(&mut group, "kpress-rewrite", &label, &mut kpress, &mut bare);
             }
             group.finish();
         }
