@@ -24,6 +24,16 @@ fn bench(args: &[&str]) -> Output {
     kpress(&[&["bench"], args].concat())
 }
 
+/// `kpress bench ARGS... --passes 1`: one timed pass keeps a test quick.
+fn quick(args: &[&str]) -> Output {
+    bench(&[args, &["--passes", "1"]].concat())
+}
+
+/// [`quick`] with `--format json`, its document.
+fn quick_json(args: &[&str]) -> Value {
+    json(&quick(&[args, &["--format", "json"]].concat()))
+}
+
 fn json(output: &Output) -> Value {
     assert!(
         output.status.success(),
@@ -40,7 +50,7 @@ fn stderr(output: &Output) -> String {
 #[test]
 fn kip_780_usage_measures_the_codec_with_its_properties() {
     let file = apache_log();
-    let out = bench(&[
+    let doc = quick_json(&[
         "--file",
         &file,
         "--batch-size",
@@ -53,12 +63,7 @@ fn kip_780_usage_measures_the_codec_with_its_properties() {
         "compression.zstd.level=1",
         "--property",
         "compression.zstd.window=0",
-        "--format",
-        "json",
-        "--passes",
-        "1",
     ]);
-    let doc = json(&out);
     assert_eq!(doc["input"]["batch_size"], 10);
     assert_eq!(doc["input"]["batch_count"], 5);
     assert_eq!(doc["input"]["records"], 50);
@@ -79,7 +84,7 @@ fn kip_780_usage_measures_the_codec_with_its_properties() {
 #[test]
 fn the_table_prints_testcompressions_figures_per_candidate() {
     let file = apache_log();
-    let out = bench(&[
+    let out = quick(&[
         "--file",
         &file,
         "--batch-count",
@@ -90,8 +95,6 @@ fn the_table_prints_testcompressions_figures_per_candidate() {
         "gzip:6",
         "--candidate",
         "gzip",
-        "--passes",
-        "1",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -113,7 +116,7 @@ fn the_table_prints_testcompressions_figures_per_candidate() {
 #[test]
 fn batches_by_bytes_as_a_producers_batch_size() {
     let file = apache_log();
-    let out = bench(&[
+    let doc = quick_json(&[
         "--file",
         &file,
         "--batch-bytes",
@@ -122,12 +125,7 @@ fn batches_by_bytes_as_a_producers_batch_size() {
         "4",
         "--candidate",
         "zstd:3",
-        "--format",
-        "json",
-        "--passes",
-        "1",
     ]);
-    let doc = json(&out);
     assert_eq!(doc["input"]["batch_size"], Value::Null);
     assert_eq!(doc["input"]["batch_bytes"], 16384);
     let r = &doc["results"][0];
@@ -143,7 +141,7 @@ fn batches_by_bytes_as_a_producers_batch_size() {
 #[test]
 fn a_record_per_file_with_csv() {
     let dir = datasets().display().to_string();
-    let out = bench(&[
+    let out = quick(&[
         "--dir",
         &dir,
         "--record-per-file",
@@ -155,8 +153,6 @@ fn a_record_per_file_with_csv() {
         "snappy",
         "--format",
         "csv",
-        "--passes",
-        "1",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -170,18 +166,7 @@ fn a_record_per_file_with_csv() {
 #[test]
 fn the_matrix_is_sorted_by_size_with_a_pareto_front() {
     let file = apache_log();
-    let out = bench(&[
-        "--file",
-        &file,
-        "--batch-count",
-        "2",
-        "--matrix",
-        "--format",
-        "json",
-        "--passes",
-        "1",
-    ]);
-    let doc = json(&out);
+    let doc = quick_json(&["--file", &file, "--batch-count", "2", "--matrix"]);
     let results = doc["results"].as_array().unwrap();
     assert!(results.len() >= 40, "{}", results.len());
     let sizes: Vec<u64> = results
@@ -221,7 +206,7 @@ fn plots_are_written_as_svg_and_png() {
     let svg = dir.path().join("plot.svg");
     let png = dir.path().join("plot.png");
     let file = apache_log();
-    let out = bench(&[
+    let out = quick(&[
         "--file",
         &file,
         "--batch-count",
@@ -232,8 +217,6 @@ fn plots_are_written_as_svg_and_png() {
         "zstd:9",
         "--candidate",
         "lz4:9",
-        "--passes",
-        "1",
         "--plot",
         svg.to_str().unwrap(),
         "--plot",
@@ -285,15 +268,13 @@ fn a_segment_is_measured_as_stored_and_damaged_batches_are_reported() {
     std::fs::write(&path, &segment).unwrap();
     let seg = path.display().to_string();
 
-    let out = bench(&[
+    let out = quick(&[
         "--segment",
         &seg,
         "--candidate",
         "zstd:3",
         "--format",
         "json",
-        "--passes",
-        "1",
     ]);
     let doc = json(&out);
     assert_eq!(doc["input"]["segment"], seg.as_str());
@@ -320,7 +301,7 @@ fn a_segment_is_measured_as_stored_and_damaged_batches_are_reported() {
     assert_eq!(r["raw_bytes"], stored["raw_bytes"]);
 
     // As stored only, as a table.
-    let out = bench(&["--segment", &seg, "--passes", "1"]);
+    let out = quick(&["--segment", &seg]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
