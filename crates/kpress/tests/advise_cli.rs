@@ -77,19 +77,16 @@ fn text_block(text: &str) -> &str {
 
 const QUICK: &str = "gzip:6,gzip:1,zstd:3,zstd:1,lz4:9,snappy,none";
 
+/// `advise --dir DIR --candidates QUICK EXTRA...`.
+fn advise_quick<'a>(dir: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    [&["advise", "--dir", dir, "--candidates", QUICK], extra].concat()
+}
+
 #[test]
 fn dataset_size_goal_ranks_explains_and_prints_a_rule_check_config_accepts() {
     let dir = dataset(3000);
     let path = dir.path().to_str().unwrap();
-    let text = ok(&[
-        "advise",
-        "--dir",
-        path,
-        "--candidates",
-        QUICK,
-        "--topic",
-        "logs.*",
-    ]);
+    let text = ok(&advise_quick(path, &["--topic", "logs.*"]));
     assert!(text.contains("3000 records"), "{text}");
     // One sentence per candidate, each naming what it stores and how fast it runs.
     for spec in QUICK.split(',') {
@@ -106,7 +103,7 @@ fn dataset_size_goal_ranks_explains_and_prints_a_rule_check_config_accepts() {
     );
     assert_policy_accepts(block);
 
-    let report = json(&["advise", "--dir", path, "--candidates", QUICK]);
+    let report = json(&advise_quick(path, &[]));
     let ranking = report["ranking"].as_array().unwrap();
     assert_eq!(ranking.len(), 7);
     // Size: eligible ones by ratio, `none` last (it stores no less than uncompressed).
@@ -127,15 +124,7 @@ fn dataset_size_goal_ranks_explains_and_prints_a_rule_check_config_accepts() {
 fn speed_goal_and_floors_choose_within_them() {
     let dir = dataset(2000);
     let path = dir.path().to_str().unwrap();
-    let speed = json(&[
-        "advise",
-        "--dir",
-        path,
-        "--candidates",
-        QUICK,
-        "--goal",
-        "speed",
-    ]);
+    let speed = json(&advise_quick(path, &["--goal", "speed"]));
     let ranking = speed["ranking"].as_array().unwrap();
     let speeds: Vec<f64> = ranking
         .iter()
@@ -146,7 +135,7 @@ fn speed_goal_and_floors_choose_within_them() {
     assert_ne!(speed["choice"], "none");
 
     // A CPU ceiling between gzip:1's cost and the fastest's keeps gzip out.
-    let size = json(&["advise", "--dir", path, "--candidates", QUICK]);
+    let size = json(&advise_quick(path, &[]));
     let cost = |spec: &str| {
         size["ranking"]
             .as_array()
@@ -158,15 +147,10 @@ fn speed_goal_and_floors_choose_within_them() {
             .unwrap()
     };
     let ceiling = (cost("lz4:9").max(cost("snappy")) * 1.5).min(cost("gzip:1") * 0.9);
-    let floored = json(&[
-        "advise",
-        "--dir",
+    let floored = json(&advise_quick(
         path,
-        "--candidates",
-        QUICK,
-        "--max-cpu-ms-per-mb",
-        &ceiling.to_string(),
-    ]);
+        &["--max-cpu-ms-per-mb", &ceiling.to_string()],
+    ));
     for r in floored["ranking"].as_array().unwrap() {
         let eligible = r["eligible"] == true;
         assert_eq!(
