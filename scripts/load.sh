@@ -97,11 +97,11 @@ fi
     echo "${recompression_note:-recompression_vs_java: no report (see the output above)}"
   fi
   echo
+  echo "## Scaling with cores"
+  echo
   if [ -z "$scaling_note" ] && [ -s "$work/scaling.md" ]; then
     cat "$work/scaling.md"
   else
-    echo "## Scaling with cores"
-    echo
     echo "${scaling_note:-scaling: no report (see the output above)}"
   fi
 } >"$work/report.md"
