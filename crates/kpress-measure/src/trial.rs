@@ -96,6 +96,16 @@ pub fn trial(
     let mut decompressor = Decompressor::with_options(candidate.options());
     let mut compressed: Vec<Vec<u8>> = vec![Vec::new(); sections.len()];
     let mut decompressed = Vec::new();
+    // One section's output back into `decompressed`, bounded by the section's size.
+    let mut decompress_one = |section: &RecordsSection, payload: &[u8], into: &mut Vec<u8>| {
+        into.clear();
+        decompressor
+            .decompress(codec, payload, section.records.len(), into)
+            .map_err(|source| MeasureError::Decompress {
+                candidate: candidate.clone(),
+                source,
+            })
+    };
     let mut compress = Duration::MAX;
     let mut decompress = Duration::MAX;
     for _ in 0..passes.max(1) {
@@ -117,24 +127,12 @@ pub fn trial(
 
         let start = thread_cpu_time();
         for (section, payload) in sections.iter().zip(&compressed) {
-            decompressed.clear();
-            decompressor
-                .decompress(codec, payload, section.records.len(), &mut decompressed)
-                .map_err(|source| MeasureError::Decompress {
-                    candidate: candidate.clone(),
-                    source,
-                })?;
+            decompress_one(section, payload, &mut decompressed)?;
         }
         decompress = decompress.min(thread_cpu_time() - start);
     }
     for (section, payload) in sections.iter().zip(&compressed) {
-        decompressed.clear();
-        decompressor
-            .decompress(codec, payload, section.records.len(), &mut decompressed)
-            .map_err(|source| MeasureError::Decompress {
-                candidate: candidate.clone(),
-                source,
-            })?;
+        decompress_one(section, payload, &mut decompressed)?;
         if decompressed != section.records {
             return Err(MeasureError::RoundTrip {
                 candidate: candidate.clone(),
