@@ -8,6 +8,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
 use kpress_batch::builder::{encode_records, BatchBuilder, Record};
 use kpress_batch::HEADER_LEN;
 use kpress_codec::{Codec, CompressionOptions, Compressor, Decompressor};
+use kpress_measure::thread_cpu_time;
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -175,18 +176,6 @@ pub fn bench_against_floor(
     group.bench_function(BenchmarkId::new("bare-codecs", case), |b| {
         b.iter_custom(|iters| alternating(iters, &mut *bare, &mut *rewrite))
     });
-}
-
-/// This thread's CPU time so far.
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Appends how many requests one iteration of a case handles to

@@ -54,12 +54,7 @@ pub fn run_cpu_timed(cmd: &mut Command) -> anyhow::Result<TimedRun> {
 
 /// CPU seconds the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_seconds() -> f64 {
-    // SAFETY: an all-zero timespec is a valid value of this plain C struct.
-    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: `now` is valid for writes; the clock id is a constant Linux provides.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    now.tv_sec as f64 + now.tv_nsec as f64 / 1e9
+    kpress_measure::thread_cpu_time().as_secs_f64()
 }
 
 #[cfg(test)]

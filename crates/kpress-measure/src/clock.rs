@@ -1,10 +1,11 @@
 //! The calling thread's CPU time: what one core spent, whatever else the machine runs.
+//! The one reading of the clock kpress's trials, rewrite metrics and benches share.
 
 use std::time::Duration;
 
 /// CPU time consumed by the calling thread so far.
 #[cfg(unix)]
-pub(crate) fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -20,7 +21,7 @@ pub(crate) fn thread_cpu_time() -> Duration {
 
 /// Wall time since the first call, where no thread CPU clock exists.
 #[cfg(not(unix))]
-pub(crate) fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     use std::sync::OnceLock;
     use std::time::Instant;
     static START: OnceLock<Instant> = OnceLock::new();

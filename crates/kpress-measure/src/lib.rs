@@ -22,6 +22,7 @@ mod section;
 mod segment;
 mod trial;
 
+pub use clock::thread_cpu_time;
 pub use error::MeasureError;
 pub use kpress_codec::{Candidate, Codec};
 pub use matrix::{matrix, pareto_front};

@@ -15,6 +15,7 @@ use kpress_batch::{
     batches, pass_without_codec_work, Outcome, PassReason, PolicyLookup, ProduceAllowance,
     Recompressor, RewritePolicy, Target,
 };
+use kpress_measure::thread_cpu_time;
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics::{self, BatchCount, BatchFate};
@@ -208,23 +209,6 @@ fn records_declared(records: &[u8]) -> u64 {
         .map_while(Result::ok)
         .map(|batch| u64::try_from(batch.records_count()).unwrap_or(0))
         .sum()
-}
-
-/// This thread's CPU time so far (zero where the clock cannot be read).
-pub(crate) fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec; clock_gettime only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(
-        u64::try_from(now.tv_sec).unwrap_or(0),
-        u32::try_from(now.tv_nsec).unwrap_or(0),
-    )
 }
 
 /// At most one log line per pass reason per interval; the lines held back are counted

@@ -31,7 +31,7 @@ use kpress_codec::{Codec, Compressor, Decompressor};
 use kpress_config::{Limits, ShadowSettings, SHADOW_CPU_WINDOW};
 
 use crate::metrics::{self, ShadowResult};
-use crate::produce::thread_cpu_time;
+use kpress_measure::thread_cpu_time;
 
 /// [`metrics::SHADOW_SKIPPED`] reasons.
 pub(crate) const SKIPPED_QUEUE_FULL: &str = "queue_full";
