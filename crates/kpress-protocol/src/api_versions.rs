@@ -6,39 +6,23 @@
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::ApiVersionsResponse;
 
-use crate::api_key;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::response::{encode, guarded_decode, ResponseObserver};
 use crate::wire::Reader;
-use crate::{cluster, coordinator, endpoints, metadata, produce};
+use crate::{api, api_key};
 
 const API: &str = "ApiVersions";
-pub(crate) const API_VERSIONS_MIN_VERSION: i16 = 0;
+pub(crate) const API_VERSIONS_MIN_VERSION: i16 = api::parsed(api_key::API_VERSIONS).min;
 /// The newest ApiVersions version kpress parses. A client asking for a newer
 /// one gets kpress's own answer ([`answer_unsupported_api_versions`]).
-pub const API_VERSIONS_MAX_VERSION: i16 = 4;
-const FIRST_FLEXIBLE: i16 = 3;
+pub const API_VERSIONS_MAX_VERSION: i16 = api::parsed(api_key::API_VERSIONS).max;
+const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::API_VERSIONS);
 /// Kafka's UNSUPPORTED_VERSION error code.
 const UNSUPPORTED_VERSION: i16 = 35;
 
-/// The highest version kpress parses, per API key it parses.
-pub const PARSED_MAX_VERSIONS: [(i16, i16); 8] = [
-    (api_key::PRODUCE, produce::PRODUCE_MAX_VERSION),
-    (api_key::FETCH, endpoints::FETCH_MAX_VERSION),
-    (api_key::METADATA, metadata::METADATA_MAX_VERSION),
-    (
-        api_key::FIND_COORDINATOR,
-        coordinator::FIND_COORDINATOR_MAX_VERSION,
-    ),
-    (api_key::API_VERSIONS, API_VERSIONS_MAX_VERSION),
-    (
-        api_key::DESCRIBE_CLUSTER,
-        cluster::DESCRIBE_CLUSTER_MAX_VERSION,
-    ),
-    (api_key::SHARE_FETCH, endpoints::SHARE_VERSION),
-    (api_key::SHARE_ACKNOWLEDGE, endpoints::SHARE_VERSION),
-];
+/// The highest version kpress parses, per API key it parses (from [`crate::api`]).
+pub const PARSED_MAX_VERSIONS: [(i16, i16); 8] = api::PARSED_MAX_VERSIONS;
 
 /// The version an ApiVersions response body is actually encoded in: a broker
 /// that does not support the requested version answers UNSUPPORTED_VERSION in

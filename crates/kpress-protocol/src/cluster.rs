@@ -6,10 +6,11 @@ use kafka_protocol::messages::DescribeClusterResponse;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::response::{encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
+use crate::{api, api_key};
 
 const API: &str = "DescribeCluster";
-pub(crate) const DESCRIBE_CLUSTER_MIN_VERSION: i16 = 0;
-pub(crate) const DESCRIBE_CLUSTER_MAX_VERSION: i16 = 2;
+const DESCRIBE_CLUSTER_MIN_VERSION: i16 = api::parsed(api_key::DESCRIBE_CLUSTER).min;
+const DESCRIBE_CLUSTER_MAX_VERSION: i16 = api::parsed(api_key::DESCRIBE_CLUSTER).max;
 
 pub(crate) fn rewrite_describe_cluster_response(
     api_version: i16,

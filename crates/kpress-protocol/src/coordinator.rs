@@ -7,11 +7,12 @@ use kafka_protocol::messages::FindCoordinatorResponse;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::response::{encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
+use crate::{api, api_key};
 
 const API: &str = "FindCoordinator";
-pub(crate) const FIND_COORDINATOR_MIN_VERSION: i16 = 0;
-pub(crate) const FIND_COORDINATOR_MAX_VERSION: i16 = 6;
-const FIRST_FLEXIBLE: i16 = 3;
+const FIND_COORDINATOR_MIN_VERSION: i16 = api::parsed(api_key::FIND_COORDINATOR).min;
+const FIND_COORDINATOR_MAX_VERSION: i16 = api::parsed(api_key::FIND_COORDINATOR).max;
+const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::FIND_COORDINATOR);
 /// FindCoordinator v4 answers for a list of keys (KIP-699).
 const FIRST_LIST: i16 = 4;
 

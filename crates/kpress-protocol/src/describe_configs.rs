@@ -8,17 +8,17 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
-use crate::api_key;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::response::{encode_failed, guarded_decode};
 use crate::wire::Reader;
+use crate::{api, api_key};
 
 const API: &str = "DescribeConfigs";
 /// v0 is gone from Kafka 4.0; v1 (Kafka 1.1+) reports each value's source.
 pub const DESCRIBE_CONFIGS_MIN_VERSION: i16 = 1;
 pub const DESCRIBE_CONFIGS_MAX_VERSION: i16 = 4;
-const FIRST_FLEXIBLE: i16 = 4;
+const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::DESCRIBE_CONFIGS);
 /// Kafka's `ConfigResource.Type.TOPIC`.
 const TOPIC_RESOURCE: i8 = 2;
 

@@ -15,18 +15,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use crate::api_key;
 use crate::error::{check_version, malformed_response, ProtocolError, WireError};
 use crate::response::{encode_failed, replace_address, ResponseObserver};
 use crate::wire::{put_uvarint, Reader, TaggedField};
+use crate::{api, api_key};
 
-const PRODUCE_FIRST_NODE_ENDPOINTS: i16 = 10;
-const FETCH_FIRST_NODE_ENDPOINTS: i16 = 16;
-const FETCH_MIN_VERSION: i16 = 4;
-pub(crate) const FETCH_MAX_VERSION: i16 = 18;
-/// The only ShareFetch and ShareAcknowledge version kafka-protocol 0.18 knows
-/// (KIP-932; v0 was early access in Kafka 4.0).
-pub(crate) const SHARE_VERSION: i16 = 1;
 const NODE_ENDPOINTS_TAG: u32 = 0;
 /// node_id, empty host, port, null rack, no tagged fields.
 const MIN_ENDPOINT: usize = 4 + 1 + 4 + 1 + 1;
@@ -72,8 +65,7 @@ enum Location<'a> {
 /// A response kind that may carry `NodeEndpoints`.
 struct Kind {
     api: &'static str,
-    min: i16,
-    max: i16,
+    versions: api::Versions,
     first_with_endpoints: i16,
     find: FindEndpoints,
     rewrite: RewriteEndpoints,
@@ -93,43 +85,34 @@ fn kind(api_key: i16) -> Option<Kind> {
     Some(match api_key {
         api_key::PRODUCE => Kind {
             api: "Produce",
-            min: crate::produce::PRODUCE_MIN_VERSION,
-            max: crate::produce::PRODUCE_MAX_VERSION,
-            first_with_endpoints: PRODUCE_FIRST_NODE_ENDPOINTS,
+            versions: api::parsed(api_key::PRODUCE),
+            first_with_endpoints: api::node_addresses_from(api_key::PRODUCE),
             find: find_produce_node_endpoints,
             rewrite: rewrite_endpoints::<produce_response::NodeEndpoint>,
         },
         api_key::FETCH => Kind {
             api: "Fetch",
-            min: FETCH_MIN_VERSION,
-            max: FETCH_MAX_VERSION,
-            first_with_endpoints: FETCH_FIRST_NODE_ENDPOINTS,
+            versions: api::parsed(api_key::FETCH),
+            first_with_endpoints: api::node_addresses_from(api_key::FETCH),
             find: find_fetch_node_endpoints,
             rewrite: rewrite_endpoints::<fetch_response::NodeEndpoint>,
         },
         api_key::SHARE_FETCH => Kind {
             api: "ShareFetch",
-            min: SHARE_VERSION,
-            max: SHARE_VERSION,
-            first_with_endpoints: SHARE_VERSION,
+            versions: api::parsed(api_key::SHARE_FETCH),
+            first_with_endpoints: api::node_addresses_from(api_key::SHARE_FETCH),
             find: find_share_fetch_node_endpoints,
             rewrite: rewrite_endpoints::<share_fetch_response::NodeEndpoint>,
         },
         api_key::SHARE_ACKNOWLEDGE => Kind {
             api: "ShareAcknowledge",
-            min: SHARE_VERSION,
-            max: SHARE_VERSION,
-            first_with_endpoints: SHARE_VERSION,
+            versions: api::parsed(api_key::SHARE_ACKNOWLEDGE),
+            first_with_endpoints: api::node_addresses_from(api_key::SHARE_ACKNOWLEDGE),
             find: find_share_acknowledge_node_endpoints,
             rewrite: rewrite_endpoints::<share_acknowledge_response::NodeEndpoint>,
         },
         _ => return None,
     })
-}
-
-/// Whether responses to `api_key` at `api_version` can carry `NodeEndpoints`.
-pub(crate) fn may_carry_node_endpoints(api_key: i16, api_version: i16) -> bool {
-    kind(api_key).is_some_and(|kind| api_version >= kind.first_with_endpoints)
 }
 
 pub(crate) fn rewrite_node_endpoints(
@@ -141,7 +124,7 @@ pub(crate) fn rewrite_node_endpoints(
     let Some(kind) = kind(api_key) else {
         return Ok(None);
     };
-    check_version(kind.api, api_version, kind.min, kind.max)?;
+    check_version(kind.api, api_version, kind.versions.min, kind.versions.max)?;
     if api_version < kind.first_with_endpoints {
         return Ok(None);
     }

@@ -3,6 +3,13 @@
 //! calls in here for the few messages kpress changes; everything else is
 //! relayed as raw bytes.
 //!
+//! # Per-API facts
+//!
+//! [`api`] is the one registry of what kpress knows per API key: the first
+//! flexible version, the versions kpress parses, and from which version
+//! responses carry broker node addresses. Frame headers, the ApiVersions cap
+//! and every parser read their versions from it.
+//!
 //! # Requests (from clients: hostile input)
 //!
 //! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
@@ -61,6 +68,7 @@
 //! [`frame`] (size-prefixed frames, request header peeking) belongs to the
 //! proxy's I/O side.
 
+pub mod api;
 pub mod api_key;
 mod api_versions;
 mod cluster;

@@ -8,15 +8,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use uuid::Uuid;
 
-use crate::api_key;
 use crate::error::{check_version, malformed_response, ProtocolError, WireError};
 use crate::response::{encode_failed, ResponseObserver};
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
+use crate::{api, api_key};
 
 const API: &str = "Metadata";
-pub(crate) const METADATA_MIN_VERSION: i16 = 0;
-pub(crate) const METADATA_MAX_VERSION: i16 = 13;
-const FIRST_FLEXIBLE: i16 = 9;
+const METADATA_MIN_VERSION: i16 = api::parsed(api_key::METADATA).min;
+pub(crate) const METADATA_MAX_VERSION: i16 = api::parsed(api_key::METADATA).max;
+const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::METADATA);
 /// Metadata v10 is the first to carry topic ids (in responses and requests).
 const FIRST_TOPIC_ID: i16 = 10;
 

@@ -17,13 +17,14 @@ use bytes::{BufMut, BytesMut};
 use crate::error::{self, malformed_request, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
+use crate::{api, api_key};
 
 const API: &str = "Produce";
 /// Produce v3 is the first with RecordBatch v2 only; v13 is kafka-protocol 0.18's newest.
-pub const PRODUCE_MIN_VERSION: i16 = 3;
-pub const PRODUCE_MAX_VERSION: i16 = 13;
+pub const PRODUCE_MIN_VERSION: i16 = api::parsed(api_key::PRODUCE).min;
+pub const PRODUCE_MAX_VERSION: i16 = api::parsed(api_key::PRODUCE).max;
 /// Produce v9 is the first flexible version (compact strings, tagged fields).
-const FIRST_FLEXIBLE: i16 = 9;
+const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::PRODUCE);
 /// Produce v13 names topics by id (KIP-516).
 const FIRST_TOPIC_ID: i16 = 13;
 

@@ -32,11 +32,7 @@ pub trait ResponseObserver {
 /// Whether a response to `api_key` at `api_version` may need rewriting; the
 /// proxy relays every other response without looking at it.
 pub fn rewrites_response(api_key: i16, api_version: i16) -> bool {
-    match api_key {
-        api_key::METADATA | api_key::FIND_COORDINATOR | api_key::DESCRIBE_CLUSTER => true,
-        api_key::API_VERSIONS => true,
-        _ => endpoints::may_carry_node_endpoints(api_key, api_version),
-    }
+    crate::api::rewrites_response(api_key, api_version)
 }
 
 /// Rewrites a response body (after the response header). Returns the new

@@ -10,11 +10,11 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::ResponseError;
 
 use super::{bounded_text, Mechanism, SaslError, MAX_MESSAGE_CHARS, MAX_NAME_CHARS};
-use crate::api_key;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::response::{encode_failed, guarded_decode};
 use crate::wire::{LengthPrefix, Reader};
+use crate::{api, api_key};
 
 const HANDSHAKE_API: &str = "SaslHandshake";
 const AUTHENTICATE_API: &str = "SaslAuthenticate";
@@ -31,7 +31,7 @@ pub const SASL_AUTHENTICATE_VERSION: i16 = 1;
 /// SaslAuthenticate versions [`parse_authenticate_response`] reads.
 const AUTHENTICATE_MIN_VERSION: i16 = 0;
 const AUTHENTICATE_MAX_VERSION: i16 = 2;
-const AUTHENTICATE_FIRST_FLEXIBLE: i16 = 2;
+const AUTHENTICATE_FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::SASL_AUTHENTICATE);
 /// SaslAuthenticate v1 added `session_lifetime_ms`.
 const AUTHENTICATE_FIRST_LIFETIME: i16 = 1;
 
