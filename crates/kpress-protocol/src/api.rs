@@ -90,6 +90,11 @@ pub const fn facts(api_key: i16) -> Option<&'static ApiFacts> {
     Some(&APIS[api_key as usize])
 }
 
+/// Every API key Kafka defines, with its facts.
+pub fn all() -> impl Iterator<Item = (i16, &'static ApiFacts)> {
+    (0i16..).zip(APIS.iter())
+}
+
 /// The first flexible version of a known API; for constants of the modules that parse
 /// it (a compile error for an API that is never flexible or unknown).
 pub(crate) const fn first_flexible(api_key: i16) -> i16 {

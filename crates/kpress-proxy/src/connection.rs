@@ -1,77 +1,46 @@
 //! One proxied connection: client frames relayed to one upstream broker connection,
-//! responses relayed back in order.
+//! responses relayed back in order. It knows no Kafka API by name: what becomes of each
+//! request and response is the business of the handler of its API (`handler`).
 //!
-//! Three parts run together. The reading part reads a frame (its bytes granted by the
-//! budget as they arrive) and turns it into a step in request order: a frame to
-//! forward as it is, a Produce rewrite started on a task of its own, or an answer
-//! kpress gives itself. The writing part takes the steps in that order, waits for each
-//! rewrite, notes which response to expect, and forwards. So the Produce requests a
-//! client pipelines are rewritten on as many cores as there are rewrite slots, and
-//! still reach the broker in the order sent. The response part takes the next
-//! expected response, reads it, rewrites broker addresses where needed, and relays
-//! it. Kafka answers requests in order on a connection, so a FIFO of pending
-//! responses is the whole response state; Produce with acks=0 gets no entry because
-//! the broker sends nothing back, and a request kpress answers itself gets its
-//! response in the same FIFO, so order holds.
+//! Three parts run together on the connection's task. The reading part reads a frame
+//! (its bytes granted by the budget as they arrive) and asks its handler for a step in
+//! request order: a frame to forward, work to finish first (started at once, on a task
+//! of its own), or an answer kpress gives itself. The writing part takes the steps in
+//! that order, waits for each one's work, notes which response to expect, and
+//! forwards. So the Produce requests a client pipelines are rewritten on as many cores
+//! as there are work slots, and still reach the broker in the order sent. The response
+//! part takes the next expected response, reads it, asks the handler for its step, and
+//! relays the result, waiting for its work if it has some. Kafka answers requests in
+//! order on a connection, so a FIFO of pending responses is the whole response state;
+//! Produce with acks=0 gets no entry because the broker sends nothing back, and a
+//! request kpress answers itself gets its response in the same FIFO, so order holds.
+//! A request's [`RequestContext`] travels through that FIFO to its response step.
 //!
-//! Generic over both streams, which may be TLS (`transport`). A client's SASL frames
-//! are relayed like any other; kpress only watches them to know when the connection has
-//! authenticated, for `rewrite_before_auth`.
+//! Generic over both streams, which may be TLS (`transport`).
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
-use kpress_protocol::api_key;
-use kpress_protocol::frame::{
-    peek_request_header, response_correlation_id, response_header_len, RequestHeader,
-    SIZE_PREFIX_LEN,
-};
-use kpress_protocol::sasl::AuthProgress;
-use kpress_protocol::{
-    answer_unsupported_api_versions, produce_acks, rewrite_response, rewrites_response,
-    Fault as ProtocolFault,
-};
+use bytes::BytesMut;
+use kpress_protocol::frame::{peek_request_header, response_correlation_id};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::{mpsc, watch};
 
-use crate::budget::{BudgetPermit, ConnectionPool, Direction};
-use crate::cluster::AddressObserver;
+use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame, write_frame, Frame, ReadFrameError};
-use crate::listeners::ensure_node_listeners;
-use crate::metrics::{self, BatchFate};
-use crate::produce::{rewrite_produce, try_without_codec_work, ProduceRewrite, RewriteLimits};
-use crate::shared::{Shared, UpstreamTarget};
-use crate::topic_ids::LookupResult;
-
-/// A response the broker owes, in request order.
-#[derive(Debug, Clone, Copy)]
-struct Expected {
-    api_key: i16,
-    api_version: i16,
-    correlation_id: i32,
-    /// When kpress began forwarding the request, for the upstream latency.
-    forwarded: Instant,
-}
+use crate::frame_io::{read_frame, write_frame, ReadFrameError};
+use crate::handler::{ConnectionContext, Message, RequestContext, RequestStep, ResponseStep, Work};
+use crate::metrics;
 
 /// What the response part relays next.
 #[derive(Debug)]
 enum Pending {
-    /// A response the broker owes.
-    Broker(Expected),
+    /// A response the broker owes, to this request.
+    Broker(RequestContext),
     /// A response kpress wrote itself (the request was not forwarded), with its
     /// budget bytes.
     Local(BytesMut, BudgetPermit),
-}
-
-/// Who this connection serves, for logs and for kpress's own upstream requests.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnectionInfo {
-    pub(crate) client: SocketAddr,
-    pub(crate) upstream: UpstreamTarget,
 }
 
 /// Relays frames between `client` and `upstream` until the client leaves, either side
@@ -79,14 +48,14 @@ pub(crate) struct ConnectionInfo {
 pub(crate) async fn serve<C, U>(
     client: C,
     upstream: U,
-    shared: Arc<Shared>,
-    info: ConnectionInfo,
+    conn: ConnectionContext,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let conn = Arc::new(conn);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
     let (pending_tx, pending_rx) = mpsc::unbounded_channel();
@@ -94,17 +63,7 @@ where
     // Requests read and not yet done with (not yet forwarded, or their response not
     // yet relayed): while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
-    // Watched only when batches wait for authentication.
-    let auth = (!shared.rewrite_before_auth).then(|| Mutex::new(AuthProgress::default()));
-    let reading = read_requests(
-        &mut client_read,
-        steps_tx,
-        &owed,
-        auth.as_ref(),
-        &shared,
-        &info,
-        &mut shutdown,
-    );
+    let reading = read_requests(&mut client_read, steps_tx, &owed, &conn, &mut shutdown);
     let writing = write_requests(
         &mut upstream_write,
         steps_rx,
@@ -112,15 +71,14 @@ where
             pending: pending_tx,
             owed: &owed,
         },
-        shared.frame_limits().frame_timeout,
+        conn.shared.limits.frame_timeout,
     );
     let responses = relay_responses(
         &mut upstream_read,
         &mut client_write,
         pending_rx,
         &owed,
-        auth.as_ref(),
-        &shared,
+        &conn,
     );
     tokio::try_join!(reading, writing, responses)?;
     // Every expected response was relayed; tell the client we are done.
@@ -129,48 +87,35 @@ where
 }
 
 /// Requests a connection queues behind the one being forwarded; reading stops while
-/// the queue is full. Their Produce rewrites run at once (each holding a rewrite slot
-/// while it runs), so a client pipelining requests has them recompressed on several
-/// cores. Their bytes count in the connection's budget like any frame's, so this only
-/// caps how many.
+/// the queue is full. Their work runs at once (each holding a work slot while it runs
+/// on a CPU), so a client pipelining requests has them recompressed on several cores.
+/// Their bytes count in the connection's budget like any frame's, so this only caps
+/// how many.
 const READ_AHEAD_REQUESTS: usize = 8;
 
 /// One request read, in its place in the connection's order.
 enum Step {
     /// kpress answers it itself, with these bytes and their budget.
     Answer(BytesMut, BudgetPermit),
-    /// Forwarded once ready; `expects_response` is false for Produce with acks=0.
+    /// Forwarded once ready.
     Forward {
-        header: RequestHeader,
-        expects_response: bool,
+        request: RequestContext,
         next: Outgoing,
     },
 }
 
-/// A request's bytes for the broker: ready, or being rewritten.
+/// A request's bytes for the broker: ready, or being worked on.
 enum Outgoing {
-    Ready(Forward),
-    Rewriting(RewriteTask),
+    Ready(Message),
+    Later(Work),
 }
 
 impl Outgoing {
-    async fn ready(self) -> Result<Forward, ConnectionError> {
+    async fn ready(self) -> Result<Message, ConnectionError> {
         match self {
-            Outgoing::Ready(forward) => Ok(forward),
-            Outgoing::Rewriting(mut task) => (&mut task.0)
-                .await
-                .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?,
+            Outgoing::Ready(message) => Ok(message),
+            Outgoing::Later(work) => work.finish().await,
         }
-    }
-}
-
-/// A Produce rewrite on a task of its own; stopped if the connection ends before it
-/// is forwarded, so a closed connection's rewrites do not hold rewrite slots.
-struct RewriteTask(tokio::task::JoinHandle<Result<Forward, ConnectionError>>);
-
-impl Drop for RewriteTask {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -194,27 +139,26 @@ impl Queue<'_> {
     }
 }
 
-/// Reads the client's requests and turns each into a [`Step`], in order; Produce
-/// rewrites start here and run while later requests are read.
+/// Reads the client's requests and turns each into a [`Step`], in order; their work
+/// starts here and runs while later requests are read.
 async fn read_requests<C>(
     client: &mut ReadHalf<C>,
     steps: mpsc::Sender<Step>,
     owed: &AtomicUsize,
-    auth: Option<&Mutex<AuthProgress>>,
-    shared: &Arc<Shared>,
-    info: &ConnectionInfo,
+    conn: &Arc<ConnectionContext>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
-    let pool = shared.connection_pool(Direction::Request);
+    let shared = &conn.shared;
+    let pool = &conn.requests_pool;
     let limits = shared.frame_limits();
     loop {
         let read = tokio::select! {
             // A frame cut off by shutdown is lost with the connection; the client resends.
             _ = shutdown.wait_for(|stopping| *stopping) => return Ok(()),
-            read = read_frame(client, limits, &pool, Some(shared.idle_timeout)) => read,
+            read = read_frame(client, limits, pool, Some(shared.limits.idle_timeout)) => read,
         };
         let frame = match read {
             // Idle only while nothing is owed: a long JoinGroup is not idleness.
@@ -226,12 +170,24 @@ where
         };
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
         metrics::request(header.api_key);
-        if header.api_key == api_key::SASL_HANDSHAKE && header.api_version == 0 {
-            // v0 is followed by SASL tokens without Kafka headers, which kpress cannot
-            // tell from requests; relaying them blind could let broker addresses through.
-            return Err(ConnectionError::LegacySaslHandshake);
-        }
-        let step = request_step(frame, header, &pool, auth, shared, info).await?;
+        let mut request = RequestContext::new(header);
+        let step = match shared.handlers.request_step(conn, &mut request, frame)? {
+            RequestStep::Answer(answer) => {
+                let permit = pool
+                    .acquire(answer.len())
+                    .await
+                    .map_err(ConnectionError::OverBudget)?;
+                Step::Answer(answer, permit)
+            }
+            RequestStep::Forward(message) => Step::Forward {
+                request,
+                next: Outgoing::Ready(message),
+            },
+            RequestStep::Later(work) => Step::Forward {
+                request,
+                next: Outgoing::Later(work),
+            },
+        };
         owed.fetch_add(1, Ordering::Relaxed);
         if steps.send(step).await.is_err() {
             // The writing part failed; its error is what try_join reports.
@@ -240,105 +196,7 @@ where
     }
 }
 
-/// The largest Produce frame checked on the connection's task for codec work: a batch
-/// passed through still has its CRC checked (about 0.1 ms per MiB), which larger
-/// requests do on the blocking pool so the reactor thread is never held long.
-const MAX_INLINE_FRAME_BYTES: usize = 1 << 20;
-
-/// What becomes of one request: answered here, forwarded as read, or rewritten first
-/// (on a task of its own, unless none of its batches takes codec work).
-async fn request_step(
-    frame: Frame,
-    header: RequestHeader,
-    pool: &ConnectionPool,
-    auth: Option<&Mutex<AuthProgress>>,
-    shared: &Arc<Shared>,
-    info: &ConnectionInfo,
-) -> Result<Step, ConnectionError> {
-    // An ApiVersions newer than kpress parses is answered here, as a broker answers
-    // a version it does not know, so the client retries lower instead of looping.
-    if let Some(answer) =
-        answer_unsupported_api_versions(header.api_key, header.api_version, header.correlation_id)
-    {
-        let permit = pool
-            .acquire(answer.len())
-            .await
-            .map_err(ConnectionError::OverBudget)?;
-        drop(frame);
-        metrics::answered_locally("ApiVersions");
-        return Ok(Step::Answer(answer, permit));
-    }
-    let authenticated = match (auth, header.header_len) {
-        (Some(auth), Some(header_len)) => {
-            let body = frame.body().get(header_len..).unwrap_or_default();
-            let mut auth = auth.lock().unwrap_or_else(PoisonError::into_inner);
-            auth.on_request(header.api_key, header.api_version, body);
-            auth.is_authenticated()
-        }
-        _ => true,
-    };
-    let forward = |expects_response, next| Step::Forward {
-        header,
-        expects_response,
-        next,
-    };
-    let Some(header_len) = header
-        .header_len
-        .filter(|_| header.api_key == api_key::PRODUCE)
-    else {
-        return Ok(forward(true, Outgoing::Ready(Forward::Original(frame))));
-    };
-    let body = frame.body().get(header_len..).unwrap_or_default();
-    if let Some(acks) = legacy_produce_acks(body, header.api_version) {
-        // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
-        metrics::produce_not_read("legacy_message_set", frame.bytes.len());
-        return Ok(forward(
-            acks != 0,
-            Outgoing::Ready(Forward::Original(frame)),
-        ));
-    }
-    let acks = produce_acks(body, header.api_version).map_err(ConnectionError::ProduceAcks)?;
-    // acks=0: the broker answers nothing, so nothing may be awaited.
-    let expects_response = acks != 0;
-    if !authenticated {
-        // The broker refuses it anyway; kpress spends no CPU on it.
-        metrics::produce_not_rewritten("before_auth");
-        metrics::produce_not_read("before_auth", frame.bytes.len());
-        return Ok(forward(
-            expects_response,
-            Outgoing::Ready(Forward::Original(frame)),
-        ));
-    }
-    // No codec work: no task, rewrite slot or blocking thread to wait for.
-    let started = Instant::now();
-    let inline = if frame.bytes.len() <= MAX_INLINE_FRAME_BYTES {
-        try_without_codec_work(
-            &frame.bytes[SIZE_PREFIX_LEN..],
-            header_len,
-            header.api_version,
-            rewrite_limits(shared),
-            &shared.policy(),
-            &|id| shared.cluster.topic_name(id),
-        )
-    } else {
-        None
-    };
-    if let Some(rewrite) = inline {
-        metrics::produce_rewrite_times(Duration::ZERO, started.elapsed());
-        let original = finish_rewrite(frame, Ok(rewrite), header, pool, shared)?;
-        return Ok(forward(expects_response, Outgoing::Ready(original)));
-    }
-    let (pool, shared, info) = (pool.clone(), Arc::clone(shared), info.clone());
-    let task = tokio::spawn(async move {
-        rewrite_produce_frame(frame, header, header_len, &pool, &shared, &info).await
-    });
-    Ok(forward(
-        expects_response,
-        Outgoing::Rewriting(RewriteTask(task)),
-    ))
-}
-
-/// Forwards the steps in request order, each once its rewrite is done, queueing the
+/// Forwards the steps in request order, each once its work is done, queueing the
 /// responses to expect in the same order.
 async fn write_requests<U>(
     upstream: &mut WriteHalf<U>,
@@ -350,232 +208,44 @@ where
     U: AsyncRead + AsyncWrite + Unpin,
 {
     while let Some(step) = steps.recv().await {
-        let (header, expects_response, next) = match step {
+        let (mut request, next) = match step {
             Step::Answer(bytes, permit) => {
                 queue.push(Pending::Local(bytes, permit));
                 continue;
             }
-            Step::Forward {
-                header,
-                expects_response,
-                next,
-            } => (header, expects_response, next),
+            Step::Forward { request, next } => (request, next),
         };
-        let forward = next.ready().await?;
+        let message = next.ready().await?;
+        let expects_response = request.expects_response();
         if expects_response {
-            queue.push(Pending::Broker(Expected {
-                api_key: header.api_key,
-                api_version: header.api_version,
-                correlation_id: header.correlation_id,
-                forwarded: Instant::now(),
-            }));
+            request.note_forwarded();
+            queue.push(Pending::Broker(request));
         }
-        write_frame(upstream, forward.bytes(), frame_timeout)
+        write_frame(upstream, message.bytes(), frame_timeout)
             .await
             .map_err(ConnectionError::broker_write)?;
         if !expects_response {
             queue.forget();
         }
-        // Dropping `forward` releases its budget bytes.
+        // Dropping `message` releases its budget bytes.
     }
     Ok(())
 }
 
-/// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
-/// 3.x), where it is the first field of the body; `None` for any other version.
-fn legacy_produce_acks(body: &[u8], api_version: i16) -> Option<i16> {
-    if !(0..3).contains(&api_version) {
-        return None;
-    }
-    // A body too short to hold acks: the broker refuses it and answers or closes.
-    let acks = body
-        .first_chunk::<2>()
-        .map_or(-1, |a| i16::from_be_bytes(*a));
-    Some(acks)
-}
-
-/// The bytes to forward, and the budget permits that count them.
-#[derive(Debug)]
-enum Forward {
-    Original(Frame),
-    Rewritten {
-        bytes: BytesMut,
-        _permit: BudgetPermit,
-    },
-}
-
-impl Forward {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Forward::Original(frame) => &frame.bytes,
-            Forward::Rewritten { bytes, .. } => bytes,
-        }
-    }
-}
-
-/// Rewrites a Produce frame on a blocking thread; has unknown v13 topic ids named by
-/// the proxy's lookup task (waiting briefly) and retries. Any problem forwards the
-/// original bytes: the broker answers the client as it would without kpress.
-async fn rewrite_produce_frame(
-    frame: Frame,
-    header: RequestHeader,
-    header_len: usize,
-    pool: &ConnectionPool,
-    shared: &Arc<Shared>,
-    info: &ConnectionInfo,
-) -> Result<Forward, ConnectionError> {
-    let (frame, result) = run_rewrite(frame, header, header_len, shared).await?;
-    let to_resolve = match &result {
-        Ok(rewrite) => shared.cluster.ids_to_resolve(&rewrite.unknown_topic_ids),
-        Err(_) => Vec::new(),
-    };
-    if to_resolve.is_empty() {
-        return finish_rewrite(frame, result, header, pool, shared);
-    }
-    if shared.topic_ids.lookup(shared, to_resolve).await == LookupResult::NotInTime {
-        tracing::debug!(
-            client = %info.client,
-            upstream = %info.upstream,
-            "Produce v13 topic ids not named in time; their batches go untouched"
-        );
-        return finish_rewrite(frame, result, header, pool, shared);
-    }
-    // Once more, now that the ids may have names.
-    let (frame, retried) = run_rewrite(frame, header, header_len, shared).await?;
-    finish_rewrite(frame, retried, header, pool, shared)
-}
-
-fn finish_rewrite(
-    frame: Frame,
-    result: Result<ProduceRewrite, kpress_protocol::ProtocolError>,
-    header: RequestHeader,
-    pool: &ConnectionPool,
-    shared: &Shared,
-) -> Result<Forward, ConnectionError> {
-    let mut rewrite = match result {
-        Ok(rewrite) => rewrite,
-        Err(err) => {
-            match err.fault() {
-                ProtocolFault::Proxy => tracing::warn!(
-                    correlation_id = header.correlation_id,
-                    error = %err,
-                    "kpress could not re-encode a Produce request; forwarding it untouched"
-                ),
-                _ => tracing::debug!(
-                    correlation_id = header.correlation_id,
-                    error = %err,
-                    "Produce request not parsed; forwarding it untouched for the broker to answer"
-                ),
-            }
-            metrics::produce_not_read("unparsed", frame.bytes.len());
-            return Ok(Forward::Original(frame));
-        }
-    };
-    let unknown = rewrite.unknown_topic_ids.len() + rewrite.unknown_topic_ids_omitted;
-    if unknown > 0 {
-        metrics::unknown_topic_ids(unknown);
-    }
-    let record_metrics = |rewrite: &ProduceRewrite, dropped| {
-        rewrite.record_metrics(
-            &shared.topic_labels,
-            |topic| shared.is_known_topic(topic),
-            dropped,
-        )
-    };
-    if rewrite.over_max_frame {
-        metrics::rewrite_dropped(metrics::DROPPED_MAX_FRAME_BYTES);
-        record_metrics(&rewrite, Some(BatchFate::DroppedOverMaxFrame));
-        tracing::debug!(
-            correlation_id = header.correlation_id,
-            "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
-        );
-        return Ok(Forward::Original(frame));
-    }
-    let Some(bytes) = rewrite.frame.take() else {
-        record_metrics(&rewrite, None);
-        return Ok(Forward::Original(frame));
-    };
-    // The output is counted too; if the budget has no room for it right now, the
-    // original goes (waiting here while holding the input could deadlock the pool).
-    let Some(permit) = pool.try_acquire(bytes.len()) else {
-        metrics::rewrite_dropped(metrics::DROPPED_BUDGET);
-        record_metrics(&rewrite, Some(BatchFate::DroppedNoBudget));
-        tracing::debug!(
-            correlation_id = header.correlation_id,
-            "no in-flight budget for a rewritten Produce request; forwarding the original"
-        );
-        return Ok(Forward::Original(frame));
-    };
-    record_metrics(&rewrite, None);
-    tracing::trace!(
-        correlation_id = header.correlation_id,
-        batches = rewrite.rewritten_batches(),
-        bytes_in = frame.bytes.len(),
-        bytes_out = bytes.len(),
-        "rewrote Produce request"
-    );
-    drop(frame);
-    Ok(Forward::Rewritten {
-        bytes,
-        _permit: permit,
-    })
-}
-
-type RewriteResult = Result<ProduceRewrite, kpress_protocol::ProtocolError>;
-
-fn rewrite_limits(shared: &Shared) -> RewriteLimits {
-    RewriteLimits {
-        max_request_decompressed_bytes: shared.max_request_decompressed_bytes,
-        max_frame_bytes: shared.max_frame_bytes,
-    }
-}
-
-/// Runs the CPU-bound rewrite on tokio's blocking pool; the frame travels there and back.
-async fn run_rewrite(
-    frame: Frame,
-    header: RequestHeader,
-    header_len: usize,
-    shared: &Arc<Shared>,
-) -> Result<(Frame, RewriteResult), ConnectionError> {
-    let queued = Instant::now();
-    // The semaphore is never closed; a slot is held until the rewrite is done.
-    let slot = Arc::clone(&shared.rewrite_slots)
-        .acquire_owned()
-        .await
-        .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?;
-    let shared = Arc::clone(shared);
-    tokio::task::spawn_blocking(move || {
-        let _slot = slot;
-        let started = Instant::now();
-        let policies = shared.policy();
-        let result = rewrite_produce(
-            &frame.bytes[SIZE_PREFIX_LEN..],
-            header_len,
-            header.api_version,
-            rewrite_limits(&shared),
-            &policies,
-            &|id| shared.cluster.topic_name(id),
-        );
-        metrics::produce_rewrite_times(started - queued, started.elapsed());
-        (frame, result)
-    })
-    .await
-    .map_err(|err| ConnectionError::RewriteTask(err.to_string()))
-}
-
+/// Relays the responses in request order, each as its handler says.
 async fn relay_responses<C, U>(
     upstream: &mut ReadHalf<U>,
     client: &mut WriteHalf<C>,
     mut pending: mpsc::UnboundedReceiver<Pending>,
     owed: &AtomicUsize,
-    auth: Option<&Mutex<AuthProgress>>,
-    shared: &Arc<Shared>,
+    conn: &Arc<ConnectionContext>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let pool = shared.connection_pool(Direction::Response);
+    let shared = &conn.shared;
+    let pool = &conn.responses_pool;
     let limits = shared.frame_limits();
     loop {
         // While no response is owed, the broker may only close (idle timeout, its own
@@ -594,7 +264,7 @@ where
                 });
             }
         };
-        let next = match next {
+        let mut request = match next {
             None => return Ok(()),
             Some(Pending::Local(bytes, _permit)) => {
                 write_frame(client, &bytes, limits.frame_timeout)
@@ -603,35 +273,31 @@ where
                 owed.fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
-            Some(Pending::Broker(next)) => next,
+            Some(Pending::Broker(request)) => request,
         };
-        let frame = read_frame(upstream, limits, &pool, None)
+        let frame = read_frame(upstream, limits, pool, None)
             .await
             .map_err(ConnectionError::from_broker_read)?
             .ok_or(ConnectionError::BrokerClosed {
-                correlation_id: next.correlation_id,
+                correlation_id: request.correlation_id(),
             })?;
-        shared.status.upstream_answered();
-        metrics::upstream_latency(next.api_key, next.forwarded.elapsed());
+        shared.lifecycle.status.upstream_answered();
+        if let Some(forwarded) = request.forwarded() {
+            metrics::upstream_latency(request.api_key(), forwarded.elapsed());
+        }
         let received =
             response_correlation_id(frame.body()).map_err(ConnectionError::BrokerFrame)?;
-        if received != next.correlation_id {
+        if received != request.correlation_id() {
             return Err(ConnectionError::CorrelationMismatch {
-                expected: next.correlation_id,
+                expected: request.correlation_id(),
                 received,
             });
         }
-        if let Some(auth) = auth {
-            note_response(auth, &frame, next)?;
-        }
-        let rewritten = if rewrites_response(next.api_key, next.api_version) {
-            rewrite_addresses(&frame, next, shared)?
-        } else {
-            None
-        };
-        match rewritten {
-            Some(bytes) => {
-                drop(frame);
+        match shared.handlers.response_step(conn, &mut request, frame)? {
+            ResponseStep::Relay(message) => {
+                write_frame(client, message.bytes(), limits.frame_timeout).await
+            }
+            ResponseStep::Replace(bytes) => {
                 // Held only while writing; waiting is safe as nothing else is held.
                 let _permit = pool
                     .acquire(bytes.len())
@@ -639,71 +305,14 @@ where
                     .map_err(ConnectionError::OverBudget)?;
                 write_frame(client, &bytes, limits.frame_timeout).await
             }
-            None => write_frame(client, &frame.bytes, limits.frame_timeout).await,
+            ResponseStep::Later(work) => {
+                let message = work.finish().await?;
+                write_frame(client, message.bytes(), limits.frame_timeout).await
+            }
         }
         .map_err(ConnectionError::client_write)?;
         owed.fetch_sub(1, Ordering::Relaxed);
     }
-}
-
-/// Tells the connection's authentication progress about a response.
-fn note_response(
-    auth: &Mutex<AuthProgress>,
-    frame: &Frame,
-    expected: Expected,
-) -> Result<(), ConnectionError> {
-    let body = frame.body();
-    let Some(header_len) = response_header_len(expected.api_key, expected.api_version, body)
-        .map_err(ConnectionError::BrokerFrame)?
-    else {
-        // An API kpress does not know: not SASL, so only "answered" matters.
-        auth.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .on_response(expected.api_key, expected.api_version, &[]);
-        return Ok(());
-    };
-    auth.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .on_response(expected.api_key, expected.api_version, &body[header_len..]);
-    Ok(())
-}
-
-/// The response with every broker address replaced by kpress's, or `None` if it needs
-/// no change. Listeners for newly seen nodes are bound before it is relayed. Anything
-/// that would let a real broker address through is an error that closes the connection.
-fn rewrite_addresses(
-    frame: &Frame,
-    expected: Expected,
-    shared: &Arc<Shared>,
-) -> Result<Option<BytesMut>, ConnectionError> {
-    let body = frame.body();
-    let header_len = response_header_len(expected.api_key, expected.api_version, body)
-        .map_err(ConnectionError::BrokerFrame)?
-        // Only known API keys are rewritten, so the header length is known.
-        .unwrap_or(4);
-    let mut observer = AddressObserver::new(&shared.cluster);
-    let new_body = rewrite_response(
-        expected.api_key,
-        expected.api_version,
-        &body[header_len..],
-        &mut observer,
-    )
-    .map_err(ConnectionError::Response)?;
-    if let Some(problem) = observer.problems.into_iter().next() {
-        return Err(ConnectionError::Listener(problem));
-    }
-    ensure_node_listeners(shared, &observer.nodes_without_listener)
-        .map_err(ConnectionError::Listener)?;
-    let Some(new_body) = new_body else {
-        return Ok(None);
-    };
-    let size = header_len + new_body.len();
-    let size = i32::try_from(size).map_err(|_| ConnectionError::ResponseTooLarge(size))?;
-    let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + size as usize);
-    out.put_i32(size);
-    out.put_slice(&body[..header_len]);
-    out.put_slice(&new_body);
-    Ok(Some(out))
 }
 
 #[cfg(test)]
@@ -712,12 +321,14 @@ mod tests {
     //! frame by frame (tests/proxy.rs runs a real broker).
 
     use super::*;
+    use crate::budget::Direction;
     use crate::error::Fault;
-    use crate::shared::SharedConfig;
+    use crate::shared::{Shared, SharedConfig, UpstreamTarget};
     use crate::ProxySettings;
     use kpress_batch::builder::{BatchBuilder, Record};
     use kpress_batch::{PolicyLookup, RewritePolicy};
     use kpress_codec::{Codec, CompressionOptions};
+    use std::net::SocketAddr;
     use std::net::{IpAddr, Ipv4Addr};
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
@@ -764,15 +375,15 @@ mod tests {
         let (client, proxy_client_side) = tokio::io::duplex(1 << 16);
         let (proxy_broker_side, broker) = tokio::io::duplex(1 << 16);
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let info = ConnectionInfo {
-            client: SocketAddr::from(([127, 0, 0, 1], 5555)),
-            upstream: UpstreamTarget::Bootstrap,
-        };
+        let conn = ConnectionContext::new(
+            shared,
+            SocketAddr::from(([127, 0, 0, 1], 5555)),
+            UpstreamTarget::Bootstrap,
+        );
         let task = tokio::spawn(serve(
             proxy_client_side,
             proxy_broker_side,
-            shared,
-            info,
+            conn,
             shutdown_rx,
         ));
         Harness {
@@ -1517,8 +1128,8 @@ mod tests {
         let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
         let shared = shared_from(policy, settings);
         // Every rewrite slot taken: the Produce waits to be rewritten past the timeout.
-        let slots = shared.rewrite_slots.available_permits() as u32;
-        let held = Arc::clone(&shared.rewrite_slots)
+        let slots = shared.work_slots.0.available_permits() as u32;
+        let held = Arc::clone(&shared.work_slots.0)
             .acquire_many_owned(slots)
             .await
             .unwrap();
@@ -1548,8 +1159,8 @@ mod tests {
         let policy = RewritePolicy::to_codec(Codec::Gzip, CompressionOptions::default());
         let shared = shared_with(policy, 1 << 22, 30000);
         // Every rewrite slot taken: only a request that needs none goes on.
-        let slots = shared.rewrite_slots.available_permits() as u32;
-        let held = Arc::clone(&shared.rewrite_slots)
+        let slots = shared.work_slots.0.available_permits() as u32;
+        let held = Arc::clone(&shared.work_slots.0)
             .acquire_many_owned(slots)
             .await
             .unwrap();

@@ -23,17 +23,23 @@ const CHUNK_BYTES: usize = 64 << 10;
 /// frames grow from there.
 const FIRST_CAPACITY: usize = 1 << 20;
 
-/// A frame as read: its size prefix and body, and the budget bytes it holds.
+/// A frame as read: its size prefix and body, and the budget bytes it holds (released
+/// when it is dropped).
 #[derive(Debug)]
-pub(crate) struct Frame {
+pub struct Frame {
     /// Size prefix followed by the body, ready to be written on unchanged.
     pub(crate) bytes: BytesMut,
     pub(crate) _permit: BudgetPermit,
 }
 
 impl Frame {
+    /// The whole frame, size prefix included.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The frame body (request or response header, then the message).
-    pub(crate) fn body(&self) -> &[u8] {
+    pub fn body(&self) -> &[u8] {
         &self.bytes[SIZE_PREFIX_LEN..]
     }
 }

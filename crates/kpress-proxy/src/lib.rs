@@ -1,4 +1,4 @@
-//! The tokio I/O of the kpress proxy.
+//! The kpress proxy: tokio I/O, and what kpress does per Kafka API.
 //!
 //! [`run`] learns the brokers from a bootstrap server, then serves a bootstrap listener
 //! and one listener per broker node (node N on port `node_port_base + N`), or, in SNI
@@ -7,16 +7,21 @@
 //! bootstrap server, from a node's listener (or name) to that node. Either side may be
 //! TLS (`transport`); clients' SASL is relayed untouched, and kpress's own side
 //! connections log in with credentials of their own. Frames are relayed as raw
-//! bytes, in order, with correlation ids untouched; Produce batches are recompressed
-//! into each topic's policy codec (off the reactor), and every response that carries
-//! broker addresses is rewritten to kpress's, so no real broker address reaches a
-//! client. All frames in flight share one memory budget. With `[shadow]`, a sample of
-//! each topic's batches is also trial-compressed with candidate codecs on low-priority
-//! threads, only to be counted ([`shadow`]). The rules and the trials change live as
-//! one [`PolicySnapshot`]: each Produce request is rewritten and sampled under one.
+//! bytes, in order, with correlation ids untouched. What kpress does beyond relaying is
+//! decided per API by the [`handler`]s the proxy is built with ([`Handlers`], see
+//! [`run_with`]): kpress's own recompress Produce batches into each topic's policy
+//! codec (off the reactor), answer and cap ApiVersions, and rewrite every response that
+//! carries broker addresses to kpress's, so no real broker address reaches a client.
+//! All frames in flight share one memory budget, and CPU work in either direction one
+//! set of work slots. With `[shadow]`, a sample of each topic's batches is also
+//! trial-compressed with candidate codecs on low-priority threads, only to be counted
+//! ([`shadow`]). The rules and the trials change live as one [`PolicySnapshot`]: each
+//! Produce request is rewritten and sampled under one. [`ClusterClient`] is a Kafka
+//! client for kpress's own questions to the cluster (`kpress doctor`).
 //!
 //! The Kafka parsing is in `kpress-protocol` (sans-IO) and the batch rewrite in
-//! `kpress-batch`; this crate only does I/O, scheduling and bookkeeping.
+//! `kpress-batch`; this crate holds the I/O, the scheduling, the per-API handlers that
+//! call into them, and the bookkeeping (metrics, budget).
 
 use std::fmt;
 use std::future::Future;
@@ -27,16 +32,17 @@ use std::time::Duration;
 use kpress_batch::PolicyLookup;
 use tokio::sync::watch;
 
-mod admin_client;
+mod apis;
 mod budget;
 mod cluster;
+mod cluster_client;
 mod connection;
 mod error;
 mod frame_io;
+pub mod handler;
 mod listeners;
 pub mod metrics;
 mod probe;
-mod produce;
 mod routing;
 pub mod shadow;
 mod shared;
@@ -46,11 +52,17 @@ mod topic_ids;
 mod transport;
 mod upstream;
 
-pub use admin_client::{
-    AdminClient, AdminConnector, AdminError, AdvertisedBroker, ApiMaxVersions, ClusterView,
-    Reachability, Stage,
+pub use cluster_client::{
+    AdvertisedBroker, ApiMaxVersions, ClusterClient, ClusterClientError, ClusterConnector,
+    ClusterView, Reachability, Stage,
+};
+/// Former names of [`ClusterClient`], [`ClusterConnector`] and [`ClusterClientError`].
+pub use cluster_client::{
+    ClusterClient as AdminClient, ClusterClientError as AdminError,
+    ClusterConnector as AdminConnector,
 };
 pub use error::ProxyError;
+pub use handler::Handlers;
 pub use kpress_config::{HostPattern, NodeRouting};
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
 pub use kpress_protocol::{ConfigEntry, ConfigSource, TopicConfigs};
@@ -230,6 +242,19 @@ pub async fn run<F>(settings: ProxySettings, controls: Controls<F>) -> Result<()
 where
     F: Future<Output = ()> + Send,
 {
+    run_with(settings, controls, Handlers::kpress()).await
+}
+
+/// [`run`] with `handlers` in place of kpress's own ([`Handlers::kpress`], to which
+/// handlers for more APIs may be registered).
+pub async fn run_with<F>(
+    settings: ProxySettings,
+    controls: Controls<F>,
+    handlers: Handlers,
+) -> Result<(), ProxyError>
+where
+    F: Future<Output = ()> + Send,
+{
     let Controls {
         shutdown,
         reload_tls: mut reload,
@@ -241,6 +266,7 @@ where
         policies,
         status: Arc::clone(&status),
         settings: settings.clone(),
+        handlers,
     })?;
     if matches!(&settings.upstream_tls, Some(tls) if !tls.verify) {
         tracing::warn!(
@@ -401,7 +427,7 @@ async fn discover(shared: &Arc<Shared>) -> Result<Vec<i32>, ProxyError> {
                     &[],
                     shared.frame_limits(),
                     shared.budget.pool(Direction::Response),
-                    &shared.status,
+                    &shared.lifecycle.status,
                     &mut observer,
                 )
                 .await

@@ -10,8 +10,9 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cluster::node_port;
-use crate::connection::{self, ConnectionInfo};
+use crate::connection;
 use crate::error::{ConnectionError, ProxyError};
+use crate::handler::ConnectionContext;
 use crate::metrics;
 use crate::shared::Shared;
 use crate::transport::ListenerRole;
@@ -36,14 +37,14 @@ pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Resu
         }
         let port = node_port(*node_port_base, node_id)?;
         let listener = bind(
-            SocketAddr::new(shared.listen_ip, port),
+            SocketAddr::new(shared.transport.listen_ip, port),
             &format!("broker node {node_id}"),
-            shared.reuse_port,
+            shared.transport.reuse_port,
         )?;
         tracing::info!(
             node_id,
             addr = %listener.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-            tls = shared.acceptor.is_tls(),
+            tls = shared.transport.acceptor.is_tls(),
             "serving broker node"
         );
         listening.insert(node_id);
@@ -56,7 +57,7 @@ pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Resu
 pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, role: ListenerRole) {
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let mut shutdown = shared.shutdown.clone();
+        let mut shutdown = shared.lifecycle.shutdown.clone();
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.wait_for(|stopping| *stopping) => break,
@@ -64,13 +65,14 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
             };
             match accepted {
                 Ok((client, peer))
-                    if *shared.open_connections.borrow() >= shared.max_connections =>
+                    if *shared.lifecycle.open_connections.borrow()
+                        >= shared.limits.max_connections =>
                 {
                     metrics::connection_refused("max_connections");
                     // Debug only: a flood of connections must not flood the log too.
                     tracing::debug!(
                         client = %peer,
-                        max_connections = shared.max_connections,
+                        max_connections = shared.limits.max_connections,
                         "refusing a connection: [limits] max_connections are open"
                     );
                     drop(client);
@@ -93,28 +95,19 @@ fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, r
     tracing::info!(client = %peer, listener = role.label(), "connection accepted");
     tokio::spawn(async move {
         let shared = Arc::clone(&guard.shared);
-        let mut abort = shared.abort.clone();
+        let mut abort = shared.lifecycle.abort.clone();
         let proxied = async {
             let _ = client.set_nodelay(true);
             // The handshake is bounded like a frame: a client that opens a connection
             // and says nothing holds only its socket, and not for long.
             let (client, target) = shared
+                .transport
                 .acceptor
-                .accept(client, role, &shared.cluster, shared.frame_timeout)
+                .accept(client, role, &shared.cluster, shared.limits.frame_timeout)
                 .await?;
             let upstream = shared.connect_upstream(&target).await?;
-            let info = ConnectionInfo {
-                client: peer,
-                upstream: target,
-            };
-            connection::serve(
-                client,
-                upstream,
-                Arc::clone(&shared),
-                info,
-                shared.shutdown.clone(),
-            )
-            .await
+            let conn = ConnectionContext::new(Arc::clone(&shared), peer, target);
+            connection::serve(client, upstream, conn, shared.lifecycle.shutdown.clone()).await
         };
         let result = tokio::select! {
             result = proxied => result,
@@ -176,7 +169,7 @@ struct OpenConnection {
 
 impl OpenConnection {
     fn new(shared: Arc<Shared>, role: ListenerRole) -> OpenConnection {
-        shared.open_connections.send_modify(|n| *n += 1);
+        shared.lifecycle.open_connections.send_modify(|n| *n += 1);
         metrics::connection_opened(role.label());
         OpenConnection { shared }
     }
@@ -184,7 +177,10 @@ impl OpenConnection {
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.shared.open_connections.send_modify(|n| *n -= 1);
+        self.shared
+            .lifecycle
+            .open_connections
+            .send_modify(|n| *n -= 1);
         metrics::connection_closed();
     }
 }

@@ -1,6 +1,7 @@
-//! State every listener and connection shares: the policy, what kpress knows of the
-//! cluster, the memory budget, the transport, and the shutdown signals. Listeners and
-//! their connections' lifecycle are `listeners.rs`'s.
+//! State every listener and connection shares, one struct per concern: the policy, what
+//! kpress knows of the cluster and its own requests to it, the limits, the memory
+//! budget, the work slots, the transport, the lifecycle (status, shutdown), and the
+//! handlers per API. Listeners and their connections' lifecycle are `listeners.rs`'s.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -8,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::Cluster;
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
+use crate::handler::Handlers;
 use crate::metrics::{self, TopicLabels};
 use crate::routing::SniRouting;
 use crate::status::ProxyStatus;
@@ -40,13 +42,53 @@ impl fmt::Display for UpstreamTarget {
     }
 }
 
-/// Everything the proxy's tasks share.
+/// Everything the proxy's tasks share, by concern.
 pub(crate) struct Shared {
-    /// The policy in force; the binary swaps in a new snapshot on reload.
-    policies: watch::Receiver<PolicySnapshot>,
-    pub(crate) status: Arc<ProxyStatus>,
+    /// The policy in force and what it decides per connection.
+    pub(crate) policy: PolicyState,
+    /// What kpress knows of the cluster: nodes, their listeners, topic names.
     pub(crate) cluster: Cluster,
+    /// kpress's own requests to the cluster (naming Produce v13 topic ids), on a side
+    /// connection of their own; handlers reach them through their connection context.
+    pub(crate) cluster_requests: TopicIdResolver,
+    pub(crate) limits: Limits,
+    /// The bytes of all frames in flight.
     pub(crate) budget: Budget,
+    /// The global slots for CPU work off the async threads.
+    pub(crate) work_slots: WorkSlots,
+    /// How clients are accepted and brokers reached.
+    pub(crate) transport: Transport,
+    pub(crate) lifecycle: Lifecycle,
+    /// What kpress does per Kafka API.
+    pub(crate) handlers: Handlers,
+}
+
+/// The policy in force, and the settings that go with it.
+pub(crate) struct PolicyState {
+    /// The binary swaps in a new snapshot on reload.
+    policies: watch::Receiver<PolicySnapshot>,
+    pub(crate) topic_labels: TopicLabels,
+    /// Whether a connection's batches are rewritten before it authenticated (SASL).
+    pub(crate) rewrite_before_auth: bool,
+}
+
+impl PolicyState {
+    /// The policy in force now: one snapshot serves a whole Produce request, its
+    /// rewrite and its shadow sampling.
+    pub(crate) fn snapshot(&self) -> PolicySnapshot {
+        self.policies.borrow().clone()
+    }
+
+    /// Whether a rule names `topic` (the brokers may, too: see
+    /// [`Shared::is_known_topic`]).
+    fn has_rule_for(&self, topic: &str) -> bool {
+        self.policies.borrow().rules.has_rule_for(topic)
+    }
+}
+
+/// The limits every connection works within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
     pub(crate) max_frame_bytes: usize,
     pub(crate) frame_timeout: Duration,
     /// A client connection with nothing to read and no response owed this long closes.
@@ -55,26 +97,49 @@ pub(crate) struct Shared {
     max_connection_inflight_bytes: usize,
     /// What all batches of one Produce request may decompress to together.
     pub(crate) max_request_decompressed_bytes: usize,
-    /// One slot per CPU for Produce rewrites: they are CPU-bound, so more at once
-    /// would only add blocking threads and the memory of their buffers.
-    pub(crate) rewrite_slots: Arc<Semaphore>,
-    pub(crate) topic_labels: TopicLabels,
-    pub(crate) topic_ids: TopicIdResolver,
-    bootstrap_servers: Vec<String>,
-    pub(crate) listen_ip: IpAddr,
-    /// Node listeners share their ports with other kpress processes (`SO_REUSEPORT`).
-    pub(crate) reuse_port: bool,
     pub(crate) max_connections: usize,
-    /// How client connections are taken: plain or TLS, by port or by SNI name.
+}
+
+/// One slot per CPU for CPU work off the async threads (Produce rewrites, and any
+/// handler's work in either direction): the work is CPU-bound, so more at once would
+/// only add blocking threads and the memory of their buffers.
+#[derive(Debug)]
+pub(crate) struct WorkSlots(pub(crate) Arc<Semaphore>);
+
+impl WorkSlots {
+    fn new() -> WorkSlots {
+        WorkSlots(Arc::new(Semaphore::new(work_threads())))
+    }
+
+    /// Waits for a slot; held until the permit drops.
+    pub(crate) async fn acquire(&self) -> Result<OwnedSemaphorePermit, ConnectionError> {
+        // The semaphore is never closed.
+        Arc::clone(&self.0)
+            .acquire_owned()
+            .await
+            .map_err(|err| ConnectionError::RewriteTask(err.to_string()))
+    }
+}
+
+/// How client connections are taken and broker connections opened.
+pub(crate) struct Transport {
+    /// Plain or TLS, by port or by SNI name.
     pub(crate) acceptor: Acceptor,
-    /// How broker connections are opened: plain or TLS.
+    /// Plain or TLS.
     pub(crate) connector: Connector,
     listener_tls: Option<Arc<ServerTls>>,
     upstream_tls: Option<Arc<ClientTls>>,
     /// kpress's own credentials, for its side connections only.
     pub(crate) upstream_sasl: Option<SaslLogin>,
-    /// Whether a connection's batches are rewritten before it authenticated (SASL).
-    pub(crate) rewrite_before_auth: bool,
+    bootstrap_servers: Vec<String>,
+    pub(crate) listen_ip: IpAddr,
+    /// Node listeners share their ports with other kpress processes (`SO_REUSEPORT`).
+    pub(crate) reuse_port: bool,
+}
+
+/// Health, shutdown and the count of open connections.
+pub(crate) struct Lifecycle {
+    pub(crate) status: Arc<ProxyStatus>,
     /// Becomes true when shutdown begins: stop accepting, finish in-flight requests.
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Becomes true when the shutdown grace is over: close whatever is left.
@@ -87,9 +152,10 @@ impl fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("cluster", &self.cluster)
             .field("budget", &self.budget)
-            .field("max_frame_bytes", &self.max_frame_bytes)
-            .field("bootstrap_servers", &self.bootstrap_servers)
-            .field("listen_ip", &self.listen_ip)
+            .field("limits", &self.limits)
+            .field("bootstrap_servers", &self.transport.bootstrap_servers)
+            .field("listen_ip", &self.transport.listen_ip)
+            .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }
 }
@@ -106,6 +172,7 @@ pub(crate) struct SharedConfig {
     pub(crate) policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
     pub(crate) settings: ProxySettings,
+    pub(crate) handlers: Handlers,
 }
 
 impl SharedConfig {
@@ -119,6 +186,7 @@ impl SharedConfig {
             policies: watch::channel(PolicySnapshot::rules_only(rules)).1,
             status: Arc::default(),
             settings,
+            handlers: Handlers::kpress(),
         }
     }
 }
@@ -131,8 +199,8 @@ impl fmt::Debug for SharedConfig {
     }
 }
 
-/// How many Produce rewrites run at once: one per CPU.
-pub(crate) fn rewrite_threads() -> usize {
+/// How much CPU work off the async threads runs at once: one per CPU.
+pub(crate) fn work_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -155,31 +223,40 @@ impl Shared {
             .map(Arc::new);
         let sni = SniRouting::of(&settings.routing);
         let shared = Arc::new(Shared {
-            policies: config.policies,
-            status: config.status,
-            acceptor: Acceptor::new(listener_tls.clone(), sni),
-            connector: Connector::new(upstream_tls.clone()),
-            listener_tls,
-            upstream_tls,
-            upstream_sasl: settings.upstream_sasl,
-            rewrite_before_auth: settings.rewrite_before_auth,
+            policy: PolicyState {
+                policies: config.policies,
+                topic_labels: TopicLabels::new(settings.max_topic_labels),
+                rewrite_before_auth: settings.rewrite_before_auth,
+            },
             cluster: Cluster::new(settings.routing),
+            cluster_requests: TopicIdResolver::default(),
+            limits: Limits {
+                max_frame_bytes: settings.max_frame_bytes,
+                frame_timeout: settings.frame_timeout,
+                idle_timeout: settings.idle_timeout,
+                max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
+                max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
+                max_connections: settings.max_connections,
+            },
             budget: Budget::new(settings.max_inflight_bytes),
-            max_frame_bytes: settings.max_frame_bytes,
-            frame_timeout: settings.frame_timeout,
-            idle_timeout: settings.idle_timeout,
-            max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
-            max_connections: settings.max_connections,
-            max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
-            rewrite_slots: Arc::new(Semaphore::new(rewrite_threads())),
-            topic_labels: TopicLabels::new(settings.max_topic_labels),
-            topic_ids: TopicIdResolver::default(),
-            bootstrap_servers: settings.bootstrap_servers,
-            listen_ip: settings.bind.ip(),
-            reuse_port: settings.reuse_port,
-            shutdown: shutdown_rx,
-            abort: abort_rx,
-            open_connections: open_tx,
+            work_slots: WorkSlots::new(),
+            transport: Transport {
+                acceptor: Acceptor::new(listener_tls.clone(), sni),
+                connector: Connector::new(upstream_tls.clone()),
+                listener_tls,
+                upstream_tls,
+                upstream_sasl: settings.upstream_sasl,
+                bootstrap_servers: settings.bootstrap_servers,
+                listen_ip: settings.bind.ip(),
+                reuse_port: settings.reuse_port,
+            },
+            lifecycle: Lifecycle {
+                status: config.status,
+                shutdown: shutdown_rx,
+                abort: abort_rx,
+                open_connections: open_tx,
+            },
+            handlers: config.handlers,
         });
         let control = ShutdownControl {
             shutdown: shutdown_tx,
@@ -190,14 +267,14 @@ impl Shared {
     }
 
     pub(crate) fn bootstrap_servers(&self) -> &[String] {
-        &self.bootstrap_servers
+        &self.transport.bootstrap_servers
     }
 
     /// How frames are read and written, in either direction.
     pub(crate) fn frame_limits(&self) -> FrameLimits {
         FrameLimits {
-            max_frame_bytes: self.max_frame_bytes,
-            frame_timeout: self.frame_timeout,
+            max_frame_bytes: self.limits.max_frame_bytes,
+            frame_timeout: self.limits.frame_timeout,
         }
     }
 
@@ -206,23 +283,17 @@ impl Shared {
     pub(crate) fn connection_pool(&self, direction: Direction) -> ConnectionPool {
         ConnectionPool::new(
             self.budget.pool(direction),
-            self.max_connection_inflight_bytes + SIZE_PREFIX_LEN,
+            self.limits.max_connection_inflight_bytes + SIZE_PREFIX_LEN,
         )
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
-    }
-
-    /// The policy in force now: one snapshot serves a whole Produce request, its
-    /// rewrite and its shadow sampling.
-    pub(crate) fn policy(&self) -> PolicySnapshot {
-        self.policies.borrow().clone()
+        *self.lifecycle.shutdown.borrow()
     }
 
     /// Whether a rule or the brokers name `topic` (it may get a metric label).
     pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
-        self.policies.borrow().rules.has_rule_for(topic) || self.cluster.is_named_topic(topic)
+        self.policy.has_rule_for(topic) || self.cluster.is_named_topic(topic)
     }
 
     /// Opens the upstream connection for a client of `target`: a bootstrap server, or
@@ -233,14 +304,14 @@ impl Shared {
     ) -> Result<Stream, ConnectionError> {
         match target {
             UpstreamTarget::Bootstrap => {
-                upstream::connect_any(&self.connector, &self.bootstrap_servers).await
+                upstream::connect_any(&self.transport.connector, self.bootstrap_servers()).await
             }
             UpstreamTarget::Node(id) => {
                 let address = self
                     .cluster
                     .node_address(*id)
                     .ok_or(ConnectionError::UnknownNode(*id))?;
-                self.connector.connect(&address.to_string()).await
+                self.transport.connector.connect(&address.to_string()).await
             }
         }
     }
@@ -249,8 +320,14 @@ impl Shared {
     /// force, with a log line and a count.
     pub(crate) fn reload_tls(&self) {
         let sides = [
-            ("listener", self.listener_tls.as_ref().map(|t| t.reload())),
-            ("upstream", self.upstream_tls.as_ref().map(|t| t.reload())),
+            (
+                "listener",
+                self.transport.listener_tls.as_ref().map(|t| t.reload()),
+            ),
+            (
+                "upstream",
+                self.transport.upstream_tls.as_ref().map(|t| t.reload()),
+            ),
         ];
         for (side, reloaded) in sides {
             let Some(reloaded) = reloaded else { continue };

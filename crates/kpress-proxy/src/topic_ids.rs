@@ -178,7 +178,7 @@ async fn ask_on(
         ids,
         shared.frame_limits(),
         shared.budget.pool(Direction::Response),
-        &shared.status,
+        &shared.lifecycle.status,
         &mut observer,
     )
     .await?;
@@ -266,7 +266,7 @@ mod tests {
         for first_byte in [1u8, 2, 3] {
             let id = [first_byte; 16];
             assert_eq!(
-                shared.topic_ids.lookup(&shared, vec![id]).await,
+                shared.cluster_requests.lookup(&shared, vec![id]).await,
                 LookupResult::Asked
             );
             assert_eq!(

@@ -77,8 +77,8 @@ pub(crate) async fn side_connection(
     shared: &Shared,
     server: &str,
 ) -> Result<Stream, ConnectionError> {
-    let mut stream = shared.connector.connect(server).await?;
-    if let Some(login) = &shared.upstream_sasl {
+    let mut stream = shared.transport.connector.connect(server).await?;
+    if let Some(login) = &shared.transport.upstream_sasl {
         let limits = shared.frame_limits();
         let pool = shared.budget.pool(Direction::Response);
         let authenticated = tokio::time::timeout(

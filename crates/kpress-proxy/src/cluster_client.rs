@@ -1,4 +1,5 @@
-//! kpress's own administrative questions to the brokers (`kpress doctor`): connections
+//! A Kafka client for kpress's own questions to the cluster (`kpress doctor` asks them:
+//! versions, brokers, topic configs). Not the HTTP `[admin]` endpoint: connections
 //! opened exactly as the proxy opens its side connections (TCP, TLS as
 //! `[upstream.tls]` says, kpress's own login as `[upstream.sasl]` says), one request
 //! answered at a time, every answer read within the proxy's frame limits and budget.
@@ -22,13 +23,13 @@ use crate::{probe, upstream, ProxySettings};
 /// The client id brokers log for these requests.
 const CLIENT_ID: &str = "kpress-doctor";
 
-/// Correlation ids of admin requests; a connection answers one request at a time,
+/// Correlation ids of these requests; a connection answers one request at a time,
 /// so any distinct value per request will do.
 static NEXT_CORRELATION_ID: AtomicI32 = AtomicI32::new(1);
 
-/// Why an admin question got no answer.
+/// Why a question to the cluster got no answer.
 #[derive(Debug, thiserror::Error)]
-pub enum AdminError {
+pub enum ClusterClientError {
     /// The settings do not load (a TLS file, for one).
     #[error("{0}")]
     Setup(#[from] ProxyError),
@@ -133,27 +134,28 @@ impl ApiMaxVersions {
     }
 }
 
-/// Opens admin connections to the brokers a policy names.
+/// Opens cluster-client connections to the brokers a policy names.
 #[derive(Debug)]
-pub struct AdminConnector {
+pub struct ClusterConnector {
     shared: Arc<Shared>,
     // Holds the shared state's shutdown senders open: nothing here shuts down.
     _control: ShutdownControl,
     tls_configured: bool,
 }
 
-impl AdminConnector {
+impl ClusterConnector {
     /// Loads what `settings` name for reaching brokers: `[upstream.tls]` and
     /// `[upstream.sasl]`, with the proxy's frame limits and budget.
-    pub fn new(settings: &ProxySettings) -> Result<AdminConnector, AdminError> {
+    pub fn new(settings: &ProxySettings) -> Result<ClusterConnector, ClusterClientError> {
         let tls_configured = settings.upstream_tls.is_some();
         let no_rules = crate::PolicySnapshot::rules_only(Arc::new(RewritePolicy::default()));
         let (shared, control) = Shared::new(SharedConfig {
             policies: watch::channel(no_rules).1,
             status: Arc::default(),
             settings: settings.clone(),
+            handlers: crate::Handlers::none(),
         })?;
-        Ok(AdminConnector {
+        Ok(ClusterConnector {
             shared,
             _control: control,
             tls_configured,
@@ -183,7 +185,7 @@ impl AdminConnector {
             return reachability;
         }
         reachability.tls = if self.tls_configured {
-            match self.shared.connector.connect(address).await {
+            match self.shared.transport.connector.connect(address).await {
                 Ok(_) => Stage::Ok,
                 Err(err) => Stage::Failed(err.to_string()),
             }
@@ -193,7 +195,7 @@ impl AdminConnector {
         if !reachability.tls.passed() {
             return reachability;
         }
-        reachability.sasl = if self.shared.upstream_sasl.is_some() {
+        reachability.sasl = if self.shared.transport.upstream_sasl.is_some() {
             match upstream::side_connection(&self.shared, address).await {
                 Ok(_) => Stage::Ok,
                 Err(err) => Stage::Failed(err.to_string()),
@@ -206,11 +208,11 @@ impl AdminConnector {
 
     /// A connection to `address` as kpress's side connections are: TLS and kpress's
     /// own SASL login as the policy says.
-    pub async fn connect(&self, address: &str) -> Result<AdminClient, AdminError> {
+    pub async fn connect(&self, address: &str) -> Result<ClusterClient, ClusterClientError> {
         let stream = upstream::side_connection(&self.shared, address)
             .await
             .map_err(|err| broker_error(address, &err))?;
-        Ok(AdminClient {
+        Ok(ClusterClient {
             shared: Arc::clone(&self.shared),
             stream,
             address: address.to_owned(),
@@ -218,29 +220,29 @@ impl AdminConnector {
     }
 }
 
-fn broker_error(address: &str, err: &ConnectionError) -> AdminError {
-    AdminError::Broker {
+fn broker_error(address: &str, err: &ConnectionError) -> ClusterClientError {
+    ClusterClientError::Broker {
         address: address.to_owned(),
         message: err.to_string(),
     }
 }
 
-/// One admin connection to a broker.
-pub struct AdminClient {
+/// One cluster-client connection to a broker.
+pub struct ClusterClient {
     shared: Arc<Shared>,
     stream: Stream,
     address: String,
 }
 
-impl std::fmt::Debug for AdminClient {
+impl std::fmt::Debug for ClusterClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminClient")
+        f.debug_struct("ClusterClient")
             .field("address", &self.address)
             .finish_non_exhaustive()
     }
 }
 
-impl AdminClient {
+impl ClusterClient {
     pub fn address(&self) -> &str {
         &self.address
     }
@@ -253,12 +255,12 @@ impl AdminClient {
     /// Sends one whole request frame (size prefix, header, body) and returns its
     /// response body after the response header. The answer must come within the
     /// time kpress gives its own Metadata requests, and fit the proxy's frame limit.
-    pub async fn request(&mut self, frame: &[u8]) -> Result<Vec<u8>, AdminError> {
+    pub async fn request(&mut self, frame: &[u8]) -> Result<Vec<u8>, ClusterClientError> {
         let header = frame
             .get(SIZE_PREFIX_LEN..)
-            .ok_or_else(|| AdminError::Request(not_a_frame()))
+            .ok_or_else(|| ClusterClientError::Request(not_a_frame()))
             .and_then(|body| {
-                peek_request_header(body).map_err(|err| AdminError::Broker {
+                peek_request_header(body).map_err(|err| ClusterClientError::Broker {
                     address: self.address.clone(),
                     message: format!("kpress's own request does not parse: {err}"),
                 })
@@ -278,7 +280,7 @@ impl AdminClient {
         );
         tokio::time::timeout(upstream::METADATA_TIMEOUT, exchange)
             .await
-            .map_err(|_| AdminError::Broker {
+            .map_err(|_| ClusterClientError::Broker {
                 address: self.address.clone(),
                 message: format!("no answer within {:?}", upstream::METADATA_TIMEOUT),
             })?
@@ -286,11 +288,11 @@ impl AdminClient {
     }
 
     /// The broker's ApiVersions (v0, which every Kafka answers), as kpress relays them.
-    pub async fn api_versions(&mut self) -> Result<ApiMaxVersions, AdminError> {
+    pub async fn api_versions(&mut self) -> Result<ApiMaxVersions, ClusterClientError> {
         let body = self.request(&probe::api_versions_v0_request()).await?;
         let mut versions = VersionsSeen::default();
         rewrite_response(api_key::API_VERSIONS, 0, &body, &mut versions).map_err(|source| {
-            AdminError::Response {
+            ClusterClientError::Response {
                 address: self.address.clone(),
                 source,
             }
@@ -299,14 +301,14 @@ impl AdminClient {
     }
 
     /// Every broker and topic of the cluster (Metadata v12, Kafka 3.1+).
-    pub async fn metadata(&mut self) -> Result<ClusterView, AdminError> {
+    pub async fn metadata(&mut self) -> Result<ClusterView, ClusterClientError> {
         let version = upstream::METADATA_VERSION;
         let frame = metadata_request(version, self.next_correlation_id(), &[])
-            .map_err(AdminError::Request)?;
+            .map_err(ClusterClientError::Request)?;
         let body = self.request(&frame).await?;
         let mut view = ClusterSeen::default();
         rewrite_response(api_key::METADATA, version, &body, &mut view).map_err(|source| {
-            AdminError::Response {
+            ClusterClientError::Response {
                 address: self.address.clone(),
                 source,
             }
@@ -320,7 +322,7 @@ impl AdminClient {
         version: i16,
         topics: &[&str],
         keys: &[&str],
-    ) -> Result<Vec<TopicConfigs>, AdminError> {
+    ) -> Result<Vec<TopicConfigs>, ClusterClientError> {
         let frame = kpress_protocol::describe_topic_configs_request(
             version,
             self.next_correlation_id(),
@@ -328,10 +330,10 @@ impl AdminClient {
             topics,
             keys,
         )
-        .map_err(AdminError::Request)?;
+        .map_err(ClusterClientError::Request)?;
         let body = self.request(&frame).await?;
         kpress_protocol::parse_describe_configs_response(version, &body).map_err(|source| {
-            AdminError::Response {
+            ClusterClientError::Response {
                 address: self.address.clone(),
                 source,
             }
@@ -461,7 +463,7 @@ mod tests {
             19100,
             vec![addr.clone()],
         );
-        let connector = AdminConnector::new(&settings).unwrap();
+        let connector = ClusterConnector::new(&settings).unwrap();
         let mut client = connector.connect(&addr).await.unwrap();
         let versions = client.api_versions().await.unwrap();
         assert_eq!(versions.max_version(api_key::PRODUCE), Some(13));
@@ -489,7 +491,7 @@ mod tests {
             19100,
             vec![refused.clone()],
         );
-        let connector = AdminConnector::new(&settings).unwrap();
+        let connector = ClusterConnector::new(&settings).unwrap();
         let down = connector.check(&refused).await;
         assert!(matches!(down.tcp, Stage::Failed(_)), "{down:?}");
         assert_eq!((down.tls, down.sasl), (Stage::NotTried, Stage::NotTried));

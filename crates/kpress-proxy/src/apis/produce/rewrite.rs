@@ -1,9 +1,9 @@
-//! The Produce rewrite, run off the async reactor: each partition's records go through
-//! kpress-batch's [`Recompressor`] with the topic's policy, within what the request
-//! allows ([`ProduceAllowance`]: its version's codecs, one decompression budget for
-//! all its batches); every batch's outcome is kept (with its topic) for metrics. A
-//! request none of whose batches takes codec work is classified on the caller's thread
-//! instead ([`try_without_codec_work`]), with the same report.
+//! The Produce rewrite engine, run off the async reactor: each partition's records go
+//! through kpress-batch's [`Recompressor`] with the topic's policy, within what the
+//! request allows ([`ProduceAllowance`]: its version's codecs, one decompression budget
+//! for all its batches); every batch's outcome is kept (with its topic) for metrics, in
+//! [`BatchReports`]. A request none of whose batches takes codec work is classified on
+//! the caller's thread instead ([`try_without_codec_work`]), with the same reports.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -30,7 +30,7 @@ thread_local! {
 }
 
 /// What one Produce rewrite did.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ProduceRewrite {
     /// The new request frame (size prefix, header, body), or `None`: forward the
     /// original.
@@ -43,11 +43,18 @@ pub(crate) struct ProduceRewrite {
     /// The rewrite would be a frame over `max_frame_bytes` (it was stopped once its
     /// records alone outgrew it), so `frame` is `None`: forward the original.
     pub(crate) over_max_frame: bool,
+    /// What became of each batch, and the samples for the shadow trials.
+    pub(crate) reports: BatchReports,
+}
+
+/// What became of a Produce request's batches, for metrics, and the batches sampled
+/// for the shadow trials.
+#[derive(Debug, Default)]
+pub(crate) struct BatchReports {
     /// Each batch's report, grouped by topic in request order.
     pub(crate) outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
-    /// Batches sampled for the shadow trials, copied as the producer sent them; they
-    /// are queued for the trials when the metrics are recorded (with the topics' labels).
-    pub(crate) shadow: Mutex<Option<ShadowSamples>>,
+    /// Batches sampled for the shadow trials, copied as the producer sent them.
+    pub(crate) shadow: Option<ShadowSamples>,
 }
 
 /// A request's samples for the shadow trials of the snapshot it was rewritten under.
@@ -125,28 +132,32 @@ impl BatchReport {
     }
 }
 
-impl ProduceRewrite {
-    /// Counts every batch in the metrics by topic (as `labels` label it; `known` says
-    /// whether a rule or the brokers name a topic). `dropped`: the rewritten request was
-    /// not sent (the original went on), so every batch is counted with that outcome and
-    /// unchanged bytes, and the rewrite-only counters skip it.
+impl BatchReports {
+    /// Queues the sampled batches for the shadow trials, labelled by topic (as
+    /// `labels` label it; `known` says whether a rule or the brokers name a topic).
+    pub(crate) fn send_shadow_samples(
+        &mut self,
+        labels: &metrics::TopicLabels,
+        known: impl Fn(&str) -> bool,
+    ) {
+        if let Some(ShadowSamples { trials, samples }) = self.shadow.take() {
+            for (topic, sample) in samples {
+                let label = labels.series(&topic, || known(&topic)).shared_label();
+                trials.send(label, sample);
+            }
+        }
+    }
+
+    /// Counts every batch in the metrics by topic (labelled as for
+    /// [`send_shadow_samples`](Self::send_shadow_samples)). `dropped`: the rewritten
+    /// request was not sent (the original went on), so every batch is counted with that
+    /// outcome and unchanged bytes, and the rewrite-only counters skip it.
     pub(crate) fn record_metrics(
         &self,
         labels: &metrics::TopicLabels,
         known: impl Fn(&str) -> bool,
         dropped: Option<BatchFate>,
     ) {
-        let shadow = self
-            .shadow
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(ShadowSamples { trials, samples }) = shadow {
-            for (topic, sample) in samples {
-                let label = labels.series(&topic, || known(&topic)).shared_label();
-                trials.send(label, sample);
-            }
-        }
         for (topic, reports) in &self.outcomes {
             let series = labels.series(topic, || known(topic));
             let mut cpu = Duration::ZERO;
@@ -332,8 +343,10 @@ pub(crate) fn rewrite_produce(
             over_max_frame,
             unknown_topic_ids: splice.unknown_topic_ids,
             unknown_topic_ids_omitted: splice.unknown_topic_ids_omitted,
-            outcomes: rewriter.outcomes,
-            shadow: Mutex::new(shadow),
+            reports: BatchReports {
+                outcomes: rewriter.outcomes,
+                shadow,
+            },
         })
     })
 }
@@ -400,11 +413,11 @@ impl RecordsRewriter for PolicyRewriter<'_> {
     }
 }
 
-/// Handles a Produce request payload on the caller's thread when none of its batches
-/// takes codec work: each is classified by what precedes the codec (framing, header,
-/// CRC), with the report and shadow samples [`rewrite_produce`] would give, and the
-/// original goes on. `None` when a batch takes codec work, a v13 topic id has no name
-/// yet, or the request does not parse: [`rewrite_produce`] handles it then.
+/// Classifies a Produce request payload on the caller's thread when none of its batches
+/// takes codec work: each by what precedes the codec (framing, header, CRC), with the
+/// reports and shadow samples [`rewrite_produce`] would give; the original goes on.
+/// `None` when a batch takes codec work, a v13 topic id has no name yet, or the request
+/// does not parse: [`rewrite_produce`] handles it then.
 pub(crate) fn try_without_codec_work(
     payload: &[u8],
     header_len: usize,
@@ -412,7 +425,7 @@ pub(crate) fn try_without_codec_work(
     limits: RewriteLimits,
     policy: &PolicySnapshot,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
-) -> Option<ProduceRewrite> {
+) -> Option<BatchReports> {
     let mut checker = PassChecker {
         rules: &*policy.rules,
         request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
@@ -438,10 +451,9 @@ pub(crate) fn try_without_codec_work(
         }
         (!shadow.samples.is_empty()).then_some(shadow)
     });
-    Some(ProduceRewrite {
+    Some(BatchReports {
         outcomes: checker.outcomes,
-        shadow: Mutex::new(shadow),
-        ..ProduceRewrite::default()
+        shadow,
     })
 }
 
@@ -631,7 +643,7 @@ mod tests {
             rewrite_produce(&payload, header_len, 7, LIMITS, policy, &|_| None).unwrap()
         };
         let without = rewrite(&PolicySnapshot::rules_only(Arc::clone(&zstd)));
-        assert!(without.shadow.lock().unwrap().is_none());
+        assert!(without.reports.shadow.is_none());
         let settings = kpress_config::ShadowSettings {
             sample: 1.0,
             candidates: vec!["lz4:9".parse().unwrap()],
@@ -646,7 +658,7 @@ mod tests {
             shadow: Some(trials),
         });
         assert_eq!(with.frame, without.frame);
-        let samples = with.shadow.lock().unwrap().take().expect("sampled");
+        let samples = with.reports.shadow.expect("sampled");
         let [(topic, sample)] = &samples.samples[..] else {
             panic!("{:?}", samples.samples)
         };
@@ -655,8 +667,8 @@ mod tests {
     }
 
     /// Each partition's topic, bytes, records and outcome, for comparing reports.
-    fn reported(rewrite: &ProduceRewrite) -> Vec<(String, usize, u64, Option<Outcome>)> {
-        rewrite
+    fn reported(reports: &BatchReports) -> Vec<(String, usize, u64, Option<Outcome>)> {
+        reports
             .outcomes
             .iter()
             .flat_map(|(topic, reports)| {
@@ -689,9 +701,9 @@ mod tests {
                     .expect("no codec work");
             let rewrite =
                 rewrite_produce(&payload, header_len, 7, LIMITS, &policy, &|_| None).unwrap();
-            assert!(inline.frame.is_none() && rewrite.frame.is_none());
-            assert!(!inline.over_max_frame);
-            assert_eq!(reported(&inline), reported(&rewrite));
+            // The inline classification forwards the original, as the rewrite does here.
+            assert!(rewrite.frame.is_none() && !rewrite.over_max_frame);
+            assert_eq!(reported(&inline), reported(&rewrite.reports));
             assert!(matches!(
                 reported(&inline)[..],
                 [(_, bytes, 50, Some(Outcome::PassedThrough(_)))] if bytes == batch.len()
@@ -760,7 +772,7 @@ mod tests {
             &|_| None,
         )
         .expect("no codec work");
-        let samples = inline.shadow.lock().unwrap().take().expect("sampled");
+        let samples = inline.shadow.expect("sampled");
         let [(topic, sample)] = &samples.samples[..] else {
             panic!("{:?}", samples.samples)
         };
@@ -791,8 +803,8 @@ mod tests {
         ));
         let policy = PolicySnapshot::rules_only(zstd);
         let rewrite = rewrite_produce(&payload, header_len, 7, limits, &policy, &|_| None).unwrap();
-        assert_eq!(rewrite.outcomes.len(), 1);
-        let (topic, reports) = &rewrite.outcomes[0];
+        assert_eq!(rewrite.reports.outcomes.len(), 1);
+        let (topic, reports) = &rewrite.reports.outcomes[0];
         assert_eq!(&**topic, "t");
         let [report] = reports[..] else {
             panic!("{reports:?}")
@@ -802,6 +814,6 @@ mod tests {
             matches!(report.outcome, Some(Outcome::Rewritten { from: Codec::Gzip, to: Codec::Zstd, bytes_in, .. }) if bytes_in == batch.len()),
             "{report:?}"
         );
-        assert_eq!(rewrite.rewritten_batches(), 1);
+        assert_eq!(rewrite.reports.rewritten_batches(), 1);
     }
 }

@@ -1,0 +1,31 @@
+//! kpress's own handlers, one module per behaviour: Produce recompression
+//! ([`produce`]), the ApiVersions answer and cap ([`api_versions`]), the refusal of
+//! SaslHandshake v0 ([`sasl_handshake`]), and broker address rewriting in every
+//! response that carries node addresses ([`addresses`]).
+
+mod addresses;
+mod api_versions;
+mod produce;
+mod sasl_handshake;
+
+use std::sync::Arc;
+
+use kpress_protocol::api_key;
+
+use crate::handler::Handlers;
+
+/// `handlers` with kpress's own registered.
+pub(crate) fn register(mut handlers: Handlers) -> Handlers {
+    for (key, facts) in kpress_protocol::api::all() {
+        if facts.node_addresses_from.is_some() {
+            handlers.set(key, Arc::new(addresses::NodeAddresses));
+        }
+    }
+    handlers.set(api_key::API_VERSIONS, Arc::new(api_versions::ApiVersions));
+    handlers.set(
+        api_key::SASL_HANDSHAKE,
+        Arc::new(sasl_handshake::SaslHandshake),
+    );
+    handlers.set(api_key::PRODUCE, Arc::new(produce::Produce));
+    handlers
+}

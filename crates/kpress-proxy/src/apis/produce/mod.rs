@@ -1,0 +1,275 @@
+//! Produce: each batch recompressed into its topic's policy codec before the broker
+//! sees it. The request's path, top to bottom:
+//!
+//! 1. Produce v0-v2 (magic 0/1 message sets) and requests of a client that has not
+//!    authenticated yet (with `rewrite_before_auth = false`) go on as sent.
+//! 2. A request of at most [`MAX_INLINE_FRAME_BYTES`] none of whose batches takes codec
+//!    work is classified on the connection's task: counted, sampled for the shadow
+//!    trials, and forwarded as sent, with no task, slot or thread to wait for.
+//! 3. Any other is rewritten off the async threads, under a global work slot
+//!    ([`rewrite::rewrite_produce`]). v13 topic ids kpress cannot name are looked up
+//!    (kpress's own Metadata request, waiting briefly) and the rewrite is tried once
+//!    more.
+//! 4. The outcome is counted and sampled; the rewritten request goes on if it fits the
+//!    budget and `max_frame_bytes`, else the original does. Any problem forwards the
+//!    original bytes: the broker answers the client as it would without kpress.
+//!
+//! Its response carries broker addresses from v10 (KIP-951), rewritten like
+//! Metadata's.
+
+mod rewrite;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
+use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
+
+use self::rewrite::{
+    rewrite_produce, try_without_codec_work, BatchReports, ProduceRewrite, RewriteLimits,
+};
+use super::addresses;
+use crate::error::ConnectionError;
+use crate::handler::{
+    ApiHandler, ConnectionContext, Frame, HandlerError, Message, RequestContext, RequestStep,
+    ResponseStep,
+};
+use crate::metrics::{self, BatchFate};
+
+/// The largest Produce frame checked on the connection's task for codec work: a batch
+/// passed through still has its CRC checked (about 0.1 ms per MiB), which larger
+/// requests do on the blocking pool so the reactor thread is never held long.
+const MAX_INLINE_FRAME_BYTES: usize = 1 << 20;
+
+#[derive(Debug)]
+pub(crate) struct Produce;
+
+impl ApiHandler for Produce {
+    fn on_request(
+        &self,
+        conn: &Arc<ConnectionContext>,
+        request: &mut RequestContext,
+        frame: Frame,
+    ) -> Result<RequestStep, HandlerError> {
+        let header = *request.header();
+        let forward = |frame| Ok(RequestStep::Forward(Message::original(frame)));
+        let Some(header_len) = header.header_len else {
+            return forward(frame);
+        };
+        let body = frame.body().get(header_len..).unwrap_or_default();
+        if let Some(acks) = legacy_produce_acks(body, header.api_version) {
+            // Magic 0/1 message sets: nothing kpress rewrites; the broker decides.
+            if acks == 0 {
+                request.expect_no_response();
+            }
+            metrics::produce_not_read("legacy_message_set", frame.bytes.len());
+            return forward(frame);
+        }
+        let acks = produce_acks(body, header.api_version).map_err(ConnectionError::ProduceAcks)?;
+        // acks=0: the broker answers nothing, so nothing may be awaited.
+        if acks == 0 {
+            request.expect_no_response();
+        }
+        if !conn.is_authenticated() {
+            // The broker refuses it anyway; kpress spends no CPU on it.
+            metrics::produce_not_rewritten("before_auth");
+            metrics::produce_not_read("before_auth", frame.bytes.len());
+            return forward(frame);
+        }
+        if let Some(reports) = classify_inline(conn, &header, header_len, &frame) {
+            record(conn, reports, None);
+            return forward(frame);
+        }
+        let task = Arc::clone(conn);
+        Ok(RequestStep::Later(conn.spawn(async move {
+            rewrite_request(&task, frame, header, header_len).await
+        })))
+    }
+
+    fn on_response(
+        &self,
+        conn: &Arc<ConnectionContext>,
+        request: &mut RequestContext,
+        frame: Frame,
+    ) -> Result<ResponseStep, HandlerError> {
+        addresses::rewrite(conn, request, frame)
+    }
+}
+
+/// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
+/// 3.x), where it is the first field of the body; `None` for any other version.
+fn legacy_produce_acks(body: &[u8], api_version: i16) -> Option<i16> {
+    if !(0..3).contains(&api_version) {
+        return None;
+    }
+    // A body too short to hold acks: the broker refuses it and answers or closes.
+    let acks = body
+        .first_chunk::<2>()
+        .map_or(-1, |a| i16::from_be_bytes(*a));
+    Some(acks)
+}
+
+/// The reports of a request none of whose batches takes codec work, classified here;
+/// `None` when it must be rewritten (or is too large to check on this thread).
+fn classify_inline(
+    conn: &ConnectionContext,
+    header: &RequestHeader,
+    header_len: usize,
+    frame: &Frame,
+) -> Option<BatchReports> {
+    if frame.bytes.len() > MAX_INLINE_FRAME_BYTES {
+        return None;
+    }
+    let started = Instant::now();
+    let reports = try_without_codec_work(
+        &frame.bytes[SIZE_PREFIX_LEN..],
+        header_len,
+        header.api_version,
+        rewrite_limits(conn),
+        &conn.policy(),
+        &|id| conn.shared.cluster.topic_name(id),
+    )?;
+    metrics::produce_rewrite_times(Duration::ZERO, started.elapsed());
+    Some(reports)
+}
+
+/// Rewrites the request off the async threads; names unknown v13 topic ids and tries
+/// once more; then decides what goes on.
+async fn rewrite_request(
+    conn: &Arc<ConnectionContext>,
+    frame: Frame,
+    header: RequestHeader,
+    header_len: usize,
+) -> Result<Message, HandlerError> {
+    let (frame, result) = run_rewrite(conn, frame, header, header_len).await?;
+    let to_resolve = match &result {
+        Ok(rewrite) => conn
+            .shared
+            .cluster
+            .ids_to_resolve(&rewrite.unknown_topic_ids),
+        Err(_) => Vec::new(),
+    };
+    if to_resolve.is_empty() {
+        return Ok(finish(conn, frame, result, &header));
+    }
+    if !conn.lookup_topic_ids(to_resolve).await {
+        tracing::debug!(
+            client = %conn.client(),
+            upstream = %conn.listener(),
+            "Produce v13 topic ids not named in time; their batches go untouched"
+        );
+        return Ok(finish(conn, frame, result, &header));
+    }
+    // Once more, now that the ids may have names.
+    let (frame, retried) = run_rewrite(conn, frame, header, header_len).await?;
+    Ok(finish(conn, frame, retried, &header))
+}
+
+type RewriteResult = Result<ProduceRewrite, ProtocolError>;
+
+/// The CPU-bound rewrite, under a global work slot; the frame travels there and back.
+async fn run_rewrite(
+    conn: &Arc<ConnectionContext>,
+    frame: Frame,
+    header: RequestHeader,
+    header_len: usize,
+) -> Result<(Frame, RewriteResult), HandlerError> {
+    let task = Arc::clone(conn);
+    conn.offload(move |queued| {
+        let started = Instant::now();
+        let result = rewrite_produce(
+            &frame.bytes[SIZE_PREFIX_LEN..],
+            header_len,
+            header.api_version,
+            rewrite_limits(&task),
+            &task.policy(),
+            &|id| task.shared.cluster.topic_name(id),
+        );
+        metrics::produce_rewrite_times(started - queued, started.elapsed());
+        (frame, result)
+    })
+    .await
+}
+
+/// What goes on after a rewrite: the rewritten request, or the original when the
+/// rewrite failed, changed nothing, outgrew `max_frame_bytes` or finds no budget.
+fn finish(
+    conn: &ConnectionContext,
+    frame: Frame,
+    result: RewriteResult,
+    header: &RequestHeader,
+) -> Message {
+    let mut rewrite = match result {
+        Ok(rewrite) => rewrite,
+        Err(err) => {
+            match err.fault() {
+                ProtocolFault::Proxy => tracing::warn!(
+                    correlation_id = header.correlation_id,
+                    error = %err,
+                    "kpress could not re-encode a Produce request; forwarding it untouched"
+                ),
+                _ => tracing::debug!(
+                    correlation_id = header.correlation_id,
+                    error = %err,
+                    "Produce request not parsed; forwarding it untouched for the broker to answer"
+                ),
+            }
+            metrics::produce_not_read("unparsed", frame.bytes.len());
+            return Message::original(frame);
+        }
+    };
+    let unknown = rewrite.unknown_topic_ids.len() + rewrite.unknown_topic_ids_omitted;
+    if unknown > 0 {
+        metrics::unknown_topic_ids(unknown);
+    }
+    if rewrite.over_max_frame {
+        metrics::rewrite_dropped(metrics::DROPPED_MAX_FRAME_BYTES);
+        record(conn, rewrite.reports, Some(BatchFate::DroppedOverMaxFrame));
+        tracing::debug!(
+            correlation_id = header.correlation_id,
+            "rewritten Produce request over [limits] max_frame_bytes; forwarding the original"
+        );
+        return Message::original(frame);
+    }
+    let Some(bytes) = rewrite.frame.take() else {
+        record(conn, rewrite.reports, None);
+        return Message::original(frame);
+    };
+    // The output is counted too; if the budget has no room for it right now, the
+    // original goes (waiting here while holding the input could deadlock the pool).
+    let Some(permit) = conn.try_reserve_request(bytes.len()) else {
+        metrics::rewrite_dropped(metrics::DROPPED_BUDGET);
+        record(conn, rewrite.reports, Some(BatchFate::DroppedNoBudget));
+        tracing::debug!(
+            correlation_id = header.correlation_id,
+            "no in-flight budget for a rewritten Produce request; forwarding the original"
+        );
+        return Message::original(frame);
+    };
+    let batches = rewrite.reports.rewritten_batches();
+    record(conn, rewrite.reports, None);
+    tracing::trace!(
+        correlation_id = header.correlation_id,
+        batches,
+        bytes_in = frame.bytes.len(),
+        bytes_out = bytes.len(),
+        "rewrote Produce request"
+    );
+    drop(frame);
+    Message::rewritten(bytes, permit)
+}
+
+/// Queues the request's shadow samples and counts its batches, by topic.
+fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<BatchFate>) {
+    let shared = &conn.shared;
+    let known = |topic: &str| shared.is_known_topic(topic);
+    reports.send_shadow_samples(&shared.policy.topic_labels, known);
+    reports.record_metrics(&shared.policy.topic_labels, known, dropped);
+}
+
+fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {
+    RewriteLimits {
+        max_request_decompressed_bytes: conn.shared.limits.max_request_decompressed_bytes,
+        max_frame_bytes: conn.shared.limits.max_frame_bytes,
+    }
+}

@@ -1,0 +1,143 @@
+//! What a handler sees of its connection, and the services it may use: the policy, the
+//! budget, the global work slots, and kpress's own requests to the cluster.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use kpress_protocol::frame::{response_header_len, RequestHeader};
+use kpress_protocol::sasl::AuthProgress;
+
+use crate::budget::{BudgetPermit, ConnectionPool, Direction};
+use crate::error::ConnectionError;
+use crate::frame_io::Frame;
+use crate::handler::HandlerError;
+use crate::shared::{Shared, UpstreamTarget};
+use crate::topic_ids::LookupResult;
+use crate::PolicySnapshot;
+
+/// One client connection, as its handlers see it.
+pub struct ConnectionContext {
+    client: SocketAddr,
+    upstream: UpstreamTarget,
+    /// The client's SASL exchange, watched only when batches wait for authentication.
+    auth: Option<Mutex<AuthProgress>>,
+    /// This connection's share of each budget pool.
+    pub(crate) requests_pool: ConnectionPool,
+    pub(crate) responses_pool: ConnectionPool,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ConnectionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionContext")
+            .field("client", &self.client)
+            .field("upstream", &self.upstream)
+            .field("authenticated", &self.is_authenticated())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionContext {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        client: SocketAddr,
+        upstream: UpstreamTarget,
+    ) -> ConnectionContext {
+        let auth = (!shared.policy.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
+        ConnectionContext {
+            client,
+            upstream,
+            auth,
+            requests_pool: shared.connection_pool(Direction::Request),
+            responses_pool: shared.connection_pool(Direction::Response),
+            shared,
+        }
+    }
+
+    /// The client's address.
+    pub fn client(&self) -> SocketAddr {
+        self.client
+    }
+
+    /// The listener the client came through, as logs name it (`bootstrap`, `node 3`).
+    pub fn listener(&self) -> String {
+        self.upstream.to_string()
+    }
+
+    /// Whether the broker has accepted the client's SASL authentication (or it needs
+    /// none); always true when batches are rewritten before authentication.
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.as_ref().is_none_or(|auth| {
+            auth.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_authenticated()
+        })
+    }
+
+    /// The policy in force now: one snapshot serves one request.
+    pub fn policy(&self) -> PolicySnapshot {
+        self.shared.policy.snapshot()
+    }
+
+    /// Holds `bytes` of this connection's request budget if they fit now (never waits).
+    pub(crate) fn try_reserve_request(&self, bytes: usize) -> Option<BudgetPermit> {
+        self.requests_pool.try_acquire(bytes)
+    }
+
+    /// Runs `work` on the blocking pool once one of the global work slots (one per
+    /// CPU, shared by both directions of every connection) is free; `queued` is when
+    /// the work began waiting for it.
+    pub async fn offload<T, F>(&self, work: F) -> Result<T, HandlerError>
+    where
+        F: FnOnce(Instant) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let queued = Instant::now();
+        let slot = self.shared.work_slots.acquire().await?;
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            work(queued)
+        })
+        .await
+        .map_err(|err| HandlerError(ConnectionError::RewriteTask(err.to_string())))
+    }
+
+    /// Asks the cluster, on kpress's own connection, for the names of Produce v13
+    /// topic `ids`, waiting briefly; `false` when no answer came in time.
+    pub(crate) async fn lookup_topic_ids(&self, ids: Vec<[u8; 16]>) -> bool {
+        self.shared.cluster_requests.lookup(&self.shared, ids).await == LookupResult::Asked
+    }
+
+    /// Notes a request for the authentication watch.
+    pub(crate) fn watch_request(&self, header: &RequestHeader, frame: &Frame) {
+        let (Some(auth), Some(header_len)) = (&self.auth, header.header_len) else {
+            return;
+        };
+        let body = frame.body().get(header_len..).unwrap_or_default();
+        auth.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_request(header.api_key, header.api_version, body);
+    }
+
+    /// Notes the broker's response to `header`'s request for the authentication watch.
+    pub(crate) fn watch_response(
+        &self,
+        header: &RequestHeader,
+        frame: &Frame,
+    ) -> Result<(), ConnectionError> {
+        let Some(auth) = &self.auth else {
+            return Ok(());
+        };
+        let body = frame.body();
+        let header_len = response_header_len(header.api_key, header.api_version, body)
+            .map_err(ConnectionError::BrokerFrame)?;
+        // An API kpress does not know: not SASL, so only "answered" matters.
+        let body = header_len.map_or(&[][..], |len| &body[len..]);
+        auth.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_response(header.api_key, header.api_version, body);
+        Ok(())
+    }
+}
