@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame, write_frame, ReadFrameError};
+use crate::frame_io::{read_frame_timed, write_frame, ReadClock, ReadFrameError};
 use crate::handler::{ConnectionContext, Message, RequestContext, RequestStep, ResponseStep, Work};
 use crate::metrics;
 
@@ -154,11 +154,16 @@ where
     let shared = &conn.shared;
     let pool = &conn.requests_pool;
     let limits = shared.frame_limits();
+    let mut clock = ReadClock::default();
+    // One wait for the whole connection: its waker is registered once, not per frame.
+    let stopping = shutdown.wait_for(|stopping| *stopping);
+    tokio::pin!(stopping);
     loop {
+        let idle = Some(shared.limits.idle_timeout);
         let read = tokio::select! {
             // A frame cut off by shutdown is lost with the connection; the client resends.
-            _ = shutdown.wait_for(|stopping| *stopping) => return Ok(()),
-            read = read_frame(client, limits, pool, Some(shared.limits.idle_timeout)) => read,
+            _ = &mut stopping => return Ok(()),
+            read = read_frame_timed(client, limits, pool, idle, &mut clock) => read,
         };
         let frame = match read {
             // Idle only while nothing is owed: a long JoinGroup is not idleness.
@@ -247,6 +252,7 @@ where
     let shared = &conn.shared;
     let pool = &conn.responses_pool;
     let limits = shared.frame_limits();
+    let mut clock = ReadClock::default();
     loop {
         // While no response is owed, the broker may only close (idle timeout, its own
         // shutdown): then the client is closed too, so it reconnects instead of
@@ -275,7 +281,7 @@ where
             }
             Some(Pending::Broker(request)) => request,
         };
-        let frame = read_frame(upstream, limits, pool, None)
+        let frame = read_frame_timed(upstream, limits, pool, None, &mut clock)
             .await
             .map_err(ConnectionError::from_broker_read)?
             .ok_or(ConnectionError::BrokerClosed {

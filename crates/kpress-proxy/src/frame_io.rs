@@ -5,11 +5,13 @@
 //! peer holds is what it actually sent. Once a frame's first byte is read, the whole
 //! frame must arrive within the frame timeout; a write must finish within it too.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use kpress_protocol::frame::{frame_body_len, FrameError, SIZE_PREFIX_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
 
 use crate::budget::{BudgetPermit, ConnectionPool, OverBudget};
 
@@ -85,12 +87,29 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
     pool: &ConnectionPool,
     idle: Option<Duration>,
 ) -> Result<Option<Frame>, ReadFrameError> {
+    read_frame_timed(reader, limits, pool, idle, &mut ReadClock::default()).await
+}
+
+/// [`read_frame`] with the deadlines of `clock`, which a connection keeps from frame to
+/// frame so that its timers are not registered anew for each.
+pub(crate) async fn read_frame_timed<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    limits: FrameLimits,
+    pool: &ConnectionPool,
+    idle: Option<Duration>,
+    clock: &mut ReadClock,
+) -> Result<Option<Frame>, ReadFrameError> {
     let mut prefix = [0u8; SIZE_PREFIX_LEN];
-    // `read` is cancel safe: a timed-out wait consumed nothing.
+    // `read` is cancel safe: a wait that ended idle consumed nothing.
     let first = match idle {
-        Some(idle) => tokio::time::timeout(idle, reader.read(&mut prefix))
-            .await
-            .map_err(|_| ReadFrameError::Idle(idle))??,
+        Some(idle) => {
+            let deadline = Instant::now() + idle;
+            tokio::select! {
+                biased;
+                read = reader.read(&mut prefix) => read?,
+                () = clock.idle.until(deadline) => return Err(ReadFrameError::Idle(idle)),
+            }
+        }
         None => reader.read(&mut prefix).await?,
     };
     if first == 0 {
@@ -100,14 +119,69 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         read: first,
         expected: SIZE_PREFIX_LEN,
     };
-    let rest = read_rest(reader, limits, pool, prefix, &mut progress);
-    match tokio::time::timeout(limits.frame_timeout, rest).await {
-        Ok(frame) => frame.map(Some),
-        Err(_) => Err(ReadFrameError::TimedOut {
+    let deadline = Instant::now() + limits.frame_timeout;
+    let read = {
+        let rest = read_rest(reader, limits, pool, prefix, &mut progress);
+        tokio::select! {
+            biased;
+            frame = rest => Some(frame),
+            () = clock.frame.until(deadline) => None,
+        }
+    };
+    match read {
+        Some(frame) => frame.map(Some),
+        None => Err(ReadFrameError::TimedOut {
             read: progress.read,
             expected: progress.expected,
             timeout: limits.frame_timeout,
         }),
+    }
+}
+
+/// The deadlines of one direction of a connection: waiting idle for a frame, and for
+/// the rest of a frame once it began.
+#[derive(Debug, Default)]
+pub(crate) struct ReadClock {
+    idle: Deadline,
+    frame: Deadline,
+}
+
+/// A deadline on one timer that stays registered. Registering a timer earlier than
+/// the runtime's next wake-up wakes its I/O driver (an `eventfd` write and, often,
+/// another thread), so a connection that moved its deadlines for every frame would pay
+/// that for every frame. Deadlines only move later while frames flow, so the timer is
+/// left where it is and, when it fires before the deadline in force, set again: once
+/// per timeout period instead of once per frame.
+#[derive(Debug)]
+struct Deadline {
+    sleep: Pin<Box<Sleep>>,
+    /// When `sleep` fires; `None` once it has fired (it must be set again to wait).
+    armed: Option<Instant>,
+}
+
+impl Default for Deadline {
+    fn default() -> Self {
+        Deadline {
+            sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            armed: None,
+        }
+    }
+}
+
+impl Deadline {
+    /// Completes at `deadline`; cancel safe.
+    async fn until(&mut self, deadline: Instant) {
+        loop {
+            if Instant::now() >= deadline {
+                return;
+            }
+            if self.armed.is_none_or(|armed| armed > deadline) {
+                self.sleep.as_mut().reset(deadline);
+                self.armed = Some(deadline);
+            }
+            self.sleep.as_mut().await;
+            self.armed = None;
+        }
     }
 }
 
@@ -210,6 +284,33 @@ mod tests {
 
     fn share(budget: &Budget, cap: usize) -> ConnectionPool {
         ConnectionPool::new(budget.pool(Direction::Request), cap)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_fires_at_the_deadline_in_force_whichever_came_first() {
+        let mut deadline = Deadline::default();
+        let start = Instant::now();
+        let first = start + Duration::from_secs(5);
+        // A wait cut short leaves the timer set for the first deadline.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), deadline.until(first))
+                .await
+                .is_err()
+        );
+        // A later one: the timer fires at the first, and is set again for it.
+        let later = start + Duration::from_secs(8);
+        deadline.until(later).await;
+        assert_eq!(Instant::now(), later);
+        // An earlier one than the timer is set for moves the timer.
+        let timer_at = Instant::now() + Duration::from_secs(30);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), deadline.until(timer_at))
+                .await
+                .is_err()
+        );
+        let sooner = Instant::now() + Duration::from_secs(2);
+        deadline.until(sooner).await;
+        assert_eq!(Instant::now(), sooner);
     }
 
     #[tokio::test]
