@@ -25,12 +25,13 @@ use std::time::Duration;
 use bytes::BytesMut;
 use kpress_protocol::frame::{peek_request_header, response_correlation_id};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadHalf, WriteHalf};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame_timed, write_frame, ReadClock, ReadFrameError};
 use crate::handler::{ConnectionContext, Message, RequestContext, RequestStep, ResponseStep, Work};
+use crate::handoff::{run_parts, Handoff, Moves};
 use crate::metrics;
 
 /// What the response part relays next.
@@ -58,29 +59,36 @@ where
     let conn = Arc::new(conn);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let (mut upstream_read, mut upstream_write) = tokio::io::split(upstream);
-    let (pending_tx, pending_rx) = mpsc::unbounded_channel();
-    let (steps_tx, steps_rx) = mpsc::channel(READ_AHEAD_REQUESTS);
+    let moves = Moves::default();
+    let steps = Handoff::new(READ_AHEAD_REQUESTS, &moves);
+    // Bounded by the steps read ahead and the responses owed.
+    let pending = Handoff::new(usize::MAX, &moves);
     // Requests read and not yet done with (not yet forwarded, or their response not
     // yet relayed): while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
-    let reading = read_requests(&mut client_read, steps_tx, &owed, &conn, &mut shutdown);
-    let writing = write_requests(
-        &mut upstream_write,
-        steps_rx,
-        Queue {
-            pending: pending_tx,
+    let reading = async {
+        read_requests(&mut client_read, &steps, &owed, &conn, &mut shutdown).await?;
+        steps.close();
+        Ok(())
+    };
+    let writing = async {
+        let queue = Queue {
+            pending: &pending,
             owed: &owed,
-        },
-        conn.shared.limits.frame_timeout,
-    );
+        };
+        let frame_timeout = conn.shared.limits.frame_timeout;
+        write_requests(&mut upstream_write, &steps, queue, frame_timeout).await?;
+        pending.close();
+        Ok(())
+    };
     let responses = relay_responses(
         &mut upstream_read,
         &mut client_write,
-        pending_rx,
+        &pending,
         &owed,
         &conn,
     );
-    tokio::try_join!(reading, writing, responses)?;
+    run_parts(&moves, reading, writing, responses).await?;
     // Every expected response was relayed; tell the client we are done.
     let _ = client_write.shutdown().await;
     Ok(())
@@ -121,16 +129,14 @@ impl Outgoing {
 
 /// The writing part's end of the pending-response FIFO.
 struct Queue<'a> {
-    pending: mpsc::UnboundedSender<Pending>,
+    pending: &'a Handoff<'a, Pending>,
     /// Counted up by the reading part as each request is read.
     owed: &'a AtomicUsize,
 }
 
 impl Queue<'_> {
     fn push(&self, pending: Pending) {
-        // The response part may have failed and gone; its error is what try_join
-        // reports, so a send error here needs no handling of its own.
-        let _ = self.pending.send(pending);
+        self.pending.push(pending);
     }
 
     /// A request done with without a response to relay (acks=0).
@@ -143,7 +149,7 @@ impl Queue<'_> {
 /// starts here and runs while later requests are read.
 async fn read_requests<C>(
     client: &mut ReadHalf<C>,
-    steps: mpsc::Sender<Step>,
+    steps: &Handoff<'_, Step>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
     shutdown: &mut watch::Receiver<bool>,
@@ -194,10 +200,7 @@ where
             },
         };
         owed.fetch_add(1, Ordering::Relaxed);
-        if steps.send(step).await.is_err() {
-            // The writing part failed; its error is what try_join reports.
-            return Ok(());
-        }
+        steps.send(step).await;
     }
 }
 
@@ -205,7 +208,7 @@ where
 /// responses to expect in the same order.
 async fn write_requests<U>(
     upstream: &mut WriteHalf<U>,
-    mut steps: mpsc::Receiver<Step>,
+    steps: &Handoff<'_, Step>,
     queue: Queue<'_>,
     frame_timeout: Duration,
 ) -> Result<(), ConnectionError>
@@ -241,7 +244,7 @@ where
 async fn relay_responses<C, U>(
     upstream: &mut ReadHalf<U>,
     client: &mut WriteHalf<C>,
-    mut pending: mpsc::UnboundedReceiver<Pending>,
+    pending: &Handoff<'_, Pending>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
 ) -> Result<(), ConnectionError>

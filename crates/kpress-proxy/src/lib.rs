@@ -40,6 +40,7 @@ mod connection;
 mod error;
 mod frame_io;
 pub mod handler;
+mod handoff;
 mod listeners;
 pub mod metrics;
 mod probe;
