@@ -1202,6 +1202,78 @@ mod tests {
         h.task.await.unwrap().unwrap();
     }
 
+    /// Upper-cases Heartbeat response bodies on the blocking pool, the first one slowly.
+    #[derive(Debug)]
+    struct SlowUpperCase;
+
+    impl crate::handler::ApiHandler for SlowUpperCase {
+        fn on_response(
+            &self,
+            conn: &Arc<ConnectionContext>,
+            request: &mut RequestContext,
+            frame: crate::handler::Frame,
+        ) -> Result<ResponseStep, crate::handler::HandlerError> {
+            let slow = request.correlation_id() == 1;
+            let task = Arc::clone(conn);
+            Ok(ResponseStep::Later(conn.spawn(async move {
+                let bytes = task
+                    .offload(move |_| {
+                        if slow {
+                            std::thread::sleep(Duration::from_millis(300));
+                        }
+                        let mut bytes = BytesMut::from(frame.bytes());
+                        bytes[8..].make_ascii_uppercase();
+                        bytes
+                    })
+                    .await?;
+                task.new_response(bytes).await
+            })))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn response_work_runs_off_the_reactor_and_responses_stay_in_order() {
+        let handlers = crate::Handlers::kpress().register(12, SlowUpperCase);
+        let policies: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::default());
+        let (shared, control) = Shared::new(SharedConfig {
+            handlers,
+            ..SharedConfig::for_tests(policies, settings(1 << 22, 30000))
+        })
+        .unwrap();
+        std::mem::forget(control);
+        let mut h = start(shared);
+        let requests = [
+            request(12, 3, 1, b"first"),
+            request(12, 3, 2, b"second"),
+            request(2, 1, 3, b"list offsets"),
+        ];
+        for req in &requests {
+            h.client.write_all(req).await.unwrap();
+        }
+        for req in &requests {
+            assert_eq!(&read_exact_frame(&mut h.broker).await, req);
+        }
+        for (id, body) in [(1, &b"slow one"[..]), (2, b"quick one"), (3, b"as sent")] {
+            h.broker.write_all(&response(id, body)).await.unwrap();
+        }
+        // Work on the blocking pool, slow for the first; none for the third: the client
+        // gets them in request order.
+        assert_eq!(
+            read_exact_frame(&mut h.client).await,
+            response(1, b"SLOW ONE")
+        );
+        assert_eq!(
+            read_exact_frame(&mut h.client).await,
+            response(2, b"QUICK ONE")
+        );
+        assert_eq!(
+            read_exact_frame(&mut h.client).await,
+            response(3, b"as sent")
+        );
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn api_versions_newer_than_kpress_parses_is_answered_unsupported_in_order() {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));

@@ -6,13 +6,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use bytes::BytesMut;
 use kpress_protocol::frame::{response_header_len, RequestHeader};
 use kpress_protocol::sasl::AuthProgress;
 
 use crate::budget::{BudgetPermit, ConnectionPool, Direction};
 use crate::error::ConnectionError;
 use crate::frame_io::Frame;
-use crate::handler::HandlerError;
+use crate::handler::{HandlerError, Message};
 use crate::shared::{Shared, UpstreamTarget};
 use crate::topic_ids::LookupResult;
 use crate::PolicySnapshot;
@@ -84,6 +85,18 @@ impl ConnectionContext {
     /// Holds `bytes` of this connection's request budget if they fit now (never waits).
     pub(crate) fn try_reserve_request(&self, bytes: usize) -> Option<BudgetPermit> {
         self.requests_pool.try_acquire(bytes)
+    }
+
+    /// New bytes for the client (a whole frame, size prefix included), counted in this
+    /// connection's response budget, waiting for room: drop the response they replace
+    /// first, or a full budget could wait on itself.
+    pub async fn new_response(&self, bytes: BytesMut) -> Result<Message, HandlerError> {
+        let permit = self
+            .responses_pool
+            .acquire(bytes.len())
+            .await
+            .map_err(ConnectionError::OverBudget)?;
+        Ok(Message::rewritten(bytes, permit))
     }
 
     /// Runs `work` on the blocking pool once one of the global work slots (one per
