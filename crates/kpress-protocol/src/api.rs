@@ -167,7 +167,7 @@ const NEVER: ApiFacts = ApiFacts::never_flexible();
 /// for the ZooKeeper-era keys 4-7 that 4.0 removed. Parsed versions are those
 /// kafka-protocol 0.18 and kpress's own walks handle. ShareFetch and ShareAcknowledge:
 /// v1 only (KIP-932; v0 was early access in Kafka 4.0).
-const APIS: [ApiFacts; 93] = [
+static APIS: [ApiFacts; 93] = [
     flex(9).parsed(3, 13).node_addresses_from(10), // 0 Produce
     flex(12).parsed(4, 18).node_addresses_from(16), // 1 Fetch
     flex(6),                                       // 2 ListOffsets
