@@ -26,6 +26,10 @@ mod listener;
 mod shadow;
 mod upstream;
 
+mod keys;
+
+pub(crate) use keys::accepted_keys;
+
 const SECTIONS: [&str; 9] = [
     "listener", "upstream", "limits", "admin", "metrics", "log", "shadow", "defaults", "topics",
 ];
@@ -38,6 +42,24 @@ const POLICY_KEYS: [&str; 4] = [
     "only_if_smaller",
     "allow_growth",
 ];
+/// The key of a `[[topics]]` rule that `[defaults]` has not: which topics it covers.
+const MATCH_KEY: &str = "match";
+const LIMITS_KEYS: [&str; 11] = [
+    "max_batch_bytes",
+    "max_decompressed_bytes",
+    "max_frame_bytes",
+    "max_inflight_bytes",
+    "max_connection_inflight_bytes",
+    "max_connections",
+    "frame_timeout_ms",
+    "idle_timeout_ms",
+    "max_request_decompressed_bytes",
+    "max_decompression_ratio",
+    "max_topic_labels",
+];
+/// `[admin]`'s keys; `[metrics]`, its deprecated name, has the first only.
+const ADMIN_KEYS: [&str; 2] = ["bind", "readiness_window_secs"];
+const LOG_KEYS: [&str; 1] = ["level"];
 const RECOMPRESS_MODES: &str = "codec-differs, always";
 
 /// Kafka sizes are int32 on the wire.
@@ -339,23 +361,7 @@ impl Walk<'_> {
     }
 
     fn limits(&mut self, table: &DeTable<'_>) -> Option<Limits> {
-        let keys = self.known_keys(
-            "limits",
-            table,
-            &[
-                "max_batch_bytes",
-                "max_decompressed_bytes",
-                "max_frame_bytes",
-                "max_inflight_bytes",
-                "max_connection_inflight_bytes",
-                "max_connections",
-                "frame_timeout_ms",
-                "idle_timeout_ms",
-                "max_request_decompressed_bytes",
-                "max_decompression_ratio",
-                "max_topic_labels",
-            ],
-        );
+        let keys = self.known_keys("limits", table, &LIMITS_KEYS);
         let mut limits = Limits::default();
         let mut ok = true;
         let mut connection_inflight = 0;
@@ -478,9 +484,9 @@ impl Walk<'_> {
         name: &str,
     ) -> Option<AdminSettings> {
         let known: &[&str] = if name == "admin" {
-            &["bind", "readiness_window_secs"]
+            &ADMIN_KEYS
         } else {
-            &["bind"]
+            &ADMIN_KEYS[..1]
         };
         let keys = self.known_keys(name, table, known);
         let window = match keys.get("readiness_window_secs") {
@@ -508,7 +514,7 @@ impl Walk<'_> {
 
     /// `[log]`: `level` only.
     fn log(&mut self, table: &DeTable<'_>) -> Option<LogSettings> {
-        let keys = self.known_keys("log", table, &["level"]);
+        let keys = self.known_keys("log", table, &LOG_KEYS);
         let level = match keys.get("level") {
             Some((_, value)) => {
                 let choices = LOG_LEVELS.map(|level| (level, level));
@@ -623,7 +629,7 @@ impl Walk<'_> {
             }
             let span = value.span();
             let read = match name {
-                "match" if rule.is_some() => {
+                MATCH_KEY if rule.is_some() => {
                     self.string(name, value)
                         .and_then(|text| match TopicPattern::parse(text) {
                             Ok(p) => {
@@ -733,7 +739,7 @@ impl Walk<'_> {
                     let known: Vec<&str> = if unknown == "match" {
                         vec!["only in [[topics]]"]
                     } else {
-                        let rule_only = rule.map(|_| "match");
+                        let rule_only = rule.map(|_| MATCH_KEY);
                         rule_only
                             .into_iter()
                             .chain(POLICY_KEYS)

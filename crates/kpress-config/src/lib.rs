@@ -124,6 +124,17 @@ pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAM
 
 use std::path::Path;
 
+/// Every key a policy file may set, as dotted paths from the root: `listener.bind`,
+/// `listener.tls.cert`, `upstream.sasl.mechanism`, `defaults.compression.zstd.level`,
+/// `topics.match`, `shadow.candidates`, `limits.max_batch_bytes`, `admin.bind`, …
+///
+/// Built from the tables [`parse`] checks keys against, so the list and the parser
+/// cannot disagree. `[[topics]]` keys are under `topics.`; a nested table is listed by
+/// its keys (`listener.tls.cert`), not by itself.
+pub fn accepted_keys() -> Vec<String> {
+    document::accepted_keys()
+}
+
 /// Parses a policy file's text; `source_name` (usually the path) prefixes every problem.
 /// Looks at no file: paths in the policy are kept as written.
 pub fn parse(text: &str, source_name: &str) -> Result<Config, ConfigError> {

@@ -8,9 +8,9 @@ use super::{Walk, FILE_START};
 use crate::host_name::{check_dns_name, DNS_NAME_ALLOWED};
 use crate::settings::{PasswordSource, SaslMechanism, UpstreamSasl, UpstreamSettings, UpstreamTls};
 
-const KEYS: [&str; 3] = ["bootstrap_servers", "tls", "sasl"];
-const TLS_KEYS: [&str; 5] = ["ca", "cert", "key", "server_name", "verify"];
-const SASL_KEYS: [&str; 4] = ["mechanism", "username", "password_file", "password_env"];
+pub(super) const KEYS: [&str; 3] = ["bootstrap_servers", "tls", "sasl"];
+pub(super) const TLS_KEYS: [&str; 5] = ["ca", "cert", "key", "server_name", "verify"];
+pub(super) const SASL_KEYS: [&str; 4] = ["mechanism", "username", "password_file", "password_env"];
 
 /// Why `upstream.sasl.password` is refused.
 const PASSWORD_REFUSED: &str =
