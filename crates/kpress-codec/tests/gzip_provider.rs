@@ -1,4 +1,4 @@
-//! gzip through `compression.gzip.provider` (issue #4): the default is unchanged, the
+//! gzip through `compression.gzip.provider` (KIP-1121): the default is unchanged, the
 //! configured provider is the one used, several run at once, all read each other.
 
 mod common;
