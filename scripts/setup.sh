@@ -192,7 +192,12 @@ case $what in
     # the downloads below.
     helm_tool &
     helm_build=$!
-    apt_install kcat libisal-dev libclang-dev pkg-config
+    apt_install kcat libclang-dev pkg-config
+    # ISA-L is an optional accelerator: kpress builds without it and runs without it
+    # (the isal gzip provider is then listed unavailable). The tests and benches use
+    # its runtime library (libisal2), and isal-sys regenerates its committed bindings
+    # from libisal-dev's header with bindgen (libclang-dev).
+    apt_install libisal2 libisal-dev
     kafka_jars "$KAFKA_VERSION"
     kafka_jars "$KAFKA_OLD_VERSION"
     kafka_client_jars "$KAFKA_CLIENTS_PRE_ZSTD_VERSION"
