@@ -30,18 +30,25 @@ mod keys;
 
 pub(crate) use keys::accepted_keys;
 
-const SECTIONS: [&str; 9] = [
-    "listener", "upstream", "limits", "admin", "metrics", "log", "shadow", "defaults", "topics",
+const SECTIONS: [&str; 8] = [
+    "listener", "upstream", "limits", "admin", "log", "shadow", "defaults", "topics",
 ];
+/// Sections people write that kpress does not take, with what to write instead.
+const RENAMED_SECTIONS: [(&str, &str); 1] = [(
+    "metrics",
+    "use [admin] (same bind; it also serves /healthz, /readyz and /policy)",
+)];
 /// `[admin] readiness_window_secs`'s range.
 const READINESS_WINDOW_SECS_MAX: i64 = 3600;
 /// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
-const POLICY_KEYS: [&str; 4] = [
-    "compression.type",
-    "recompress",
-    "only_if_smaller",
+const POLICY_KEYS: [&str; 3] = ["compression.type", "recompress", "only_if_smaller"];
+/// Keys of a `[defaults]` or `[[topics]]` table that kpress does not take, with what to
+/// write instead.
+const RENAMED_POLICY_KEYS: [(&str, &str); 1] = [(
     "allow_growth",
-];
+    "use only_if_smaller, its opposite: allow_growth = false is only_if_smaller = true, \
+     and without it kpress stores the codec the policy names, as Kafka's compression.type does",
+)];
 /// The key of a `[[topics]]` rule that `[defaults]` has not: which topics it covers.
 const MATCH_KEY: &str = "match";
 const LIMITS_KEYS: [&str; 11] = [
@@ -57,7 +64,6 @@ const LIMITS_KEYS: [&str; 11] = [
     "max_decompression_ratio",
     "max_topic_labels",
 ];
-/// `[admin]`'s keys; `[metrics]`, its deprecated name, has the first only.
 const ADMIN_KEYS: [&str; 2] = ["bind", "readiness_window_secs"];
 const LOG_KEYS: [&str; 1] = ["level"];
 const RECOMPRESS_MODES: &str = "codec-differs, always";
@@ -123,10 +129,7 @@ pub(crate) fn parse_document(
     };
     let config = walk.document(root.get_ref());
     match config {
-        Some(mut config) if walk.sink.is_empty() => {
-            config.warnings = walk.sink.take_warnings();
-            Ok(config)
-        }
+        Some(config) if walk.sink.is_empty() => Ok(config),
         _ => Err(walk.sink.into_problems()),
     }
 }
@@ -145,7 +148,6 @@ impl Walk<'_> {
         let mut listener = None;
         let mut upstream = None;
         let mut limits = Some(Limits::default());
-        // `[admin]`, or `[metrics]`, its deprecated name.
         let mut admin = None;
         let mut log = Some(LogSettings::default());
         // `Some(None)`: no [shadow]; `None`: a [shadow] with problems.
@@ -168,31 +170,7 @@ impl Walk<'_> {
                     upstream = self.table(key, value).and_then(|t| self.upstream(t, value))
                 }
                 "limits" => limits = self.table(key, value).and_then(|t| self.limits(t)),
-                "admin" => {
-                    admin = self
-                        .table(key, value)
-                        .and_then(|t| self.admin(t, value, "admin"))
-                }
-                "metrics" if root.contains_key("admin") => self.sink.report(
-                    &key.span(),
-                    Some("[metrics]"),
-                    None,
-                    "set together with [admin]: [metrics] is the deprecated name of [admin]; \
-                     keep [admin] only",
-                    None,
-                ),
-                "metrics" => {
-                    self.sink.warn(
-                        &key.span(),
-                        "[metrics]",
-                        None,
-                        "deprecated: write [admin] instead (same bind; it also serves /healthz, \
-                         /readyz and /policy); [metrics] is accepted for this release only",
-                    );
-                    admin = self
-                        .table(key, value)
-                        .and_then(|t| self.admin(t, value, "metrics"))
-                }
+                "admin" => admin = self.table(key, value).and_then(|t| self.admin(t, value)),
                 "log" => log = self.table(key, value).and_then(|t| self.log(t)),
                 "shadow" => {
                     shadow = self
@@ -202,13 +180,22 @@ impl Walk<'_> {
                 }
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
-                other => self.sink.unknown_name(
-                    &key.span(),
-                    other,
-                    other,
-                    "unknown section".to_owned(),
-                    &SECTIONS,
-                ),
+                other => match RENAMED_SECTIONS.iter().find(|(name, _)| *name == other) {
+                    Some((_, instead)) => self.sink.report(
+                        &key.span(),
+                        Some(other),
+                        None,
+                        format!("unknown section [{other}]: {instead}"),
+                        None,
+                    ),
+                    None => self.sink.unknown_name(
+                        &key.span(),
+                        other,
+                        other,
+                        "unknown section".to_owned(),
+                        &SECTIONS,
+                    ),
+                },
             }
         }
         if !root.contains_key("listener") {
@@ -233,26 +220,23 @@ impl Walk<'_> {
         }
         let listener = listener?;
         let upstream = upstream?;
-        let admin_section = ["admin", "metrics"]
-            .into_iter()
-            .find(|name| root.contains_key(*name));
-        if admin_section.is_some() && admin.is_none() {
+        if root.contains_key("admin") && admin.is_none() {
             return None;
         }
         let limits = limits?;
         let log = log?;
         let shadow = shadow?;
-        if let (Some(a), Some(section)) = (&admin, admin_section) {
+        if let Some(a) = &admin {
             if conflicts(a.bind, listener.bind) {
                 let bind_value = root
-                    .get(section)
+                    .get("admin")
                     .and_then(|section| match section.get_ref() {
                         DeValue::Table(table) => table.get("bind"),
                         _ => None,
                     });
                 let span = bind_value.map_or(FILE_START, |v| v.span());
                 self.sink.bad_value(
-                    &format!("{section}.bind"),
+                    "admin.bind",
                     &span,
                     format!(
                         "takes the port of listener.bind ({}): give the admin endpoint a port of its own",
@@ -476,19 +460,12 @@ impl Walk<'_> {
         ok.then_some(limits)
     }
 
-    /// `[admin]`, or `[metrics]` (`name`), its deprecated name, which has `bind` only.
     fn admin(
         &mut self,
         table: &DeTable<'_>,
         section: &Spanned<DeValue<'_>>,
-        name: &str,
     ) -> Option<AdminSettings> {
-        let known: &[&str] = if name == "admin" {
-            &ADMIN_KEYS
-        } else {
-            &ADMIN_KEYS[..1]
-        };
-        let keys = self.known_keys(name, table, known);
+        let keys = self.known_keys("admin", table, &ADMIN_KEYS);
         let window = match keys.get("readiness_window_secs") {
             Some((_, v)) => self
                 .integer_in(
@@ -502,10 +479,10 @@ impl Walk<'_> {
             None => Some(READINESS_WINDOW_SECS_DEFAULT),
         };
         let Some((_, value)) = keys.get("bind") else {
-            self.missing_key(name, "bind", section);
+            self.missing_key("admin", "bind", section);
             return None;
         };
-        let bind = self.socket_addr(&format!("{name}.bind"), value);
+        let bind = self.socket_addr("admin.bind", value);
         Some(AdminSettings {
             bind: bind?,
             readiness_window: std::time::Duration::from_secs(window?),
@@ -691,24 +668,6 @@ impl Walk<'_> {
                 "only_if_smaller" => self
                     .boolean(name, value)
                     .map(|b| policy.only_if_smaller = b),
-                "allow_growth" => self.boolean(name, value).map(|allow| {
-                    let instead = if allow {
-                        "the default now: remove it"
-                    } else {
-                        "write only_if_smaller = true instead"
-                    };
-                    self.sink.warn(
-                        &key.span(),
-                        name,
-                        Some(&span),
-                        format!(
-                            "deprecated: kpress stores the codec the policy names, as Kafka's \
-                             compression.type does, unless only_if_smaller = true; {instead} \
-                             (allow_growth is accepted for this release only)"
-                        ),
-                    );
-                    policy.only_if_smaller = !allow;
-                }),
                 option if OPTION_KEYS.contains(&option) => {
                     let allowed = allowed_values(option).map(|a| a.to_string());
                     self.integer(name, value, allowed.clone()).and_then(|n| {
@@ -736,6 +695,20 @@ impl Walk<'_> {
                     } else {
                         "[defaults]"
                     };
+                    if let Some((_, instead)) = RENAMED_POLICY_KEYS
+                        .iter()
+                        .find(|(name, _)| *name == unknown)
+                    {
+                        self.sink.report(
+                            &key.span(),
+                            Some(unknown),
+                            None,
+                            format!("unknown key in {where_}: {instead}"),
+                            None,
+                        );
+                        ok = false;
+                        continue;
+                    }
                     let known: Vec<&str> = if unknown == "match" {
                         vec!["only in [[topics]]"]
                     } else {
@@ -758,21 +731,6 @@ impl Walk<'_> {
                 }
             };
             ok &= read.is_some();
-        }
-        if let (Some(first), Some(_)) = (seen.get("only_if_smaller"), seen.get("allow_growth")) {
-            let at = seen["allow_growth"].clone();
-            let (line, _) = line_column(self.sink.text(), first.start);
-            self.sink.report(
-                &at,
-                Some("allow_growth"),
-                None,
-                format!(
-                    "set together with only_if_smaller (line {line}): allow_growth is its \
-                     deprecated opposite; keep only_if_smaller only"
-                ),
-                None,
-            );
-            ok = false;
         }
         if let Some(rule) = rule {
             if !seen.contains_key("match") {

@@ -34,7 +34,7 @@
 //! password_file = "secrets/kpress-password"   # or password_env = "KPRESS_SASL_PASSWORD"
 //! [limits]                        # optional
 //! max_batch_bytes = 1048588
-//! [admin]                         # optional: /metrics, /healthz, /readyz, /policy ([metrics]: deprecated name)
+//! [admin]                         # optional: /metrics, /healthz, /readyz, /policy
 //! bind = "127.0.0.1:9464"
 //! readiness_window_secs = 30      # /readyz: an upstream broker answered this recently (1..3600)
 //! [log]                           # optional
@@ -81,8 +81,9 @@
 //! CPU. The default is `false` when `[upstream.sasl]` is present (the file declares a SASL
 //! cluster) and `true` otherwise; the resolved value is in [`ListenerSettings`].
 //!
-//! **Only `[listener] bind` and `[upstream] bootstrap_servers` are required.** Deprecated
-//! keys (`allow_growth`, `[metrics]`) still load and come back in [`Config::warnings`].
+//! **Only `[listener] bind` and `[upstream] bootstrap_servers` are required.** Names
+//! kpress does not take are refused with what to write instead: `[metrics]` is `[admin]`,
+//! and `allow_growth` is the opposite of `only_if_smaller`.
 //!
 //! **Secrets** never sit in the policy file: `[upstream.sasl]` refuses `password` and takes
 //! `password_file` or `password_env` (exactly one).

@@ -43,15 +43,14 @@ pub struct Config {
     pub listener: ListenerSettings,
     pub upstream: UpstreamSettings,
     pub limits: Limits,
-    /// `[admin]` (or its deprecated spelling `[metrics]`); `None` when the file has
-    /// neither: no admin endpoint.
+    /// `[admin]`; `None` when the file has none: no admin endpoint.
     pub admin: Option<AdminSettings>,
     /// `[defaults]`: the policy of topics no rule matches, and what rules inherit.
     pub defaults: TopicPolicy,
     /// `[[topics]]`, in file order; the first rule whose pattern matches wins.
     pub topics: Vec<TopicRule>,
-    /// What the file says that still works but should change (deprecated keys), in
-    /// file order: `check-config` prints them, `kpress run` logs them.
+    /// What the file says that loads but should change, in file order: `check-config`
+    /// prints them, `kpress run` logs them. No key of today's policy draws one.
     pub warnings: Vec<crate::Problem>,
     /// `[log]`: what kpress logs when no command-line flag or environment variable says.
     pub log: LogSettings,
@@ -323,7 +322,7 @@ pub struct TopicPolicy {
     pub recompress: RecompressMode,
     /// `only_if_smaller`: keep the original batch when the rewrite is not smaller.
     /// Off by default: the policy's codec is stored, as Kafka's topic
-    /// `compression.type` stores its codec. The deprecated `allow_growth` sets it too.
+    /// `compression.type` stores its codec.
     pub only_if_smaller: bool,
 }
 
