@@ -3,6 +3,7 @@
 //! searched when set; a directory without the library, an empty file and a library
 //! without igzip's functions are each refused with the reason. `load` caches its answer
 //! per process, so the `ISAL_LIB_DIR` cases run in child processes of this binary.
+//! Needs ISA-L installed (libisal2, from `scripts/setup.sh`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
