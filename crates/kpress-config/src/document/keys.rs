@@ -3,9 +3,8 @@
 
 use kpress_codec::options::{OPTION_KEYS, TEXT_OPTION_KEYS};
 
-use super::{
-    listener, shadow, upstream, ADMIN_KEYS, LIMITS_KEYS, LOG_KEYS, MATCH_KEY, POLICY_KEYS, SECTIONS,
-};
+use super::policy::MATCH_KEY;
+use super::{admin, limits, listener, log, policy, shadow, upstream, SECTIONS};
 
 /// Every key a policy file may set, as dotted paths from the root (`listener.tls.cert`,
 /// `topics.compression.zstd.level`), sections in the parser's order. A nested table
@@ -23,7 +22,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
                 }
             }
         };
-        let policy: Vec<&str> = POLICY_KEYS
+        let policy_keys: Vec<&str> = policy::KEYS
             .into_iter()
             .chain(OPTION_KEYS)
             .chain(TEXT_OPTION_KEYS)
@@ -34,12 +33,12 @@ pub(crate) fn accepted_keys() -> Vec<String> {
                 &upstream::KEYS,
                 &[("tls", &upstream::TLS_KEYS), ("sasl", &upstream::SASL_KEYS)],
             ),
-            "limits" => add(&LIMITS_KEYS, &[]),
-            "admin" => add(&ADMIN_KEYS, &[]),
-            "log" => add(&LOG_KEYS, &[]),
+            "limits" => add(&limits::KEYS, &[]),
+            "admin" => add(&admin::KEYS, &[]),
+            "log" => add(&log::KEYS, &[]),
             "shadow" => add(&shadow::KEYS, &[]),
-            "defaults" => add(&policy, &[]),
-            "topics" => add(&[&[MATCH_KEY], policy.as_slice()].concat(), &[]),
+            "defaults" => add(&policy_keys, &[]),
+            "topics" => add(&[&[MATCH_KEY], policy_keys.as_slice()].concat(), &[]),
             // A section with no arm here is caught by the test that every section
             // contributes a key.
             _ => {}
