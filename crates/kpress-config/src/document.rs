@@ -36,7 +36,7 @@ const RENAMED_SECTIONS: [(&str, &str); 1] = [(
     "use [admin] (same bind; it also serves /healthz, /readyz and /policy)",
 )];
 
-type Entry<'a, 'i> = (&'a Spanned<DeString<'i>>, &'a Spanned<DeValue<'i>>);
+pub(super) type Entry<'a, 'i> = (&'a Spanned<DeString<'i>>, &'a Spanned<DeValue<'i>>);
 
 /// Parses a whole policy file; `Err` holds every problem, in file order.
 ///

@@ -108,12 +108,12 @@ pub use host_name::{
 pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
-    AdminSettings, ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls,
-    LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule,
-    UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
-    LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
-    MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
-    MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
+    AdminSettings, BearerTokenSource, ClientAuth, Compression, Config, Limits, ListenerSettings,
+    ListenerTls, LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy,
+    TopicRule, UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT,
+    IDLE_TIMEOUT_MS_DEFAULT, LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT,
+    MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT,
+    MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
     READINESS_WINDOW_SECS_DEFAULT,
 };
 pub use settings::{
