@@ -28,6 +28,7 @@ use kpress_batch::PolicyLookup;
 use tokio::sync::watch;
 
 mod admin_client;
+mod bearer;
 mod budget;
 mod cluster;
 mod connection;
@@ -65,11 +66,27 @@ use crate::shared::{Shared, SharedConfig};
 use crate::transport::ListenerRole;
 
 /// kpress's own SASL credentials (`[upstream.sasl]`), for its side connections only.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SaslLogin {
     pub mechanism: SaslMechanism,
+    /// PLAIN and SCRAM; empty for OAUTHBEARER.
     pub username: String,
+    /// PLAIN and SCRAM; empty for OAUTHBEARER.
     pub password: String,
+    /// OAUTHBEARER: where tokens come from (`None` for PLAIN and SCRAM).
+    pub bearer: Option<Arc<kpress_auth::BearerTokens>>,
+}
+
+impl SaslLogin {
+    /// An OAUTHBEARER login with tokens from `tokens`.
+    pub fn bearer(tokens: kpress_auth::BearerTokens) -> Self {
+        SaslLogin {
+            mechanism: SaslMechanism::OAuthBearer,
+            username: String::new(),
+            password: String::new(),
+            bearer: Some(Arc::new(tokens)),
+        }
+    }
 }
 
 impl fmt::Debug for SaslLogin {
@@ -78,6 +95,7 @@ impl fmt::Debug for SaslLogin {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("bearer", &self.bearer)
             .finish()
     }
 }

@@ -285,6 +285,13 @@ pub(crate) fn summary(config: &Config) -> String {
             sasl.username
         );
     }
+    if let Some(source) = &config.upstream.oauthbearer {
+        let _ = writeln!(
+            out,
+            "  kpress's own SASL: OAUTHBEARER, {}",
+            bearer_source(source)
+        );
+    }
     if l.reuse_port {
         let _ = writeln!(
             out,
@@ -388,6 +395,37 @@ fn upstream_tls(tls: Option<&UpstreamTls>) -> String {
         );
     }
     line
+}
+
+/// Where kpress's OAUTHBEARER tokens come from, naming places, never secrets.
+fn bearer_source(source: &kpress_config::BearerTokenSource) -> String {
+    match source {
+        kpress_config::BearerTokenSource::ClientCredentials {
+            token_endpoint_url,
+            client_id,
+            client_secret,
+            scope,
+        } => format!(
+            "tokens from {token_endpoint_url} as client {client_id:?}, secret {}{}",
+            match client_secret {
+                PasswordSource::File(path) => format!("from file {}", path.display()),
+                PasswordSource::Env(name) => format!("from ${name}"),
+            },
+            scope
+                .as_ref()
+                .map_or_else(String::new, |scope| format!(", scope {scope:?}"))
+        ),
+        kpress_config::BearerTokenSource::TokenFile(path) => {
+            format!(
+                "tokens from file {} (re-read when it changes)",
+                path.display()
+            )
+        }
+        kpress_config::BearerTokenSource::AwsMskIam { region } => format!(
+            "AWS MSK IAM tokens for {region}, signed with AWS_ACCESS_KEY_ID, \
+             AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN"
+        ),
+    }
 }
 
 #[cfg(test)]

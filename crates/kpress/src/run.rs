@@ -145,15 +145,22 @@ pub(crate) fn proxy_settings(
                 mechanism: sasl.mechanism,
                 username: sasl.username.clone(),
                 password: read_password(&sasl.password)?,
+                bearer: None,
             })
         })
+        .transpose()?;
+    let bearer_login = config
+        .upstream
+        .oauthbearer
+        .as_ref()
+        .map(crate::upstream_login::bearer_login)
         .transpose()?;
     Ok(ProxySettings {
         bind: config.listener.bind,
         routing: config.listener.routing.clone(),
         listener_tls: config.listener.tls.clone(),
         upstream_tls: config.upstream.tls.clone(),
-        upstream_sasl,
+        upstream_sasl: upstream_sasl.or(bearer_login),
         rewrite_before_auth: config.listener.rewrite_before_auth,
         reuse_port: config.listener.reuse_port,
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),

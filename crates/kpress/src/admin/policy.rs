@@ -3,7 +3,9 @@
 
 use std::time::SystemTime;
 
-use kpress_config::{ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy};
+use kpress_config::{
+    BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy,
+};
 use serde_json::{json, Map, Value};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
@@ -118,8 +120,48 @@ fn upstream_json(config: &Config) -> Value {
                 PasswordSource::Env(name) => out.insert("password_env".into(), name.clone().into()),
             };
             Value::Object(out)
-        }),
+        }).or_else(|| upstream.oauthbearer.as_ref().map(bearer_json)),
     })
+}
+
+/// `[upstream.sasl]` for OAUTHBEARER: the keys as written, secrets by their place only.
+fn bearer_json(source: &BearerTokenSource) -> Value {
+    let mut out = Map::new();
+    out.insert("mechanism".into(), "OAUTHBEARER".into());
+    match source {
+        BearerTokenSource::ClientCredentials {
+            token_endpoint_url,
+            client_id,
+            client_secret,
+            scope,
+        } => {
+            out.insert(
+                "token_endpoint_url".into(),
+                token_endpoint_url.clone().into(),
+            );
+            out.insert("client_id".into(), client_id.clone().into());
+            match client_secret {
+                PasswordSource::File(path) => out.insert(
+                    "client_secret_file".into(),
+                    path.display().to_string().into(),
+                ),
+                PasswordSource::Env(name) => {
+                    out.insert("client_secret_env".into(), name.clone().into())
+                }
+            };
+            if let Some(scope) = scope {
+                out.insert("scope".into(), scope.clone().into());
+            }
+        }
+        BearerTokenSource::TokenFile(path) => {
+            out.insert("token_file".into(), path.display().to_string().into());
+        }
+        BearerTokenSource::AwsMskIam { region } => {
+            out.insert("token_provider".into(), "aws_msk_iam".into());
+            out.insert("region".into(), region.clone().into());
+        }
+    }
+    Value::Object(out)
 }
 
 fn limits_json(config: &Config) -> Value {
