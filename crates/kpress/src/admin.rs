@@ -2,10 +2,13 @@
 //! `/healthz` (the process serves), `/readyz` (listeners bound and a broker answered
 //! recently) and `/policy` (the policy in force, as JSON). Bounded like every other
 //! port kpress opens: headers have a size cap and a read deadline, a connection a
-//! lifetime, and connections a count. This module is the HTTP server; `policy` builds
-//! the `/policy` document.
+//! lifetime, and connections a count. With `[listener] reuse_port`, a process finding
+//! the port held (the kpress a restart replaces) waits for it ([`PortWait`]), and a
+//! stopping one closes it as shutdown begins. This module is the HTTP server; `policy`
+//! builds the `/policy` document.
 
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -261,27 +264,164 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     response
 }
 
+/// How a process whose `[admin] bind` is held by another waits for it. One port has one
+/// holder: a port shared through `SO_REUSEPORT` would hand each scrape to either
+/// process, so Prometheus would see two processes' counters alternate (resets and
+/// jumps), and `/readyz` would answer for a process picked by the kernel. With
+/// `[listener] reuse_port`, the process being replaced keeps the port until its
+/// SIGTERM, then hands it to the new one, which polls for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PortWait {
+    /// Between bind attempts: the most the port goes unanswered once its holder lets go.
+    pub(crate) every: Duration,
+    /// Past this the holder is taken for something other than a kpress being replaced,
+    /// and kpress stops, naming the port.
+    pub(crate) up_to: Duration,
+}
+
+impl PortWait {
+    /// A restart's new process and the old one overlap for as long as the operator
+    /// takes to send the old one SIGTERM.
+    pub(crate) const RESTART: PortWait = PortWait {
+        every: Duration::from_millis(50),
+        up_to: Duration::from_secs(120),
+    };
+}
+
 /// The running endpoint; [`AdminServer::stop`] ends it.
 #[derive(Debug)]
 pub(crate) struct AdminServer {
+    bind: SocketAddr,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    /// Turns true if waiting for the port failed: still in use after
+    /// [`PortWait::up_to`], or another bind error.
+    gave_up: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<io::Result<()>>,
 }
 
 impl AdminServer {
-    /// Binds `bind` and serves `admin` there until stopped.
-    pub(crate) async fn start(bind: SocketAddr, admin: Admin) -> std::io::Result<AdminServer> {
-        let listener = TcpListener::bind(bind).await?;
+    /// Binds `bind` and serves `admin` there until stopped. A port in use fails at once
+    /// without `wait`; with it, the endpoint is served once the port comes free (see
+    /// [`AdminServer::gave_up`]), while the caller goes on. Other bind errors fail at
+    /// once.
+    pub(crate) async fn start(
+        bind: SocketAddr,
+        admin: Admin,
+        wait: Option<PortWait>,
+    ) -> io::Result<AdminServer> {
+        let port = match (TcpListener::bind(bind).await, wait) {
+            (Ok(listener), _) => {
+                tracing::info!("admin endpoint on http://{bind}: {ENDPOINTS}");
+                Ok(listener)
+            }
+            (Err(err), Some(wait)) if err.kind() == io::ErrorKind::AddrInUse => {
+                tracing::info!(
+                    "admin endpoint: {bind} is in use (by the kpress this one replaces?): \
+                     serving without it until it comes free, for {} s at most",
+                    wait.up_to.as_secs()
+                );
+                Err(wait)
+            }
+            (Err(err), _) => return Err(err),
+        };
         let (stop, stopping) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, Arc::new(admin), stopping));
-        Ok(AdminServer { stop, task })
+        let (gave_up_tx, gave_up) = watch::channel(false);
+        let admin = Arc::new(admin);
+        let task = tokio::spawn(async move {
+            let listener = match port {
+                Ok(listener) => listener,
+                Err(wait) => match take_when_free(bind, wait, stopping.clone()).await {
+                    Ok(Some((listener, waited))) => {
+                        tracing::info!(
+                            "admin endpoint on http://{bind} after {:.1} s waiting for it: \
+                             {ENDPOINTS}",
+                            waited.as_secs_f64()
+                        );
+                        listener
+                    }
+                    Ok(None) => {
+                        tracing::info!("admin endpoint: stopped waiting for {bind}: shutting down");
+                        return Ok(());
+                    }
+                    Err(err) => {
+                        tracing::error!("admin endpoint: cannot bind {bind}: {err}; stopping");
+                        gave_up_tx.send_replace(true);
+                        return Err(err);
+                    }
+                },
+            };
+            serve(listener, admin, stopping).await;
+            Ok(())
+        });
+        Ok(AdminServer {
+            bind,
+            stop,
+            gave_up,
+            task,
+        })
     }
 
-    /// Stops accepting, lets open connections finish their responses (up to
-    /// [`CLOSE_GRACE`]), and closes them.
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+    /// Completes if the endpoint stopped waiting for its port without getting it;
+    /// [`AdminServer::stop`] then returns why. Pending otherwise.
+    pub(crate) async fn gave_up(&self) {
+        let mut gave_up = self.gave_up.clone();
+        if gave_up.wait_for(|gave_up| *gave_up).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Stops accepting and closes the port at once (or stops waiting for it); open
+    /// connections finish their responses (up to [`CLOSE_GRACE`]) in the background.
+    pub(crate) fn close_port(&self) {
+        if !self.stop.send_replace(true) {
+            tracing::debug!("admin endpoint: {} closed", self.bind);
+        }
+    }
+
+    /// Closes the port if still open and waits until open connections are done. An
+    /// error if the port was never bound: waited for too long, or another bind error.
+    pub(crate) async fn stop(self) -> io::Result<()> {
+        self.close_port();
+        match self.task.await {
+            Ok(outcome) => outcome,
+            Err(err) => Err(io::Error::other(format!("admin endpoint task: {err}"))),
+        }
+    }
+}
+
+const ENDPOINTS: &str = "/metrics /healthz /readyz /policy";
+
+/// Binds `bind` once it is free, trying every `wait.every`: the listener and how long
+/// it took, or `None` if told to stop first. A bind error other than "in use", or the
+/// port still in use after `wait.up_to`, is an error.
+async fn take_when_free(
+    bind: SocketAddr,
+    wait: PortWait,
+    mut stopping: watch::Receiver<bool>,
+) -> io::Result<Option<(TcpListener, Duration)>> {
+    let started = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stopping.wait_for(|stop| *stop) => return Ok(None),
+            () = tokio::time::sleep(wait.every) => {}
+        }
+        match TcpListener::bind(bind).await {
+            Ok(listener) => return Ok(Some((listener, started.elapsed()))),
+            Err(err) if err.kind() == io::ErrorKind::AddrInUse => {
+                if started.elapsed() >= wait.up_to {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!(
+                            "still in use after {} s of waiting: stop what holds it (for a \
+                             restart, SIGTERM the kpress this one replaces), or give each \
+                             kpress that runs beside another its own [admin] bind",
+                            wait.up_to.as_secs()
+                        ),
+                    ));
+                }
+            }
+            Err(err) => return Err(err),
+        }
     }
 }
 
@@ -290,7 +430,7 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Re
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            _ = stopping.changed() => break,
+            _ = stopping.wait_for(|stop| *stop) => break,
             accepted = listener.accept() => accepted,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
@@ -314,6 +454,9 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Re
             serve_connection(stream, admin, stopping).await;
         });
     }
+    // The port closes now, not once the connections are done: a process waiting for
+    // it (a restart's new kpress) takes it over while these finish.
+    drop(listener);
     let drained = tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), async {
         while connections.join_next().await.is_some() {}
     })
@@ -414,6 +557,179 @@ mod tests {
         use http_body_util::BodyExt;
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    /// A port held by a plain listener of this process, as another process would.
+    fn held_port() -> (std::net::TcpListener, SocketAddr) {
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = holder.local_addr().unwrap();
+        (holder, addr)
+    }
+
+    const QUICK: PortWait = PortWait {
+        every: Duration::from_millis(10),
+        up_to: Duration::from_secs(20),
+    };
+
+    /// `GET path` over HTTP/1.0: status line and body.
+    async fn get(addr: SocketAddr, path: &str) -> io::Result<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        Ok(response)
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_is_taken_once_its_holder_lets_go() {
+        let (holder, addr) = held_port();
+        let (_stop, stopping) = watch::channel(false);
+        let waiting = tokio::spawn(take_when_free(addr, QUICK, stopping));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "bound while the port was held");
+        drop(holder);
+        let (listener, waited) = waiting.await.unwrap().unwrap().expect("not stopped");
+        assert_eq!(listener.local_addr().unwrap(), addr);
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        assert!(waited < QUICK.up_to, "{waited:?}");
+    }
+
+    #[tokio::test]
+    async fn a_port_still_in_use_after_the_wait_is_an_error_naming_the_wait() {
+        let (_holder, addr) = held_port();
+        let (_stop, stopping) = watch::channel(false);
+        let wait = PortWait {
+            every: Duration::from_millis(10),
+            up_to: Duration::from_millis(200),
+        };
+        let started = Instant::now();
+        let err = take_when_free(addr, wait, stopping).await.unwrap_err();
+        assert!(started.elapsed() >= wait.up_to);
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(
+            err.to_string()
+                .starts_with("still in use after 0 s of waiting")
+                && err.to_string().contains("its own [admin] bind"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stop_ends_the_wait() {
+        let (_holder, addr) = held_port();
+        let (stop, stopping) = watch::channel(false);
+        let waiting = tokio::spawn(take_when_free(addr, QUICK, stopping));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send_replace(true);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("still waiting after the stop")
+            .unwrap();
+        assert!(matches!(outcome, Ok(None)), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_fails_at_once_without_a_wait_and_other_errors_always() {
+        let (_holder, addr) = held_port();
+        let err = AdminServer::start(addr, admin(applied(config(""))), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        // 192.0.2.1 (TEST-NET-1) is no address of this host: not retried.
+        let elsewhere: SocketAddr = "192.0.2.1:9464".parse().unwrap();
+        let err = AdminServer::start(elsewhere, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrNotAvailable, "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_serves_once_the_port_comes_free_and_hands_it_on_when_closed() {
+        let (holder, addr) = held_port();
+        let first = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .expect("a port in use is waited for");
+        drop(holder);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let answer = loop {
+            match get(addr, "/healthz").await {
+                Ok(answer) => break answer,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(err) => panic!("the endpoint did not take {addr}: {err}"),
+            }
+        };
+        assert!(
+            answer.starts_with("HTTP/1.0 200") && answer.ends_with("ok\n"),
+            "{answer}"
+        );
+
+        // A request half sent keeps its connection draining for a while after the
+        // port closes; the next process waiting for the port takes it meanwhile.
+        let mut unfinished = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut unfinished, b"GET /healthz HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        let next = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.close_port();
+        let draining = tokio::spawn(first.stop());
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            // A connection queued on a listener that no longer accepts would hang.
+            match tokio::time::timeout(Duration::from_millis(500), get(addr, "/healthz")).await {
+                Ok(Ok(answer)) => {
+                    assert!(answer.ends_with("ok\n"), "{answer}");
+                    break;
+                }
+                _ if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => panic!("the port was not handed on within 1 s: {other:?}"),
+            }
+        }
+        assert!(
+            !draining.is_finished(),
+            "the first endpoint finished draining before the port was handed on"
+        );
+        draining.await.unwrap().unwrap();
+        drop(unfinished);
+        next.stop().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn giving_up_on_the_port_is_reported_and_stop_returns_why() {
+        let (_holder, addr) = held_port();
+        let wait = PortWait {
+            every: Duration::from_millis(10),
+            up_to: Duration::from_millis(100),
+        };
+        let server = AdminServer::start(addr, admin(applied(config(""))), Some(wait))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server.gave_up())
+            .await
+            .expect("gave_up did not complete");
+        let err = server.stop().await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[tokio::test]
+    async fn a_stop_while_waiting_is_no_error_and_gave_up_stays_pending() {
+        let (_holder, addr) = held_port();
+        let server = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap();
+        server.close_port();
+        let pending = tokio::time::timeout(Duration::from_millis(200), server.gave_up()).await;
+        assert!(pending.is_err(), "gave_up completed after a stop");
+        server.stop().await.unwrap();
     }
 
     #[tokio::test]
