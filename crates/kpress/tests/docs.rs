@@ -366,6 +366,16 @@ fn create_named_files(policy: &str, dir: &Path, pem: &Pem) -> Result<(), String>
             files.push((file.clone(), "a password\n"));
         }
     }
+    match &config.upstream.oauthbearer {
+        Some(kpress_config::BearerTokenSource::TokenFile(file)) => {
+            files.push((file.clone(), "a.token.value\n"));
+        }
+        Some(kpress_config::BearerTokenSource::ClientCredentials {
+            client_secret: kpress_config::PasswordSource::File(file),
+            ..
+        }) => files.push((file.clone(), "a client secret\n")),
+        _ => {}
+    }
     for (file, contents) in files {
         if file.is_absolute() {
             return Err(format!(
