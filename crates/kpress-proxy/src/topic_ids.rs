@@ -148,25 +148,32 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
 /// The lookup task's side connection, and when its login is due again.
 struct Side {
     stream: Stream,
-    /// [`REAUTHENTICATE_AT`] into the broker's session lifetime (KIP-368), if it set one.
-    reauthenticate_at: Option<Instant>,
+    /// When to log in again, and when the broker's session (KIP-368) ends, if it set
+    /// a lifetime.
+    session: Option<Session>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    /// [`REAUTHENTICATE_AT`] into the lifetime.
+    reauthenticate_at: Instant,
+    /// Past this the broker closes the connection on its next request, a
+    /// re-authentication included: a new connection is opened instead.
+    ends_at: Instant,
 }
 
 /// The share of a session's lifetime after which the side connection logs in again,
 /// leaving room for a slow token endpoint before the broker would close it.
 const REAUTHENTICATE_AT: f64 = 0.8;
 
-impl Side {
-    fn new(stream: Stream, lifetime: Option<Duration>) -> Self {
-        Side {
-            stream,
-            reauthenticate_at: reauthenticate_at(lifetime),
-        }
+impl Session {
+    fn starting_now(lifetime: Option<Duration>) -> Option<Session> {
+        let now = Instant::now();
+        lifetime.map(|lifetime| Session {
+            reauthenticate_at: now + lifetime.mul_f64(REAUTHENTICATE_AT),
+            ends_at: now + lifetime,
+        })
     }
-}
-
-fn reauthenticate_at(lifetime: Option<Duration>) -> Option<Instant> {
-    lifetime.map(|l| Instant::now() + l.mul_f64(REAUTHENTICATE_AT))
 }
 
 /// One Metadata request for `ids` on the side connection, opened if need be. A kept
@@ -178,16 +185,25 @@ async fn ask(
     side: &mut Option<Side>,
     ids: &[[u8; 16]],
 ) -> Result<(), ConnectionError> {
+    let now = Instant::now();
+    if side
+        .as_ref()
+        .and_then(|kept| kept.session)
+        .is_some_and(|session| now >= session.ends_at)
+    {
+        tracing::debug!("side connection's session ended while idle; opening a new one");
+        *side = None;
+    }
     if let Some(kept) = side.as_mut() {
         let due = kept
-            .reauthenticate_at
-            .is_some_and(|at| Instant::now() >= at);
+            .session
+            .is_some_and(|session| now >= session.reauthenticate_at);
         let ready = if due {
             upstream::reauthenticate(shared, &mut kept.stream)
                 .await
                 .map(|lifetime| {
                     tracing::debug!(?lifetime, "side connection re-authenticated");
-                    kept.reauthenticate_at = reauthenticate_at(lifetime);
+                    kept.session = Session::starting_now(lifetime);
                 })
         } else {
             Ok(())
@@ -205,7 +221,10 @@ async fn ask(
         }
     }
     let (stream, lifetime) = upstream::side_session_any(shared).await?;
-    let kept = side.insert(Side::new(stream, lifetime));
+    let kept = side.insert(Side {
+        stream,
+        session: Session::starting_now(lifetime),
+    });
     ask_on(shared, &mut kept.stream, ids).await
 }
 
