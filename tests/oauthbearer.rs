@@ -10,6 +10,9 @@
 //!   the side connection re-authenticates in place (KIP-368) once with its cached
 //!   token and once with a refreshed one, and the broker never closes it.
 //! - kpress with `token_file` logs in with the token in a file and resolves a topic id.
+//! - A raw client logs in through kpress with its own OAUTHBEARER token, produces,
+//!   re-authenticates on the same connection with a new token, and produces again past
+//!   its first session's end: clients' logins and re-authentications pass through.
 //! - A Java client logs in through kpress with its own client credentials (the
 //!   client's OAUTHBEARER exchange passes through untouched) and its records read back.
 //! - Neither the client secret nor a token appears in kpress's log.
@@ -53,13 +56,16 @@ fn alice() -> SaslUser {
     SaslUser::new(SaslMechanism::Plain, "alice", "alice-secret")
 }
 
+/// When tokens were issued and when they expire (JWT `exp`), by client id.
+type Issued = HashMap<String, Vec<(Instant, Instant)>>;
+
 /// An OAuth 2 authorisation server: `/jwks` and `/token` (client-credentials grant,
 /// client id and secret in HTTP Basic), over plain HTTP on loopback.
 struct IdentityProvider {
     addr: SocketAddr,
     key: Arc<RsaKeyPair>,
-    /// When tokens were issued, by client id.
-    issued: Arc<Mutex<HashMap<String, Vec<Instant>>>>,
+    /// When tokens were issued and when they expire (JWT `exp`), by client id.
+    issued: Arc<Mutex<Issued>>,
     /// Every token issued, to look for in logs.
     tokens: Arc<Mutex<Vec<String>>>,
 }
@@ -121,23 +127,25 @@ impl IdentityProvider {
         self.issued.lock().unwrap().get(client).map_or(0, Vec::len)
     }
 
-    fn first_issued_to(&self, client: &str) -> Option<Instant> {
+    fn first_issued_to(&self, client: &str) -> Option<(Instant, Instant)> {
         self.issued.lock().unwrap().get(client)?.first().copied()
     }
 
     /// A token for `subject`, as `/token` would issue it.
     fn token_for(&self, subject: &str) -> String {
-        let token = jwt(&self.key, subject, TOKEN_LIFE);
+        let (token, _) = jwt(&self.key, subject, TOKEN_LIFE);
         self.tokens.lock().unwrap().push(token.clone());
         token
     }
 }
 
-fn jwt(key: &RsaKeyPair, subject: &str, life: Duration) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+/// A JWT for `subject` living `life` (whole seconds, as `exp` counts them), and the
+/// instant its `exp` falls on.
+fn jwt(key: &RsaKeyPair, subject: &str, life: Duration) -> (String, Instant) {
+    let (wall, now_instant) = (SystemTime::now(), Instant::now());
+    let now = wall.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let exp = UNIX_EPOCH + Duration::from_secs(now + life.as_secs());
+    let ends = now_instant + exp.duration_since(wall).unwrap_or_default();
     let header = format!(r#"{{"alg":"RS256","typ":"JWT","kid":"{KEY_ID}"}}"#);
     let claims = format!(
         r#"{{"sub":"{subject}","iat":{now},"exp":{},"scope":"kafka"}}"#,
@@ -156,7 +164,10 @@ fn jwt(key: &RsaKeyPair, subject: &str, life: Duration) -> String {
         &mut signature,
     )
     .expect("RS256 signs");
-    format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature))
+    (
+        format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)),
+        ends,
+    )
 }
 
 fn jwks(key: &RsaKeyPair) -> String {
@@ -173,7 +184,7 @@ fn serve(
     stream: TcpStream,
     key: &RsaKeyPair,
     clients: &HashMap<String, String>,
-    issued: &Mutex<HashMap<String, Vec<Instant>>>,
+    issued: &Mutex<Issued>,
     tokens: &Mutex<Vec<String>>,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(TIMEOUT))?;
@@ -202,14 +213,14 @@ fn serve(
         ["GET", "/jwks"] => ("200 OK", jwks(key)),
         ["POST", "/token"] => match client_of(&headers, &body, clients) {
             Some(client) => {
-                let token = jwt(key, &client, TOKEN_LIFE);
+                let (token, ends) = jwt(key, &client, TOKEN_LIFE);
                 tokens.lock().unwrap().push(token.clone());
                 issued
                     .lock()
                     .unwrap()
                     .entry(client)
                     .or_default()
-                    .push(Instant::now());
+                    .push((Instant::now(), ends));
                 (
                     "200 OK",
                     format!(
@@ -352,15 +363,7 @@ fn produce_by_id_through(
         proxy.node_port_base().expect("ports mode") + 1,
     ));
     let records = records(topic);
-    let batch = BatchBuilder::codec(Codec::Gzip)
-        .build(
-            &records
-                .iter()
-                .cloned()
-                .map(Record::value)
-                .collect::<Vec<_>>(),
-        )
-        .expect("a gzip batch");
+    let batch = gzip_batch(&records);
     let produced = SecureStream::connect(node, &ClientSecurity::sasl_plaintext(&alice()), TIMEOUT)
         .and_then(|mut stream| produce_by_id_on(&mut stream, id, 0, &batch, TIMEOUT));
     match produced {
@@ -371,6 +374,63 @@ fn produce_by_id_through(
         },
         other => vec![format!("Produce v13 for {topic} through kpress: {other:?}")],
     }
+}
+
+/// A client's own OAUTHBEARER login, or re-authentication (KIP-368), on `stream`:
+/// SaslHandshake then one SaslAuthenticate with `token`; the broker's session lifetime.
+fn client_login(stream: &mut SecureStream, token: &str) -> anyhow::Result<Duration> {
+    use kpress_protocol::sasl;
+    const CLIENT: &str = "oauth-raw-client";
+    // SaslHandshake v1 and SaslAuthenticate v1 answer with header v0: the correlation id.
+    let id = stream.next_correlation_id();
+    let body = stream.exchange(&sasl::handshake_request(
+        id,
+        CLIENT,
+        sasl::Mechanism::OAuthBearer,
+    )?)?;
+    sasl::parse_handshake_response(&body[4..])?;
+    let id = stream.next_correlation_id();
+    let first = sasl::oauthbearer::initial_response(token, &[])?;
+    let body = stream.exchange(&sasl::authenticate_request(id, CLIENT, &first)?)?;
+    let answer = sasl::parse_authenticate_response(sasl::SASL_AUTHENTICATE_VERSION, &body[4..])?;
+    anyhow::ensure!(
+        answer.is_empty(),
+        "token refused: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let ms = sasl::session_lifetime_ms(sasl::SASL_AUTHENTICATE_VERSION, &body[4..])
+        .ok_or_else(|| anyhow::anyhow!("the broker set no session lifetime"))?;
+    Ok(Duration::from_millis(u64::try_from(ms)?))
+}
+
+/// A gzip batch of `records` stamped now: the builder's fixed 2023 timestamp would
+/// have the broker roll the segment at each append and delete the old ones
+/// (`retention.ms` counts from record timestamps).
+fn gzip_batch(records: &[Vec<u8>]) -> Vec<u8> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    BatchBuilder {
+        base_timestamp: i64::try_from(now).unwrap(),
+        ..BatchBuilder::codec(Codec::Gzip)
+    }
+    .build(
+        &records
+            .iter()
+            .cloned()
+            .map(Record::value)
+            .collect::<Vec<_>>(),
+    )
+    .expect("a gzip batch")
+}
+
+/// A gzip Produce v13 of `records` on `stream` (already logged in).
+fn produce_on(stream: &mut SecureStream, id: [u8; 16], records: &[Vec<u8>]) -> anyhow::Result<()> {
+    let batch = gzip_batch(records);
+    let answer = produce_by_id_on(stream, id, 0, &batch, TIMEOUT)?;
+    anyhow::ensure!(answer.error_code == 0, "Produce answered {answer:?}");
+    Ok(())
 }
 
 fn counter(proxy: &KpressProxy, name: &str, labels: &[(&str, &str)]) -> f64 {
@@ -437,14 +497,37 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
         .collect();
 
     // kpress logged in at start (learning the brokers) with its first token. The
-    // broker's session lifetime is the smaller of REAUTH and the token's remaining life
-    // (JWT exp is in whole seconds: count the token as ending a second early).
-    let token = idp
+    // broker's session lifetime is the smaller of REAUTH and the token's remaining life;
+    // kpress fetches a new token 80% into the `expires_in` it was given.
+    let (token, token_ends) = idp
         .first_issued_to("kpress")
         .expect("kpress fetched a token at start");
-    let token_ends = token + TOKEN_LIFE - Duration::from_secs(1);
-    let token_stale = token + TOKEN_LIFE.mul_f64(0.8);
+    let token_stale = token + TOKEN_LIFE.mul_f64(0.8) + Duration::from_millis(100);
     let session = |from: Instant| REAUTH.min(token_ends.saturating_duration_since(from));
+    // A client logs in through kpress with its own OAUTHBEARER token and produces on
+    // one connection throughout, re-authenticating once with a new token.
+    let client_topic = "zstd.oauth.client-reauth";
+    let client_id = topic_behind_kpress(&cluster, client_topic);
+    let node = SocketAddr::from((
+        [127, 0, 0, 1],
+        proxy.node_port_base().expect("ports mode") + 1,
+    ));
+    let mut client = SecureStream::connect(node, &ClientSecurity::default(), TIMEOUT)
+        .unwrap_or_else(|e| panic!("connecting to kpress: {e:#}"));
+    let client_session = client_login(&mut client, &idp.token_for("raw-client"))
+        .unwrap_or_else(|e| panic!("the client's OAUTHBEARER login through kpress: {e:#}"));
+    let client_start = Instant::now();
+    let client_records: Vec<Vec<Vec<u8>>> = ["a", "b", "c"]
+        .iter()
+        .map(|part| records(&format!("client-{part}")))
+        .collect();
+    let client_step = |stream: &mut SecureStream, part: usize, failures: &mut Vec<String>| {
+        if let Err(e) = produce_on(stream, client_id, &client_records[part]) {
+            failures.push(format!("the client's Produce {part} through kpress: {e:#}"));
+        }
+    };
+    client_step(&mut client, 0, &mut failures);
+
     // Lookup 1: a new side connection, a new session.
     let first = Instant::now();
     failures.extend(produce_by_id_through(&proxy, &cluster, topics[0], ids[0]));
@@ -457,6 +540,13 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
     sleep_until(second);
     let second = Instant::now();
     failures.extend(produce_by_id_through(&proxy, &cluster, topics[1], ids[1]));
+    // The client re-authenticates on its connection, through kpress.
+    match client_login(&mut client, &idp.token_for("raw-client")) {
+        Ok(_) => client_step(&mut client, 1, &mut failures),
+        Err(e) => failures.push(format!(
+            "the client's re-authentication through kpress: {e:#}"
+        )),
+    }
     // Lookup 3 once the token is stale and the shorter second session is due, before
     // it ends: re-authenticated in place with a token fetched anew.
     let due = (second + session(second).mul_f64(0.8)).max(token_stale);
@@ -467,6 +557,23 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
     );
     sleep_until(due + (ends - due) / 2);
     failures.extend(produce_by_id_through(&proxy, &cluster, topics[2], ids[2]));
+    // Past the client's first session: the broker would have closed the connection
+    // had the re-authentication not reached it.
+    if client_start.elapsed() <= client_session {
+        failures.push(format!(
+            "the client's last Produce came {:?} into a {client_session:?} session: it proves nothing",
+            client_start.elapsed()
+        ));
+    }
+    client_step(&mut client, 2, &mut failures);
+    match cluster.dump_partition_0(&[client_topic]) {
+        Ok(dump) => failures.extend(dump[0].problems_storing(
+            client_topic,
+            Compression::Zstd,
+            &client_records.concat(),
+        )),
+        Err(e) => failures.push(format!("DumpLogSegments of {client_topic}: {e:#}")),
+    }
 
     // At start, lookup 1, and two re-authentications.
     let ok = counter(
