@@ -81,27 +81,7 @@ impl ClientCredentials {
             .await
             .map_err(|err| failed(format!("request failed: {}", without_url(&err))))?;
         let status = response.status();
-        if response
-            .content_length()
-            .is_some_and(|len| len > MAX_TOKEN_RESPONSE_BYTES as u64)
-        {
-            return Err(failed(format!(
-                "response larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"
-            )));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|err| failed(format!("reading the response: {}", without_url(&err))))?
-        {
-            if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
-                return Err(failed(format!(
-                    "response larger than {MAX_TOKEN_RESPONSE_BYTES} bytes"
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = read_bounded(&mut response).await.map_err(failed)?;
         if !status.is_success() {
             return Err(failed(format!(
                 "HTTP {status}: {}",
@@ -110,6 +90,29 @@ impl ClientCredentials {
         }
         parse_token_response(&body, now).map_err(failed)
     }
+}
+
+/// A response body of at most [`MAX_TOKEN_RESPONSE_BYTES`].
+pub(crate) async fn read_bounded(response: &mut reqwest::Response) -> Result<Vec<u8>, String> {
+    let too_large = || format!("response larger than {MAX_TOKEN_RESPONSE_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|len| len > MAX_TOKEN_RESPONSE_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|err| format!("reading the response: {}", without_url(&err)))?
+    {
+        if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The access token and its lifetime from a successful response (RFC 6749 5.1).
@@ -135,7 +138,7 @@ fn parse_token_response(body: &[u8], now: SystemTime) -> Result<BearerToken, Str
 }
 
 /// reqwest's error text, without the URL it may repeat (the URL is named already).
-fn without_url(err: &reqwest::Error) -> String {
+pub(crate) fn without_url(err: &reqwest::Error) -> String {
     let mut text = err.without_url_ref_text();
     let mut source = std::error::Error::source(err);
     while let Some(inner) = source {
@@ -162,7 +165,7 @@ impl WithoutUrl for reqwest::Error {
     }
 }
 
-fn bounded(text: &str) -> String {
+pub(crate) fn bounded(text: &str) -> String {
     let mut out: String = text
         .chars()
         .take(MAX_ERROR_CHARS)

@@ -20,7 +20,8 @@ pub(crate) fn expiry(token: &str) -> Option<SystemTime> {
     let payload = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&payload).ok()?;
     let exp = claims.get("exp")?.as_f64()?;
-    (0.0..1e11).contains(&exp)
+    (0.0..1e11)
+        .contains(&exp)
         .then(|| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(exp))
 }
 

@@ -5,8 +5,9 @@
 //! - an OAuth 2 token endpoint, client-credentials grant ([`ClientCredentials`]);
 //! - a token file another program keeps fresh, such as a Kubernetes projected token,
 //!   re-read when it changes ([`TokenSource::File`]);
-//! - AWS MSK IAM: a SigV4-presigned `kafka-cluster:Connect` request made from the
-//!   standard AWS credential environment ([`MskIam`]).
+//! - AWS MSK IAM: a SigV4-presigned `kafka-cluster:Connect` request signed with
+//!   credentials from the environment's keys, or from STS for a web identity (EKS)
+//!   ([`MskIam`], [`AwsCredentialSource`]).
 //!
 //! A token is reused until [`REFRESH_FRACTION`] of its lifetime has passed, then
 //! fetched anew, so that a login never presents a token about to expire.
@@ -15,15 +16,17 @@ mod aws;
 mod client_credentials;
 mod jwt;
 pub mod sigv4;
+mod sts;
 mod token_file;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-pub use aws::{credentials_from_env, MskIam};
+pub use aws::{credential_source_from_env, credentials_from_env, AwsCredentialSource, MskIam};
 pub use client_credentials::{ClientCredentials, MAX_TOKEN_RESPONSE_BYTES, TOKEN_REQUEST_TIMEOUT};
 pub use sigv4::AwsCredentials;
+pub use sts::WebIdentity;
 
 /// The share of a token's lifetime after which a new one is fetched (Kafka's Java
 /// client refreshes at 80% too).
@@ -143,6 +146,8 @@ pub struct BearerTokens {
 struct Cache {
     token: Option<BearerToken>,
     file: token_file::Seen,
+    /// MSK IAM with a web identity: the role's credentials from STS.
+    assumed: Option<sts::Assumed>,
 }
 
 impl fmt::Debug for BearerTokens {
@@ -156,8 +161,10 @@ impl fmt::Debug for BearerTokens {
 impl BearerTokens {
     pub fn new(source: TokenSource) -> Result<Self, AuthError> {
         let http = match &source {
-            TokenSource::ClientCredentials(_) => Some(client_credentials::http_client()?),
-            TokenSource::File(_) | TokenSource::AwsMskIam(_) => None,
+            TokenSource::ClientCredentials(_) | TokenSource::AwsMskIam(_) => {
+                Some(client_credentials::http_client()?)
+            }
+            TokenSource::File(_) => None,
         };
         Ok(BearerTokens {
             source,
@@ -196,7 +203,10 @@ impl BearerTokens {
                         let http = self.http.as_ref().expect("built for client credentials");
                         c.fetch(http, now).await?
                     }
-                    TokenSource::AwsMskIam(msk) => msk.token(now)?,
+                    TokenSource::AwsMskIam(msk) => {
+                        let http = self.http.as_ref().expect("built for MSK IAM");
+                        msk.token(http, &mut cache.assumed, now).await?
+                    }
                     TokenSource::File(_) => unreachable!("handled above"),
                 };
                 tracing::debug!(

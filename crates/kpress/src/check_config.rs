@@ -423,7 +423,8 @@ fn bearer_source(source: &kpress_config::BearerTokenSource) -> String {
         }
         kpress_config::BearerTokenSource::AwsMskIam { region } => format!(
             "AWS MSK IAM tokens for {region}, signed with AWS_ACCESS_KEY_ID, \
-             AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN"
+             AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a role assumed by \
+             AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN"
         ),
     }
 }

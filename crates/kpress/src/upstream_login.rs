@@ -27,7 +27,7 @@ pub(crate) fn bearer_login(source: &BearerTokenSource) -> anyhow::Result<SaslLog
         BearerTokenSource::AwsMskIam { region } => {
             // Refused now rather than at the first lookup: a missing credential is a
             // deployment mistake, not a passing fault.
-            kpress_auth::credentials_from_env(|name| std::env::var(name).ok())
+            kpress_auth::credential_source_from_env(|name| std::env::var(name).ok())
                 .context("upstream.sasl.token_provider = \"aws_msk_iam\"")?;
             TokenSource::AwsMskIam(MskIam {
                 region: region.clone(),
