@@ -484,6 +484,35 @@ mod tests {
     }
 
     #[test]
+    fn oauthbearer_sources_are_named_by_place() {
+        let listener = "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n";
+        for (keys, line) in [
+            (
+                "token_endpoint_url = \"https://idp.example.com/token\"\nclient_id = \"kpress\"\n\
+                 client_secret_env = \"IDP_SECRET\"\nscope = \"kafka\"\n",
+                "  kpress's own SASL: OAUTHBEARER, tokens from https://idp.example.com/token as \
+                 client \"kpress\", secret from $IDP_SECRET, scope \"kafka\"",
+            ),
+            (
+                "token_file = \"/var/run/secrets/kafka-token\"\n",
+                "  kpress's own SASL: OAUTHBEARER, tokens from file \
+                 /var/run/secrets/kafka-token (re-read when it changes)",
+            ),
+            (
+                "token_provider = \"aws_msk_iam\"\nregion = \"eu-west-1\"\n",
+                "  kpress's own SASL: OAUTHBEARER, AWS MSK IAM tokens for eu-west-1, signed with \
+                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a \
+                 role assumed by AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN",
+            ),
+        ] {
+            let out = summary_of(&format!(
+                "{listener}{UPSTREAM}[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n{keys}"
+            ));
+            assert!(out.lines().any(|l| l == line), "{out}");
+        }
+    }
+
+    #[test]
     fn tls_sasl_and_sni_settings_each_get_a_line() {
         let out = summary_of(&format!(
             "[listener]\nbind = \"0.0.0.0:9093\"\nmode = \"sni\"\n\

@@ -327,6 +327,32 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn oauthbearer_sources_show_their_keys_and_no_secrets() {
+        let json = policy_json(&applied(config(
+            "[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n\
+             token_endpoint_url = \"https://idp.example.com/token\"\nclient_id = \"kpress\"\n\
+             client_secret_file = \"/run/secrets/idp\"\n",
+        )));
+        assert_eq!(
+            json["upstream"]["sasl"],
+            json!({
+                "mechanism": "OAUTHBEARER",
+                "token_endpoint_url": "https://idp.example.com/token",
+                "client_id": "kpress",
+                "client_secret_file": "/run/secrets/idp",
+            })
+        );
+        let json = policy_json(&applied(config(
+            "[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n\
+             token_provider = \"aws_msk_iam\"\nregion = \"us-east-1\"\n",
+        )));
+        assert_eq!(
+            json["upstream"]["sasl"],
+            json!({"mechanism": "OAUTHBEARER", "token_provider": "aws_msk_iam", "region": "us-east-1"})
+        );
+    }
+
+    #[test]
     fn sni_listeners_and_upstream_tls_are_summarized() {
         let mut config = config("");
         config.listener.routing = NodeRouting::Sni {
