@@ -15,6 +15,10 @@
 //!   its first session's end: clients' logins and re-authentications pass through.
 //! - A Java client logs in through kpress with its own client credentials (the
 //!   client's OAUTHBEARER exchange passes through untouched) and its records read back.
+//! - A token the broker refuses (its signature altered) makes `kpress doctor` report
+//!   the broker's `invalid_token` JSON error, after the RFC 7628 acknowledgement,
+//!   without printing the token; the broker fetched the JWKS, so signatures were
+//!   checked.
 //! - Neither the client secret nor a token appears in kpress's log.
 
 use std::collections::HashMap;
@@ -22,6 +26,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,7 +38,7 @@ use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::compression::Compression;
 use kpress_tests::data::write_records;
 use kpress_tests::java_client::{ConsumeOptions, JavaClient, ProduceOptions};
-use kpress_tests::kpress::{storing_rules, KpressProxy, KpressSetup};
+use kpress_tests::kpress::{kpress_binary, storing_rules, KpressProxy, KpressSetup};
 use kpress_tests::raw_produce::produce_by_id_on;
 use kpress_tests::secure_stream::SecureStream;
 use kpress_tests::tls::{ClientSecurity, SaslMechanism, SaslUser};
@@ -49,6 +54,8 @@ const TOKEN_LIFE: Duration = Duration::from_secs(30);
 const KPRESS_SECRET: &str = "kpress-client-secret-7f3a";
 const JAVA_SECRET: &str = "java-client-secret-91bc";
 const KEY_ID: &str = "kpress-test-key";
+/// How often the broker fetched the JWKS: at least once, or it checked no signature.
+static JWKS_FETCHES: AtomicUsize = AtomicUsize::new(0);
 
 /// The raw producer's own login (PLAIN: the listener enables both mechanisms; what is
 /// tested is kpress's own login).
@@ -210,7 +217,10 @@ fn serve(
     let mut body = vec![0; length.min(64 * 1024)];
     reader.read_exact(&mut body)?;
     let (status, answer) = match request_line.split_whitespace().take(2).collect::<Vec<_>>()[..] {
-        ["GET", "/jwks"] => ("200 OK", jwks(key)),
+        ["GET", "/jwks"] => {
+            JWKS_FETCHES.fetch_add(1, Ordering::Relaxed);
+            ("200 OK", jwks(key))
+        }
         ["POST", "/token"] => match client_of(&headers, &body, clients) {
             Some(client) => {
                 let (token, ends) = jwt(key, &client, TOKEN_LIFE);
@@ -267,6 +277,11 @@ fn client_of(
 
 /// One broker whose SASL_PLAINTEXT listener enables PLAIN and OAUTHBEARER (JWTs
 /// checked against `idp`'s JWKS) and asks for re-authentication every [`REAUTH`].
+///
+/// Kafka 4.1.1's `OAuthBearerValidatorCallbackHandler` builds its default
+/// `DefaultJwtValidator` without a key resolver, which then checks claims only
+/// (`ClientJwtValidator`): `sasl.oauthbearer.jwt.validator.class=BrokerJwtValidator`
+/// makes it fetch the JWKS and verify signatures (set per listener, it is ignored).
 fn broker(idp: &IdentityProvider) -> KafkaCluster {
     let security = ClusterSecurity {
         listeners: vec![BrokerListener::SaslPlaintext],
@@ -277,10 +292,11 @@ fn broker(idp: &IdentityProvider) -> KafkaCluster {
         "sasl.enabled.mechanisms=PLAIN,OAUTHBEARER\n\
          {listener}.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler\n\
          {listener}.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n\
-         sasl.oauthbearer.jwks.endpoint.url={}\n\
-         connections.max.reauth.ms={}\n",
-        idp.url("/jwks"),
-        REAUTH.as_millis()
+         sasl.oauthbearer.jwt.validator.class=org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator\n\
+         sasl.oauthbearer.jwks.endpoint.url={jwks}\n\
+         connections.max.reauth.ms={reauth}\n",
+        jwks = idp.url("/jwks"),
+        reauth = REAUTH.as_millis()
     );
     KafkaCluster::start_with_properties(kafka_version(), 1, &security, &properties)
         .unwrap_or_else(|e| panic!("starting the broker: {e:#}"))
@@ -661,6 +677,9 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
             "Java OAUTHBEARER producer through kpress: {other:?}"
         )),
     }
+    if JWKS_FETCHES.load(Ordering::Relaxed) == 0 {
+        failures.push("the broker never fetched the JWKS: it checked no signature".to_owned());
+    }
     if idp.issued_to("java-client") == 0 {
         failures.push("the Java client never fetched a token".to_owned());
     }
@@ -690,6 +709,33 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
         failures.push(format!("token_file login: {file_ok} ok"));
     }
     failures.extend(secrets_in_log(&file_proxy, &idp));
+
+    // A token the broker refuses (its signature altered): `kpress doctor` logs in anew
+    // and reports the broker's JSON error, acknowledged as RFC 7628 asks, without the
+    // token.
+    let valid = idp.token_for("kpress-file");
+    let (signed, signature) = valid.rsplit_once('.').expect("a JWT");
+    let altered_signature: String = signature.chars().rev().collect();
+    std::fs::write(&token_file, format!("{signed}.{altered_signature}")).unwrap();
+    let config = file_proxy.config_file().expect("kpress's config file");
+    let doctor = Command::new(kpress_binary())
+        .args(["doctor", "--config"])
+        .arg(&config)
+        .output()
+        .expect("kpress doctor runs");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    if !said.contains("refused kpress's OAUTHBEARER token") || !said.contains("invalid_token") {
+        failures.push(format!(
+            "kpress doctor with a refused token did not report the broker's error:\n{said}"
+        ));
+    }
+    if said.contains(&altered_signature) || said.contains(signed) {
+        failures.push("kpress doctor printed the refused token".to_owned());
+    }
 
     assert!(
         failures.is_empty(),
