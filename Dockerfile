@@ -1,4 +1,6 @@
-# kpress on a slim Debian with the runtime libraries its codecs link (ISA-L).
+# kpress on a slim Debian with ISA-L's runtime library (libisal2), which kpress opens at
+# run time for `compression.gzip.provider = "isal"`. The binary links no accelerator
+# library: without libisal2 it still runs, listing the isal provider unavailable.
 #
 # With network, the default target builds the release binary in a Rust stage:
 #   docker build -t kpress .
@@ -24,10 +26,9 @@
 # (`docker run … kpress check-config /etc/kpress/kpress.toml` checks it first.)
 # Kubernetes and Helm: deploy/.
 
+# Only Rust and a C compiler: ISA-L and QATzip are opened at run time, their bindings
+# are committed with isal-sys and qat-sys.
 FROM rust:1-bookworm AS build
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libisal-dev libclang-dev pkg-config \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked -p kpress

@@ -1,4 +1,4 @@
-//! gzip providers side by side (issue #4): each provider at its levels compressing
+//! gzip providers side by side (KIP-1121's `compression.gzip.provider`): each provider at its levels compressing
 //! 16 KiB and 1 MiB record sections of the datasets, and each decompressing
 //! what flate2 level 6 (Kafka's default gzip) wrote, all in the same run.
 //!

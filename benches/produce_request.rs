@@ -3,8 +3,9 @@
 //! request header read, `kpress_protocol::rewrite_produce_with` walking the body and
 //! splicing each partition's records through `Recompressor::rewrite_partition` within
 //! the request's `ProduceAllowance`, and the new frame built — as kpress-proxy's
-//! `produce.rs` composes them, without its metrics bookkeeping. Against it: the bare
-//! decompress and compress calls on the same batches' payloads, run in turn with it.
+//! Produce handler (`apis/produce/rewrite.rs`) composes them, without its metrics
+//! bookkeeping. Against it: the bare decompress and compress calls on the same
+//! batches' payloads, run in turn with it.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kpress_batch::{

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10's load harness: what kpress costs and saves a producer, in one run. Kafka's
+# The load harness: what kpress costs and saves a producer, in one run. Kafka's
 # own ProducerPerformance (records from datasets/apache_access.log, acks=1, linger.ms=5,
 # batch.size=262144) against a one-node 4.1.1 broker and a release kpress:
 #  - direct (lz4, and gzip), through kpress passing batches through, recompressing

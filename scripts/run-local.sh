@@ -150,7 +150,7 @@ cat >&2 <<EOF
     java -cp '$LIBS/*' kafka.tools.DumpLogSegments --deep-iteration \\
       --files $BROKER_DIR/data/logs.app-0/00000000000000000000.log | grep -o 'compresscodec: [a-z]*' | sort | uniq -c
 
-  Metrics:  curl -s http://127.0.0.1:9464/metrics | grep ^kpress   (if $CONFIG has [metrics])
+  Metrics:  curl -s http://127.0.0.1:9464/metrics | grep ^kpress   (if $CONFIG has [admin])
 
   Ctrl-C stops kpress and Kafka.
 

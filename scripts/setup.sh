@@ -156,6 +156,18 @@ helm_tool() {
   echo "$HELM_VERSION" >"$go_dir/bin/.helm-version"
 }
 
+# The Go modules of tests/go-msk-signer (AWS's SigV4 presigner), which tests/msk_signer.rs
+# builds offline to compare kpress's MSK IAM tokens with, byte for byte.
+go_msk_signer_modules() {
+  local go_dir=$CACHE/go
+  need go "install Go 1.24 or later (https://go.dev/dl/) for tests/go-msk-signer"
+  log "go mod download for tests/go-msk-signer into $go_dir/mod"
+  (cd "$ROOT/tests/go-msk-signer" &&
+    GOPATH=$go_dir GOMODCACHE=$go_dir/mod GOCACHE=$go_dir/build GOFLAGS="-buildvcs=false -modcacherw" \
+      go mod download >&2) ||
+    die "go mod download for tests/go-msk-signer failed (errors above): check access to the Go module proxy (GOPROXY), then run $0 again"
+}
+
 kubernetes_validate() {
   local venv=$CACHE/venv
   [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" = "$KUBERNETES_VALIDATE_VERSION" ] && return 0
@@ -192,7 +204,12 @@ case $what in
     # the downloads below.
     helm_tool &
     helm_build=$!
-    apt_install kcat libisal-dev libclang-dev pkg-config
+    apt_install kcat libclang-dev pkg-config
+    # ISA-L is an optional accelerator: kpress builds without it and runs without it
+    # (the isal gzip provider is then listed unavailable). The tests and benches use
+    # its runtime library (libisal2), and isal-sys regenerates its committed bindings
+    # from libisal-dev's header with bindgen (libclang-dev).
+    apt_install libisal2 libisal-dev
     kafka_jars "$KAFKA_VERSION"
     kafka_jars "$KAFKA_OLD_VERSION"
     kafka_client_jars "$KAFKA_CLIENTS_PRE_ZSTD_VERSION"
@@ -208,6 +225,7 @@ case $what in
     python_clients
     qatzip
     container_tools
+    go_msk_signer_modules
     wait "$helm_build" || die "building helm failed (its errors are above)"
     kubernetes_validate
     ;;

@@ -213,8 +213,8 @@ fn the_admin_endpoint_reports_health_readiness_metrics_and_the_policy_in_force()
     assert!(TcpStream::connect_timeout(&admin, Duration::from_secs(1)).is_err());
 }
 
-/// The harness scrapes `[metrics] bind` (the deprecated spelling of `[admin] bind`)
-/// with a bare HTTP/1.0 request: the admin server answers it.
+/// The harness scrapes `[admin] bind` with a bare HTTP/1.0 request: the admin server
+/// answers it.
 #[test]
 fn the_harness_metrics_scrape_reads_the_admin_endpoint() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");

@@ -7,15 +7,25 @@
 //! paths and the mounts agree; the probes hit the policy's admin port, and the Service
 //! forwards exactly the ports the policy serves.
 //!
+//! The scaling objects are checked against what they point at: the HorizontalPodAutoscaler
+//! scales the Deployment by name on CPU utilisation and that Deployment leaves
+//! `replicas` to it; the PodDisruptionBudget's selector picks the Deployment's pods and
+//! lets a drain evict one at the fewest replicas; the ServiceMonitor selects a Service
+//! whose port of the endpoint's name reaches the container port the policy's `[admin]
+//! bind` serves /metrics on. kubernetes-validate has no schema for the ServiceMonitor (a
+//! custom resource of the Prometheus operator): `CUSTOM_RESOURCES` validates it against
+//! a strict schema of the CRD's fields the manifests use, with Kubernetes' own
+//! ObjectMeta and LabelSelector from kubernetes-validate's definitions.
+//!
 //! helm (`go install`, `HELM_VERSION`) and kubernetes-validate come from
-//! `scripts/setup.sh`. ~10 s.
+//! `scripts/setup.sh`. ~40 s on a busy 2-core machine.
 
 use anyhow::{bail, ensure, Context};
 use kpress_tests::kpress::kpress_binary;
 use kpress_tests::paths;
 use kpress_tests::process::{run, run_ok};
 use kpress_tests::tls::TestPki;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -29,7 +39,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// else fails here, so a new volume kind gets a test before it ships.
 const MANIFEST_FACTS: &str = r#"
 import os, shutil, sys, yaml
-manifests, pod_dir, secrets_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+manifests, pod_dir, secrets_dir, namespace = sys.argv[1:5]
 with open(manifests) as f:
     docs = [d for d in yaml.safe_load_all(f) if d]
 configmaps = {d["metadata"]["name"]: d.get("data", {}) for d in docs if d["kind"] == "ConfigMap"}
@@ -78,6 +88,139 @@ for d in docs:
                         print("file", os.path.join(m["mountPath"], it["path"]), "secret", src["secret"]["name"], key)
                 else:
                     raise SystemExit("volume source the test does not lay out: %r" % src)
+
+def ns(d):
+    return d["metadata"].get("namespace", namespace)
+def label_text(labels):
+    return ",".join("%s=%s" % kv for kv in sorted((labels or {}).items())) or "-"
+def selects(selector, labels):
+    if selector.get("matchExpressions"):
+        raise SystemExit("a selector with matchExpressions: the test matches matchLabels only")
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+deployments = [d for d in docs if d["kind"] == "Deployment"]
+services = [d for d in docs if d["kind"] == "Service"]
+def pod_labels(dep):
+    return dep["spec"]["template"]["metadata"].get("labels") or {}
+def container_port(service, target):
+    """The container port a Service port's targetPort reaches, None if none."""
+    if isinstance(target, int):
+        return target
+    if not service["spec"].get("selector"):
+        return None
+    for dep in deployments:
+        if ns(dep) == ns(service) and selects({"matchLabels": service["spec"]["selector"]}, pod_labels(dep)):
+            for c in dep["spec"]["template"]["spec"]["containers"]:
+                for p in c.get("ports", []):
+                    if p.get("name") == target:
+                        return p["containerPort"]
+    return None
+for d in docs:
+    kind, name, spec = d["kind"], d["metadata"]["name"], d.get("spec", {})
+    if kind == "Deployment":
+        print("deployment", name, spec.get("replicas", "-"))
+        print("pod-labels", name, label_text(pod_labels(d)))
+        annotations = d["spec"]["template"]["metadata"].get("annotations") or {}
+        print("pod-annotations", name, ",".join(sorted(annotations)) or "-")
+    elif kind == "Service":
+        print("service-labels", name, label_text(d["metadata"].get("labels")))
+    elif kind == "HorizontalPodAutoscaler":
+        t = spec["scaleTargetRef"]
+        print("hpa", name, t.get("apiVersion", "-"), t["kind"], t["name"], spec.get("minReplicas", 1), spec["maxReplicas"])
+        for m in spec.get("metrics", []):
+            if m["type"] == "Resource":
+                r = m["resource"]
+                print("hpa-metric", name, "Resource", r["name"], r["target"]["type"], r["target"].get("averageUtilization", "-"))
+            else:
+                print("hpa-metric", name, m["type"], "-", "-", "-")
+        window = (spec.get("behavior") or {}).get("scaleDown", {}).get("stabilizationWindowSeconds", "-")
+        print("hpa-scale-down-window", name, window)
+    elif kind == "PodDisruptionBudget":
+        budget = ["%s=%s" % (k, spec[k]) for k in ("maxUnavailable", "minAvailable") if k in spec]
+        print("pdb", name, ",".join(budget) or "-")
+        selector = spec.get("selector")
+        print("pdb-selector", name, label_text((selector or {}).get("matchLabels")))
+        for dep in deployments:
+            if selector is not None and ns(dep) == ns(d) and selects(selector, pod_labels(dep)):
+                print("pdb-selects", name, dep["metadata"]["name"])
+    elif kind == "ServiceMonitor":
+        print("monitor", name)
+        chosen = spec.get("namespaceSelector") or {}
+        allowed = None if chosen.get("any") else set(chosen.get("matchNames") or [ns(d)])
+        for svc in services:
+            if (allowed is None or ns(svc) in allowed) and selects(spec["selector"], svc["metadata"].get("labels") or {}):
+                print("monitor-selects", name, svc["metadata"]["name"])
+                for e in spec.get("endpoints", []):
+                    port = next((p for p in svc["spec"]["ports"] if p.get("name") == e.get("port")), None)
+                    target = container_port(svc, port.get("targetPort", port["port"])) if port else None
+                    print("monitor-endpoint", name, svc["metadata"]["name"], e.get("port", "-"),
+                          e.get("path", "/metrics"), "-" if target is None else target)
+"#;
+
+/// Validates the custom resources of a file of manifests that kubernetes-validate has
+/// no schema for, printing kubernetes-validate's "passed"/"ERROR" lines for them, and
+/// writes the other documents to a second file for kubernetes-validate. The
+/// ServiceMonitor's schema holds the fields of the Prometheus operator's CRD
+/// (monitoring.coreos.com/v1) that the manifests use, closed like `--strict`: a field
+/// outside it fails here, so a new one is checked against the CRD before it ships.
+const CUSTOM_RESOURCES: &str = r#"
+import sys, yaml, jsonschema
+from referencing import Registry, Resource
+from kubernetes_validate import utils
+manifests, builtin = sys.argv[1], sys.argv[2]
+with open(manifests) as f:
+    docs = [d for d in yaml.safe_load_all(f) if d]
+version = utils.latest_version()
+definitions = utils.schema_contents(
+    "kubernetes-json-schema/v%s-local-strict/_definitions.json" % version, version)
+def closed(properties, required=()):
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False}
+def meta(name):
+    return {"$ref": "/api/_definitions.json#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1." + name}
+string = {"type": "string"}
+strings = {"type": "array", "items": string}
+duration = {"type": "string",
+            "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+endpoint = closed({
+    "port": string,
+    "path": string,
+    "scheme": {"enum": ["http", "https"]},
+    "interval": duration,
+    "scrapeTimeout": duration,
+    "honorLabels": {"type": "boolean"},
+}, required=["port"])
+service_monitor = closed({
+    "apiVersion": {"const": "monitoring.coreos.com/v1"},
+    "kind": {"const": "ServiceMonitor"},
+    "metadata": meta("ObjectMeta"),
+    "spec": closed({
+        "selector": meta("LabelSelector"),
+        "namespaceSelector": closed({"any": {"type": "boolean"}, "matchNames": strings}),
+        "endpoints": {"type": "array", "items": endpoint, "minItems": 1},
+        "jobLabel": string,
+        "targetLabels": strings,
+        "podTargetLabels": strings,
+    }, required=["selector", "endpoints"]),
+}, required=["apiVersion", "kind", "metadata", "spec"])
+service_monitor["$id"] = "https://kubernetes.io/api/servicemonitor.json"
+schemas = {("monitoring.coreos.com/v1", "ServiceMonitor"): service_monitor}
+registry = Resource.from_contents(definitions) @ Registry()
+rest = []
+for d in docs:
+    schema = schemas.get((d.get("apiVersion"), d.get("kind")))
+    if schema is None:
+        rest.append(d)
+        continue
+    resource = "%s/%s" % (d["kind"].lower(), d.get("metadata", {}).get("name"))
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    errors = sorted(validator.iter_errors(d), key=lambda e: list(e.path))
+    for e in errors:
+        print("ERROR %s did not validate for resource %s: %s: %s"
+              % (manifests, resource, ".".join(map(str, e.path)), e.message))
+    if not errors:
+        print("INFO %s passed for resource %s against the CRD's fields" % (manifests, resource))
+with open(builtin, "w") as f:
+    yaml.safe_dump_all(rest, f)
 "#;
 
 /// The facts `MANIFEST_FACTS` printed about one set of manifests.
@@ -131,6 +274,139 @@ impl Facts {
     fn has_line(&self, line: &str) -> bool {
         self.lines.iter().any(|l| l == line)
     }
+
+    /// The fields after `tag` of every line that starts with it.
+    fn rows(&self, tag: &str) -> Vec<Vec<&str>> {
+        self.lines
+            .iter()
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace();
+                (fields.next() == Some(tag)).then(|| fields.collect())
+            })
+            .collect()
+    }
+
+    /// The one field after `tag name`, if such a line exists.
+    fn value_of(&self, tag: &str, name: &str) -> Option<&str> {
+        self.rows(tag)
+            .into_iter()
+            .find(|row| row.first() == Some(&name))
+            .and_then(|row| row.get(1).copied())
+    }
+}
+
+/// How many pods a PodDisruptionBudget value (`2` or `50%`) counts at `replicas`,
+/// rounded up as Kubernetes rounds a budget's percentages.
+fn budget_pods(value: &str, replicas: u32) -> anyhow::Result<u32> {
+    Ok(match value.strip_suffix('%') {
+        Some(percent) => (replicas * percent.parse::<u32>()?).div_ceil(100),
+        None => value.parse()?,
+    })
+}
+
+/// What the scaling objects say of the objects they point at (see the module's doc):
+/// each HorizontalPodAutoscaler scales a Deployment of the manifests by name on CPU
+/// utilisation and that Deployment has no `replicas`; each PodDisruptionBudget selects
+/// the Deployment's pods by a non-empty selector and lets a drain evict one at the
+/// fewest replicas; each ServiceMonitor selects a Service whose port of the endpoint's
+/// name reaches `admin_port`, where /metrics is served.
+fn check_scaling(facts: &Facts, admin_port: u16) -> anyhow::Result<()> {
+    let deployments = facts.rows("deployment");
+    let mut floors = BTreeMap::new();
+    for hpa in facts.rows("hpa") {
+        let [name, api, kind, target, min, max] = hpa[..] else {
+            bail!("hpa line {hpa:?}");
+        };
+        ensure!(
+            api == "apps/v1" && kind == "Deployment",
+            "HPA {name} scales {api} {kind}, not an apps/v1 Deployment"
+        );
+        let replicas = facts.value_of("deployment", target).with_context(|| {
+            format!("HPA {name} scales Deployment {target}, which is not among {deployments:?}")
+        })?;
+        ensure!(
+            replicas == "-",
+            "Deployment {target} sets replicas: {replicas} beside HPA {name}: every apply would reset the HPA's count"
+        );
+        let (min, max): (u32, u32) = (min.parse()?, max.parse()?);
+        ensure!(
+            1 <= min && min <= max,
+            "HPA {name}: {min} to {max} replicas"
+        );
+        let cpu = facts.rows("hpa-metric").into_iter().any(|m| {
+            m.len() == 5
+                && m[..4] == [name, "Resource", "cpu", "Utilization"]
+                && m[4].parse::<u32>().is_ok_and(|percent| percent > 0)
+        });
+        ensure!(cpu, "HPA {name} has no CPU utilisation target");
+        floors.insert(target, min);
+    }
+    for pdb in facts.rows("pdb") {
+        let [name, budget] = pdb[..] else {
+            bail!("pdb line {pdb:?}");
+        };
+        let selector = facts.value_of("pdb-selector", name).unwrap_or("-");
+        ensure!(
+            selector != "-",
+            "PDB {name} has an empty selector: it would count every pod of the namespace"
+        );
+        let selected: Vec<&str> = facts
+            .rows("pdb-selects")
+            .into_iter()
+            .filter(|row| row[0] == name)
+            .map(|row| row[1])
+            .collect();
+        ensure!(
+            !selected.is_empty(),
+            "PDB {name} ({selector}) selects the pods of no Deployment of {deployments:?}"
+        );
+        for deployment in selected {
+            // A Deployment without replicas and without an HPA runs Kubernetes' default, 1.
+            let floor = match floors.get(deployment) {
+                Some(min) => *min,
+                None => match facts.value_of("deployment", deployment) {
+                    Some("-") | None => 1,
+                    Some(n) => n.parse()?,
+                },
+            };
+            let evictable = match budget.split_once('=') {
+                Some(("maxUnavailable", n)) => budget_pods(n, floor)? >= 1,
+                Some(("minAvailable", n)) => budget_pods(n, floor)? < floor,
+                _ => bail!("PDB {name} has no one budget: {budget}"),
+            };
+            ensure!(
+                evictable,
+                "PDB {name} ({budget}) lets no pod of Deployment {deployment} be evicted at {floor} replicas: every drain would wait on it"
+            );
+        }
+    }
+    for monitor in facts.rows("monitor") {
+        let name = monitor[0];
+        let endpoints: Vec<Vec<&str>> = facts
+            .rows("monitor-endpoint")
+            .into_iter()
+            .filter(|row| row[0] == name)
+            .collect();
+        ensure!(
+            !endpoints.is_empty(),
+            "ServiceMonitor {name} selects no Service (services: {:?})",
+            facts.rows("service-labels")
+        );
+        for endpoint in endpoints {
+            let [_, service, port, path, container_port] = endpoint[..] else {
+                bail!("monitor-endpoint line {endpoint:?}");
+            };
+            ensure!(
+                container_port == admin_port.to_string(),
+                "ServiceMonitor {name} scrapes port {port} of Service {service}, which reaches container port {container_port}, not the admin endpoint's {admin_port}"
+            );
+            ensure!(
+                path == "/metrics",
+                "ServiceMonitor {name} scrapes {path}; kpress serves /metrics"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn helm() -> PathBuf {
@@ -179,8 +455,9 @@ fn helm_template(args: &[&str]) -> anyhow::Result<String> {
     Ok(finished.stdout_text())
 }
 
-/// Runs `kubernetes-validate --strict` on `file` and requires one "passed" line per
-/// document and no warning (an unknown kind is only a warning there) or error.
+/// Runs `kubernetes-validate --strict` on `file` (its custom resources through
+/// `CUSTOM_RESOURCES`) and requires one "passed" line per document and no warning (an
+/// unknown kind is only a warning there) or error.
 fn validate(file: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(file)?;
     let documents = text
@@ -190,13 +467,27 @@ fn validate(file: &Path) -> anyhow::Result<()> {
                 .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         })
         .count();
+    let builtin = file.with_extension("builtin.yaml");
+    let custom = run(
+        Command::new(paths::venv_python())
+            .args(["-c", CUSTOM_RESOURCES])
+            .arg(file)
+            .arg(&builtin),
+        TIMEOUT,
+    )?;
     let finished = run(
         Command::new(venv_bin("kubernetes-validate"))
             .arg("--strict")
-            .arg(file),
+            .arg(&builtin),
         TIMEOUT,
     )?;
-    let output = format!("{}{}", finished.stdout_text(), finished.stderr_text());
+    let output = format!(
+        "{}{}{}{}",
+        custom.stdout_text(),
+        custom.stderr_text(),
+        finished.stdout_text(),
+        finished.stderr_text()
+    );
     let passed = output
         .lines()
         .filter(|l| l.contains(" passed for resource "))
@@ -206,11 +497,16 @@ fn validate(file: &Path) -> anyhow::Result<()> {
         .filter(|l| !l.contains(" passed for resource "))
         .filter(|l| !l.trim().is_empty())
         .collect();
-    if !finished.status.success() || !complaints.is_empty() || passed != documents {
+    if !custom.status.success()
+        || !finished.status.success()
+        || !complaints.is_empty()
+        || passed != documents
+    {
         bail!(
-            "kubernetes-validate --strict {}: exit {}, {passed} of {documents} documents passed:\n{output}",
+            "kubernetes-validate --strict {}: exit {} (custom resources: {}), {passed} of {documents} documents passed:\n{output}",
             file.display(),
-            finished.status
+            finished.status,
+            custom.status
         );
     }
     Ok(())
@@ -258,6 +554,24 @@ fn secret_keys(dir: &Path, names: &[&str]) -> anyhow::Result<PathBuf> {
     Ok(keys)
 }
 
+/// The namespace the manifests are applied in (`helm template --namespace`).
+const NAMESPACE: &str = "kafka";
+
+/// `MANIFEST_FACTS` on `manifests`, laying out the pods' volumes under `pod`.
+fn read_facts(manifests: &Path, pod: &Path, secrets: &Path) -> anyhow::Result<Facts> {
+    let printed = run_ok(
+        Command::new(paths::venv_python())
+            .args(["-c", MANIFEST_FACTS])
+            .arg(manifests)
+            .arg(pod)
+            .arg(secrets)
+            .arg(NAMESPACE),
+        TIMEOUT,
+    )
+    .with_context(|| format!("reading {}", manifests.display()))?;
+    Facts::parse(&printed.stdout_text())
+}
+
 /// Everything checked of one set of manifests: validation, facts, the mounted volume
 /// laid out under `<scratch>/pod`, and `kpress check-config` on the policy the
 /// container's `--config` names there. Returns the facts and check-config's output.
@@ -273,16 +587,7 @@ fn check_manifests(scratch: &Path, manifests: &Path) -> anyhow::Result<(Facts, S
         ],
     )?;
     let pod = scratch.join("pod");
-    let printed = run_ok(
-        Command::new(paths::venv_python())
-            .args(["-c", MANIFEST_FACTS])
-            .arg(manifests)
-            .arg(&pod)
-            .arg(&secrets),
-        TIMEOUT,
-    )
-    .with_context(|| format!("reading {}", manifests.display()))?;
-    let facts = Facts::parse(&printed.stdout_text())?;
+    let facts = read_facts(manifests, &pod, &secrets)?;
 
     let config = facts
         .args
@@ -403,7 +708,13 @@ fn chart_defaults_render_ports_mode_without_tls() {
     let (facts, checked) = check_manifests(scratch.path(), &manifests).unwrap();
     assert_eq!(
         kinds(&facts),
-        ["ConfigMap", "Deployment", "Service", "Service"]
+        [
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+            "Service"
+        ]
     );
     assert!(
         checked.contains(
@@ -419,6 +730,25 @@ fn chart_defaults_render_ports_mode_without_tls() {
     assert_probes_on_admin_port(&facts, &checked, 9464);
     assert_eq!(facts.ports_of("kpress"), ports(&[9092, 9192, 9193, 9194]));
     assert_eq!(facts.mounted_files, ["/etc/kpress/kpress.toml"]);
+    // Two replicas, no HPA: the Deployment sets them, and a drain takes one at a time.
+    assert!(facts.has_line("deployment kpress 2"), "{:?}", facts.lines);
+    assert!(
+        facts.has_line("pdb kpress maxUnavailable=1"),
+        "{:?}",
+        facts.lines
+    );
+    assert!(
+        facts.has_line("pdb-selects kpress kpress"),
+        "{:?}",
+        facts.lines
+    );
+    assert!(facts.rows("hpa").is_empty() && facts.rows("monitor").is_empty());
+    let annotations = facts.value_of("pod-annotations", "kpress").unwrap();
+    assert!(
+        annotations.contains("prometheus.io/scrape"),
+        "{annotations}"
+    );
+    check_scaling(&facts, 9464).unwrap();
 }
 
 #[test]
@@ -466,6 +796,7 @@ fn chart_ports_mode_with_tls_mtls_upstream_tls_and_own_ports() {
         facts.ports_of("kpress"),
         ports(&[19092, 19101, 19102, 19103, 19104, 19105])
     );
+    check_scaling(&facts, 9500).unwrap();
     assert_eq!(facts.ports_of("kpress-admin"), ports(&[9500]));
     assert_eq!(
         facts.mounted_files,
@@ -506,6 +837,7 @@ fn chart_sni_mode_with_tls_serves_one_port() {
     assert_probes_on_admin_port(&facts, &checked, 9464);
     assert_eq!(facts.ports_of("kpress"), ports(&[9093]));
     assert_eq!(facts.container_ports, ports(&[9093, 9464]));
+    check_scaling(&facts, 9464).unwrap();
 }
 
 #[test]
@@ -538,6 +870,302 @@ policy: |
     assert!(checked.contains("metrics.*: lz4"), "{checked}");
     assert!(!checked.contains("logs.*"), "{checked}");
     assert_probes_on_admin_port(&facts, &checked, 9464);
+    check_scaling(&facts, 9464).unwrap();
+}
+
+/// The examples in deploy/kubernetes/scaling/ with the plain manifests, after the edit
+/// hpa.yaml asks for: deployment.yaml's `replicas: 2` removed.
+#[test]
+fn plain_scaling_examples_scale_drain_and_scrape_the_plain_deployment() {
+    let scratch = Scratch::new("plain-scaling");
+    let root = paths::workspace_root().join("deploy/kubernetes");
+    let replicas = "\n  replicas: 2\n";
+    let mut as_shipped = String::new();
+    let mut with_hpa = String::new();
+    for name in [
+        "configmap.yaml",
+        "deployment.yaml",
+        "service.yaml",
+        "scaling/hpa.yaml",
+        "scaling/pdb.yaml",
+        "scaling/servicemonitor.yaml",
+    ] {
+        let text = std::fs::read_to_string(root.join(name)).unwrap();
+        as_shipped.push_str("---\n");
+        as_shipped.push_str(&text);
+        with_hpa.push_str("---\n");
+        if name == "deployment.yaml" {
+            assert_eq!(text.matches(replicas).count(), 1, "{name}: {replicas:?}");
+            with_hpa.push_str(&text.replacen(replicas, "\n", 1));
+        } else {
+            with_hpa.push_str(&text);
+        }
+    }
+    let manifests = scratch.path().join("manifests.yaml");
+    std::fs::write(&manifests, &with_hpa).unwrap();
+    let (facts, checked) = check_manifests(scratch.path(), &manifests).unwrap();
+    assert_eq!(
+        kinds(&facts),
+        [
+            "ConfigMap",
+            "Deployment",
+            "HorizontalPodAutoscaler",
+            "PodDisruptionBudget",
+            "Service",
+            "Service",
+            "ServiceMonitor"
+        ]
+    );
+    assert_probes_on_admin_port(&facts, &checked, 9464);
+    for line in [
+        "deployment kpress -",
+        "hpa kpress apps/v1 Deployment kpress 2 6",
+        "hpa-metric kpress Resource cpu Utilization 70",
+        "hpa-scale-down-window kpress 600",
+        "pdb kpress maxUnavailable=1",
+        "pdb-selects kpress kpress",
+        "monitor-selects kpress kpress-admin",
+        "monitor-endpoint kpress kpress-admin admin /metrics 9464",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+    assert_eq!(facts.rows("monitor-selects").len(), 1, "{:?}", facts.lines);
+    check_scaling(&facts, 9464).unwrap();
+
+    // As shipped, deployment.yaml sets replicas, which the HPA would fight.
+    let shipped = scratch.path().join("as-shipped.yaml");
+    std::fs::write(&shipped, &as_shipped).unwrap();
+    let secrets = scratch.path().join("secret-keys");
+    let facts = read_facts(&shipped, &scratch.path().join("pod-2"), &secrets).unwrap();
+    let err = check_scaling(&facts, 9464).unwrap_err();
+    assert!(format!("{err:#}").contains("sets replicas: 2"), "{err:#}");
+}
+
+#[test]
+fn chart_autoscaling_hands_replicas_to_an_hpa_on_cpu() {
+    let scratch = Scratch::new("hpa");
+    let manifests = scratch.path().join("manifests.yaml");
+    let rendered = helm_template(&["--set", "autoscaling.enabled=true"]).unwrap();
+    std::fs::write(&manifests, rendered).unwrap();
+    let (facts, checked) = check_manifests(scratch.path(), &manifests).unwrap();
+    assert_eq!(
+        kinds(&facts),
+        [
+            "ConfigMap",
+            "Deployment",
+            "HorizontalPodAutoscaler",
+            "PodDisruptionBudget",
+            "Service",
+            "Service"
+        ]
+    );
+    assert_probes_on_admin_port(&facts, &checked, 9464);
+    for line in [
+        "deployment kpress -",
+        "hpa kpress apps/v1 Deployment kpress 2 6",
+        "hpa-metric kpress Resource cpu Utilization 70",
+        "hpa-scale-down-window kpress 600",
+        "pdb kpress maxUnavailable=1",
+        "pdb-selects kpress kpress",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+    check_scaling(&facts, 9464).unwrap();
+
+    // Own bounds down to one replica, Kubernetes' own behavior: no budget then (with
+    // one pod it would protect nothing or block every drain).
+    let scratch = Scratch::new("hpa-one");
+    let manifests = scratch.path().join("manifests.yaml");
+    let rendered = helm_template(&[
+        "--set",
+        "autoscaling.enabled=true,autoscaling.minReplicas=1,autoscaling.maxReplicas=10",
+        "--set",
+        "autoscaling.targetCPUUtilizationPercentage=80,autoscaling.behavior=null",
+    ])
+    .unwrap();
+    std::fs::write(&manifests, rendered).unwrap();
+    let (facts, _) = check_manifests(scratch.path(), &manifests).unwrap();
+    assert_eq!(
+        kinds(&facts),
+        [
+            "ConfigMap",
+            "Deployment",
+            "HorizontalPodAutoscaler",
+            "Service",
+            "Service"
+        ]
+    );
+    for line in [
+        "deployment kpress -",
+        "hpa kpress apps/v1 Deployment kpress 1 10",
+        "hpa-metric kpress Resource cpu Utilization 80",
+        "hpa-scale-down-window kpress -",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+    check_scaling(&facts, 9464).unwrap();
+}
+
+#[test]
+fn chart_disruption_budget_follows_the_replica_count() {
+    let scratch = Scratch::new("pdb");
+    let manifests = scratch.path().join("manifests.yaml");
+    let rendered = helm_template(&[
+        "--set",
+        "replicaCount=3",
+        "--set-string",
+        "podDisruptionBudget.minAvailable=50%",
+    ])
+    .unwrap();
+    std::fs::write(&manifests, rendered).unwrap();
+    let (facts, _) = check_manifests(scratch.path(), &manifests).unwrap();
+    for line in [
+        "deployment kpress 3",
+        "pdb kpress minAvailable=50%",
+        "pdb-selects kpress kpress",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+    assert_eq!(
+        facts.value_of("pdb-selector", "kpress"),
+        facts.value_of("pod-labels", "kpress")
+    );
+    check_scaling(&facts, 9464).unwrap();
+
+    for (name, args) in [
+        ("pdb-one", ["--set", "replicaCount=1"]),
+        ("pdb-off", ["--set", "podDisruptionBudget.enabled=false"]),
+    ] {
+        let scratch = Scratch::new(name);
+        let manifests = scratch.path().join("manifests.yaml");
+        std::fs::write(&manifests, helm_template(&args).unwrap()).unwrap();
+        let (facts, _) = check_manifests(scratch.path(), &manifests).unwrap();
+        assert_eq!(
+            kinds(&facts),
+            ["ConfigMap", "Deployment", "Service", "Service"],
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn chart_service_monitor_scrapes_metrics_on_the_admin_port() {
+    let scratch = Scratch::new("servicemonitor");
+    let manifests = scratch.path().join("manifests.yaml");
+    let rendered = helm_template(&[
+        "--set",
+        "serviceMonitor.enabled=true,serviceMonitor.namespace=monitoring,admin.port=9500",
+        "--set",
+        "serviceMonitor.labels.release=kube-prometheus-stack,serviceMonitor.interval=15s",
+    ])
+    .unwrap();
+    std::fs::write(&manifests, rendered).unwrap();
+    let (facts, checked) = check_manifests(scratch.path(), &manifests).unwrap();
+    assert_eq!(
+        kinds(&facts),
+        [
+            "ConfigMap",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Service",
+            "Service",
+            "ServiceMonitor"
+        ]
+    );
+    assert_probes_on_admin_port(&facts, &checked, 9500);
+    assert_eq!(
+        facts.rows("monitor-selects"),
+        [vec!["kpress", "kpress-admin"]],
+        "{:?}",
+        facts.lines
+    );
+    assert!(
+        facts.has_line("monitor-endpoint kpress kpress-admin admin /metrics 9500"),
+        "{:?}",
+        facts.lines
+    );
+    // The ServiceMonitor replaces the annotations annotation-based scraping reads.
+    let annotations = facts.value_of("pod-annotations", "kpress").unwrap();
+    assert!(!annotations.contains("prometheus.io"), "{annotations}");
+    check_scaling(&facts, 9500).unwrap();
+}
+
+/// `check_scaling` must be able to fail: each way a scaling object can miss what it
+/// points at, made in otherwise valid rendered manifests, is refused.
+#[test]
+fn scaling_objects_that_miss_their_targets_fail_the_checks() {
+    let scratch = Scratch::new("scaling-broken");
+    let rendered = helm_template(&[
+        "--set",
+        "autoscaling.enabled=true,serviceMonitor.enabled=true",
+    ])
+    .unwrap();
+    let file = scratch.path().join("rendered.yaml");
+    std::fs::write(&file, &rendered).unwrap();
+    let facts = read_facts(&file, &scratch.path().join("pod"), scratch.path()).unwrap();
+    check_scaling(&facts, 9464).unwrap();
+    for (i, (what, from, to, message)) in [
+        (
+            "an HPA scaling another Deployment",
+            "    kind: Deployment\n    name: kpress\n",
+            "    kind: Deployment\n    name: kpress-old\n",
+            "which is not among",
+        ),
+        (
+            "replicas beside the HPA",
+            "spec:\n  selector:\n",
+            "spec:\n  replicas: 2\n  selector:\n",
+            "sets replicas: 2",
+        ),
+        (
+            "an HPA on memory",
+            "        name: cpu\n",
+            "        name: memory\n",
+            "no CPU utilisation target",
+        ),
+        (
+            "a PDB selecting other pods",
+            "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: kpress\n",
+            "  maxUnavailable: 1\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: kpress-old\n",
+            "selects the pods of no Deployment",
+        ),
+        (
+            "a PDB keeping every pod",
+            "  maxUnavailable: 1\n",
+            "  minAvailable: 2\n",
+            "lets no pod of Deployment kpress be evicted at 2 replicas",
+        ),
+        (
+            "a ServiceMonitor naming a port the Service has not",
+            "    - port: admin\n      path: /metrics\n",
+            "    - port: metrics\n      path: /metrics\n",
+            "reaches container port -",
+        ),
+        (
+            "a ServiceMonitor selecting the clients' Service too",
+            "      app.kubernetes.io/component: admin\n",
+            "",
+            "of Service kpress, which reaches container port -",
+        ),
+        (
+            "a ServiceMonitor scraping another path",
+            "      path: /metrics\n",
+            "      path: /stats\n",
+            "scrapes /stats",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let broken = rendered.replacen(from, to, 1);
+        assert_ne!(broken, rendered, "{what}: nothing was changed");
+        let file = scratch.path().join(format!("broken-{i}.yaml"));
+        std::fs::write(&file, &broken).unwrap();
+        let facts = read_facts(&file, &scratch.path().join(format!("pod-{i}")), scratch.path())
+            .unwrap();
+        let err = check_scaling(&facts, 9464).expect_err(what);
+        assert!(format!("{err:#}").contains(message), "{what}: {err:#}");
+    }
 }
 
 #[test]
@@ -550,6 +1178,37 @@ fn chart_refuses_values_kpress_would_refuse() {
             "tls.clientCaSecretName (mTLS) needs tls.secretName",
         ),
         (vec!["--set-json", "brokers=[]"], "name at least one broker"),
+        (
+            vec![
+                "--set",
+                "autoscaling.enabled=true,resources.requests.cpu=null",
+            ],
+            "a share of the CPU request: set resources.requests.cpu",
+        ),
+        (
+            vec![
+                "--set",
+                "autoscaling.enabled=true,autoscaling.minReplicas=4,autoscaling.maxReplicas=3",
+            ],
+            "autoscaling.maxReplicas (3) must be at least autoscaling.minReplicas (4)",
+        ),
+        (
+            vec!["--set", "podDisruptionBudget.minAvailable=2"],
+            "keeps all of the 2 replicas the Deployment may run",
+        ),
+        (
+            vec![
+                "--set",
+                "autoscaling.enabled=true,autoscaling.minReplicas=3",
+                "--set-string",
+                "podDisruptionBudget.minAvailable=100%",
+            ],
+            "keeps all of the 3 replicas the Deployment may run",
+        ),
+        (
+            vec!["--set", "podDisruptionBudget.maxUnavailable=0"],
+            "lets no pod be evicted",
+        ),
     ] {
         let err = helm_template(&args).expect_err(&format!("{args:?} rendered"));
         assert!(format!("{err:#}").contains(message), "{args:?}: {err:#}");
@@ -557,11 +1216,15 @@ fn chart_refuses_values_kpress_would_refuse() {
 }
 
 /// The validation above must be able to fail: a misspelt field, a wrong type and an
-/// unknown kind in otherwise valid rendered manifests are each refused.
+/// unknown kind in otherwise valid rendered manifests are each refused, and so are a
+/// ServiceMonitor's misspelt field, wrong type and malformed duration.
 #[test]
 fn an_invalid_manifest_fails_validation() {
     let scratch = Scratch::new("invalid");
-    let rendered = helm_template(&[]).unwrap();
+    let rendered = helm_template(&["--set", "serviceMonitor.enabled=true"]).unwrap();
+    let file = scratch.path().join("rendered.yaml");
+    std::fs::write(&file, &rendered).unwrap();
+    validate(&file).unwrap();
     let unknown_kind = "---\napiVersion: v1\nkind: ConfigMapp\nmetadata:\n  name: x\n";
     for (what, broken) in [
         (
@@ -573,6 +1236,30 @@ fn an_invalid_manifest_fails_validation() {
             rendered.replacen("containerPort: 9464", "containerPort: \"admin\"", 1),
         ),
         ("an unknown kind", format!("{rendered}{unknown_kind}")),
+        (
+            "a ServiceMonitor's misspelt field",
+            rendered.replacen("  endpoints:\n", "  endpoint:\n", 1),
+        ),
+        (
+            "a ServiceMonitor's port as a number",
+            rendered.replacen(
+                "    - port: admin\n      path:",
+                "    - port: 9464\n      path:",
+                1,
+            ),
+        ),
+        (
+            "a ServiceMonitor's interval that is no duration",
+            rendered.replacen("interval: 30s", "interval: 30 seconds", 1),
+        ),
+        ("a ServiceMonitor's selector's misspelt field", {
+            let (others, monitor) =
+                rendered.split_at(rendered.find("kind: ServiceMonitor").unwrap());
+            format!(
+                "{others}{}",
+                monitor.replacen("matchLabels:", "matchLabel:", 1)
+            )
+        }),
     ] {
         assert_ne!(broken, rendered, "{what}: nothing was changed");
         let file = scratch.path().join("broken.yaml");

@@ -1,4 +1,4 @@
-//! Issue 7's attacks sent to `kpress run` (the real binary) in front of one real Kafka
+//! Attacks sent to `kpress run` (the real binary) in front of one real Kafka
 //! 4.1.1 broker, each while a well-behaved producer writes through the same kpress.
 //!
 //! Every test asserts what kpress counted (a pass-through reason, a refused frame or
@@ -6,7 +6,7 @@
 //! that the well-behaved producer kept being acknowledged while the attack was under
 //! way (a liveness bound, not a benchmark), and that kpress still runs and serves
 //! afterwards. It also prints the CPU seconds the attack cost kpress (user + system,
-//! from `/proc`), with a loose ceiling where issue 7 measured a huge figure.
+//! from `/proc`), with a loose ceiling where an unguarded kpress would spend seconds.
 //!
 //! Attacks: 40k unknown Produce v13 topic ids in one request, and a burst of them;
 //! snappy blocks declaring 64 MiB in 5 bytes (valid CRC); zstd batches inflating to
@@ -58,7 +58,7 @@ const LARGE_TOPIC: &str = "plain.large-answers";
 
 /// How long the well-behaved producer may wait for acknowledgements while an attack
 /// runs. Normally it waits milliseconds; a stalled pipeline waits as long as the
-/// attacker likes (issue 7 measured 10 s with three slow connections).
+/// attacker likes (10 s with three slow connections, when reads were not bounded).
 const LIVENESS: Duration = Duration::from_secs(20);
 
 /// Acknowledgements the well-behaved producer must get while an attack is under way.
@@ -124,7 +124,7 @@ fn apache_batch(records: usize) -> Vec<u8> {
         .expect("an uncompressed batch")
 }
 
-/// A zstd batch of one "record" that inflates to 60 MiB of zeros (issue 7, defect 5).
+/// A zstd batch of one "record" that inflates to 60 MiB of zeros.
 fn zstd_batch_of_60_mib() -> Vec<u8> {
     BatchBuilder::codec(Codec::Zstd)
         .build_raw(&vec![0u8; 60 << 20], 1, 0)
@@ -347,7 +347,7 @@ fn correlation_id(body: &[u8]) -> i32 {
     i32::from_be_bytes(body[..4].try_into().expect("4 bytes"))
 }
 
-/// Issue 7, defect 1: a Produce v13 naming 40k random topic ids (~3.7 MB), then a
+/// A Produce v13 naming 40k random topic ids (~3.7 MB), then a
 /// burst of 24 more with the same ids, each on a connection of its own. Every id is
 /// counted unknown, the brokers are asked about them once (the ids of one request,
 /// capped at 100, on a shared side connection; repeats wait 30 s), and the
@@ -422,7 +422,7 @@ fn forty_thousand_unknown_topic_ids_are_looked_up_once_and_stall_nobody() {
         "{lookups} topic id lookups for {requests} requests naming the same ids\n{}",
         scene.proxy.log()
     );
-    // Issue 7 measured 0.4 s of CPU for one such request (a quadratic dedupe).
+    // A quadratic dedupe of the ids costs 0.4 s of CPU for one such request.
     assert!(
         single_cpu + burst_cpu < 5.0,
         "{requests} requests of {IDS} unknown ids cost kpress {:.2} s of CPU",
@@ -475,10 +475,10 @@ fn produce_to_partitions(topic: &str, partitions: i32, batch: &[u8]) -> Vec<u8> 
     produce_v7(1, -1, 30_000, &[(topic.as_bytes(), parts)])
 }
 
-/// Issue 7, defect 2, as measured there: one ~150 KB Produce of 2000 partitions, each
-/// a batch with a valid CRC whose snappy payload is a 5-byte raw block declaring
-/// 64 MiB (it cost 64 s of CPU zero-filling). At the default limits the ratio cap
-/// (1000 × 5 bytes) refuses each before any room is made: `decompress_ratio`.
+/// One ~150 KB Produce of 2000 partitions, each a batch with a valid CRC whose snappy
+/// payload is a 5-byte raw block declaring 64 MiB (zero-filling them all would cost
+/// 64 s of CPU). At the default limits the ratio cap (1000 × 5 bytes) refuses each
+/// before any room is made: `decompress_ratio`.
 #[test]
 fn snappy_blocks_declaring_64_mib_in_5_bytes_stop_at_the_ratio_cap() {
     const PARTITIONS: i32 = 2000;
@@ -512,7 +512,7 @@ fn snappy_blocks_declaring_64_mib_in_5_bytes_stop_at_the_ratio_cap() {
 const RELAXED_RATIO: &str = "[limits]\nmax_decompression_ratio = 1000000\n\
                              max_decompressed_bytes = 33554432\n";
 
-/// Defect 2 past the ratio cap: 2000 snappy blocks of 100 bytes each declaring 32 MiB
+/// Snappy bombs past the ratio cap: 2000 snappy blocks of 100 bytes each declaring 32 MiB
 /// (within `max_decompressed_bytes` and the ratio cap) are refused by snappy's own
 /// bound (100 bytes decode to at most 2133) before any room is zeroed:
 /// `decompress_failed`, at a small CPU cost.
@@ -530,8 +530,8 @@ fn snappy_blocks_declaring_more_than_their_bytes_can_hold_fail_cheaply() {
     scene.finish("snappy 100-byte bombs past the ratio cap", cpu);
 }
 
-/// Issue 7, defect 5: one ~1 MB Produce of 300 partitions, each a zstd batch
-/// inflating to 60 MiB (valid CRC), into a gzip-policy topic (it cost 8.7 s). At the
+/// One ~1 MB Produce of 300 partitions, each a zstd batch
+/// inflating to 60 MiB (valid CRC), into a gzip-policy topic (8.7 s of CPU if decoded). At the
 /// default limits each is refused by the ratio cap (1000 × its ~3 KB) until the
 /// request's decompression budget (256 MiB) is spent, then by the budget; none is
 /// rewritten.
@@ -581,7 +581,7 @@ fn zstd_bombs_in_300_partitions_stop_at_the_ratio_cap_and_the_request_budget() {
     scene.finish("zstd bombs in 300 partitions", cpu);
 }
 
-/// Defect 5 past the ratio cap: the same 300 zstd bombs with the ratio cap at its
+/// zstd bombs past the ratio cap: the same 300 zstd bombs with the ratio cap at its
 /// maximum and 32 MiB per batch: each is refused by `max_decompressed_bytes`
 /// (`decompress_limit`), each refusal spending 32 MiB of the request's 256 MiB budget,
 /// so from the ninth on by the budget (`request_decompress_budget`).
@@ -611,7 +611,7 @@ fn zstd_bombs_past_the_ratio_cap_stop_at_the_batch_limit_and_the_request_budget(
     scene.finish("zstd bombs past the ratio cap", cpu);
 }
 
-/// Defect 5's second form: the same 300 zstd bombs in ONE partition (it cost 8.5 s).
+/// The same 300 zstd bombs in ONE partition (8.5 s of CPU if decoded).
 /// Produce v3+ allows one batch per partition, so the partition goes on whole, none of
 /// it decoded: one `multiple_batches`, and no other reason counted.
 #[test]
@@ -695,10 +695,10 @@ fn closed_by_peer(stream: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
-/// Issue 7, defect 3: three connections announce 100 MiB frames: one sends nothing
+/// Three connections announce 100 MiB frames: one sends nothing
 /// more, one 1 MiB, one trickles a byte every 100 ms. kpress holds only what arrived
 /// (not 300 MiB of a 128 MiB request pool), and the well-behaved producer is
-/// acknowledged while all three stay open (issue 7: stalled for as long as they did).
+/// acknowledged while all three stay open (not stalled for as long as they do).
 #[test]
 fn frames_announced_but_not_sent_hold_no_budget_and_stall_nobody() {
     let scene = Scene::start("");
@@ -747,7 +747,7 @@ fn frames_announced_but_not_sent_hold_no_budget_and_stall_nobody() {
     scene.finish("three connections announcing 100 MiB frames", cpu);
 }
 
-/// Issue 7, defect 3's deadlines, with `frame_timeout_ms = 2000`: three connections
+/// Read and write deadlines, with `frame_timeout_ms = 2000`: three connections
 /// that announce 100 MiB and trickle a byte every 300 ms are closed about 2 s in
 /// (`read_timeout`), and a client that sends Fetch requests for ~3.4 MB but never reads
 /// an answer is closed once a write has waited 2 s (`write_timeout`).
@@ -841,7 +841,7 @@ fn slow_frames_and_unread_responses_time_out() {
     scene.finish("slow frames and unread responses", cpu);
 }
 
-/// Issue 7, defect 3's connection cap, with `max_connections = 20`: with the
+/// The connection cap, with `max_connections = 20`: with the
 /// well-behaved producer connected, 30 more connections get 19 served and 11 closed
 /// at once (`kpress_connections_refused_total{reason="max_connections"}`); the
 /// producer goes on meanwhile, and once the 19 leave new connections are served again.
@@ -889,7 +889,7 @@ match = "zstd.*"
 compression.type = "zstd"
 "#;
 
-/// Issue 7, defect 6, with `max_topic_labels = 10`: Produce v7 requests name 5000
+/// The topic label cap, with `max_topic_labels = 10`: Produce v7 requests name 5000
 /// invented topics of 2000 characters, half matching the `zstd.*` rule (so labelled
 /// until the cap) and half no rule (with `[defaults]` rewriting into zstd: `_other`).
 /// The metrics then carry at most 10 topic label values plus `_other`, the
@@ -984,7 +984,7 @@ fn topic_labels(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Issue 7, defect 7: ApiVersions v5 and v127 (newer than kpress parses, and than the
+/// ApiVersions v5 and v127 (newer than kpress parses, and than the
 /// broker knows) are answered by kpress itself byte for byte as the broker answers
 /// them: UNSUPPORTED_VERSION with a v0 body offering ApiVersions 0-4, so a client
 /// retries lower. The connection stays open, and ApiVersions v3 on it then works.

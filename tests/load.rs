@@ -1,4 +1,4 @@
-//! Issue 10's load harness: what kpress costs and saves a producer, measured with
+//! The load harness: what kpress costs and saves a producer, measured with
 //! Kafka's own ProducerPerformance (`producer_perf.rs`, records from
 //! `datasets/apache_access.log`) against a one-node 4.1.1 broker, a release-build kpress
 //! (`scripts/load.sh`) and six routes, each compared to the direct route with the same
@@ -1082,7 +1082,7 @@ fn report(r: &Report<'_>) -> String {
         text,
         "\nTarget: kpress's CPU per MB, proxying included, at most half of what the broker adds: \
          {kpress_cost:.2} against ½ × {broker_added:.2} = {:.2} ms/MB (kpress ÷ broker added = \
-         {:.2}): {}. Issue 10's reference (88-byte records): broker +8.2, kpress 5.4 ms/MB.",
+         {:.2}): {}. Reference figures for 88-byte records: broker +8.2, kpress 5.4 ms/MB.",
         broker_added / 2.0,
         kpress_cost / broker_added,
         met(kpress_cost <= broker_added / 2.0)

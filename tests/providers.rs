@@ -1,4 +1,4 @@
-//! Issue #4 (KIP-1121's `compression.gzip.provider`) end to end: one `kpress run` in
+//! KIP-1121's `compression.gzip.provider` end to end: one `kpress run` in
 //! front of a real Kafka 4.1.1 broker, topics whose policies write gzip through each
 //! provider (zlib, libdeflate, ISA-L, QATzip in its software backup, `auto`, and no
 //! provider at all) at two levels, and topics whose policies write zstd with a provider

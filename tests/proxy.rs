@@ -5,7 +5,7 @@
 //!
 //! Clients: Java kafka-clients 4.1.1 (Produce v13, topic ids) and 3.9.1 (Produce v11,
 //! topic names), librdkafka 2.0 (kcat) and 2.16 (confluent-kafka). Brokers: Kafka 4.1.1
-//! (one node, and three nodes with replicated partitions) and 3.9.1. Issue #3's plan:
+//! (one node, and three nodes with replicated partitions) and 3.9.1. The plan:
 //! every source codec × every policy codec and `producer` per client, acks 0/1/all,
 //! idempotence, transactions, a consumer group, three brokers, an older broker.
 

@@ -1,4 +1,4 @@
-//! Issue 10's "Recompression per core" and "gzip at Kafka-6 size" targets, measured side
+//! The "Recompression per core" and "gzip at Kafka-6 size" targets, measured side
 //! by side in one run (ignored: a measurement, run by `scripts/load.sh` or by hand with
 //! a release build):
 //!
@@ -110,7 +110,7 @@ struct Input {
     verified: VerifiedFile,
 }
 
-/// A codec pair of issue 10's list and its target ratio kpress/Java.
+/// A codec pair the targets name, and its target ratio kpress/Java.
 #[derive(Debug, Clone, Copy)]
 struct Pair {
     from: Compression,
@@ -183,7 +183,7 @@ const IN_PROCESS_MEASURED: bool = !cfg!(debug_assertions);
 /// The software gzip providers measured by name besides the default.
 const PROVIDERS: [&str; 3] = ["zlib", "libdeflate", "isal"];
 
-/// issue 10: gzip at Kafka-6 size, at least this many times Java's gzip 6 per core.
+/// gzip at Kafka-6 size: at least this many times Java's gzip 6 per core.
 const GZIP_KAFKA6_TARGET: f64 = 2.5;
 /// …with output within this fraction of Java's gzip-6 size.
 const GZIP_SIZE_TOLERANCE: f64 = 0.03;

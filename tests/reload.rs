@@ -1,4 +1,4 @@
-//! Issue 9's hot policy reload against a real 4.1.1 broker: an idempotent `acks=all`
+//! Hot policy reload against a real 4.1.1 broker: an idempotent `acks=all`
 //! producer writes gzip through kpress while the policy file flips the topic between
 //! lz4 and zstd several times. No produce request may fail, nothing may be lost or
 //! duplicated, and every batch the broker stores is in the codec in force when kpress

@@ -1,21 +1,36 @@
 //! Scale-out and a zero-downtime restart with `[listener] reuse_port = true` in front of
-//! a real Kafka 4.1.1 broker: two `kpress run` processes serve the same bootstrap and
-//! node ports (the kernel spreads connections across them) while an idempotent
-//! `acks=all` Java producer writes gzip batches that kpress rewrites into zstd. The
-//! process carrying the producer's Produce traffic gets SIGTERM midway; the producer
-//! carries on through the other. Then a third process starts on the same ports (the
-//! restart) and the second gets SIGTERM; the producer carries on through the third.
+//! a real Kafka 4.1.1 broker, every process run with ONE policy file, `[admin]`
+//! included, as an operator restarting kpress on one host would. Two `kpress run`
+//! processes serve the same bootstrap and node ports (the kernel spreads connections
+//! across them, which each process's log counts); the admin port has one holder at a
+//! time: the first process, while the second waits for it. An idempotent `acks=all`
+//! Java producer writes gzip batches that kpress rewrites into zstd. The process
+//! carrying the producer's Produce traffic gets SIGTERM midway; the producer carries on
+//! through the other (which takes the admin port over if the stopped one held it).
+//! Then a third process starts with the same file (the restart), waits for the admin
+//! port, and the surviving one gets SIGTERM; the producer carries on through the third,
+//! which takes the admin port. Throughout, `/readyz` and `/metrics` answer 200 on the
+//! admin port from whichever process holds it, with no gap longer than [`ADMIN_GAP`].
 //! The topic read back accounts for every record (nothing acknowledged lost, nothing
-//! stored twice, no send failed) and every batch the broker stored is zstd. ~1 min.
+//! stored twice, no send failed) and every batch the broker stored is zstd. Under a
+//! minute.
 
 use kpress_tests::bare_requests::{api_versions, exchange, parse_api_versions};
 use kpress_tests::compression::Compression;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::{storing_rules, KpressProxy, KpressSetup};
+use kpress_tests::kpress::{kpress_binary, storing_rules};
+use kpress_tests::ports::{free_port, free_port_range};
+use kpress_tests::process::{record_pid, ChildGuard, Watchdog};
 use kpress_tests::steady_producer::{tally, Accounting, SteadyOptions, SteadyProducer};
 use kpress_tests::{kafka_version, KafkaCluster};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long the producer may take to be acknowledged again once the process it wrote
@@ -30,35 +45,196 @@ const READ_BACK: Duration = Duration::from_secs(90);
 /// Raw connections made to each shared port: all of them on one process of two would
 /// happen once in 2^(n-1) runs.
 const PROBES: usize = 24;
+/// The longest the admin port may go without a 200 answer to `/readyz` or `/metrics`
+/// while it passes from a stopped process to the one waiting for it (which tries
+/// every 50 ms).
+const ADMIN_GAP: Duration = Duration::from_secs(1);
+/// What the admin endpoint logs once it serves its port.
+const ADMIN_BOUND: &str = "admin endpoint on http://";
+/// What it logs when it finds the port held and waits for it.
+const ADMIN_WAITING: &str = "is in use (by the kpress this one replaces?)";
 
-/// Every `zstd.*` topic stores zstd; the rest as produced. Every listener shares its
-/// port with the other kpress processes.
-fn setup(cluster: &KafkaCluster) -> KpressSetup {
-    KpressSetup {
-        listener_keys: vec!["reuse_port = true".to_string()],
-        ..KpressSetup::in_front_of(
-            &cluster.node_addresses(),
-            &cluster.node_ids(),
-            &storing_rules(&["zstd"]),
-        )
+/// The policy file every process runs with, and the addresses it names.
+struct Policy {
+    path: PathBuf,
+    /// The shared bootstrap port.
+    listen: SocketAddr,
+    /// The shared port of the broker's node.
+    node: SocketAddr,
+    /// `[admin] bind`.
+    admin: SocketAddr,
+}
+
+/// Shared ports, one admin port, and every `zstd.*` topic stored as zstd.
+fn write_policy(dir: &Path, cluster: &KafkaCluster) -> Policy {
+    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    let (listen, admin) = (loopback(free_port()), loopback(free_port()));
+    let node_id = cluster.node_ids()[0];
+    let node_port_base = free_port_range(u16::try_from(node_id).unwrap());
+    let servers: Vec<String> = cluster
+        .node_addresses()
+        .iter()
+        .map(|a| format!("\"{a}\""))
+        .collect();
+    let text = format!(
+        "[listener]\nbind = \"{listen}\"\nadvertised_host = \"127.0.0.1\"\n\
+         node_port_base = {node_port_base}\nreuse_port = true\n\
+         [upstream]\nbootstrap_servers = [{}]\n\
+         [admin]\nbind = \"{admin}\"\n{}",
+        servers.join(", "),
+        storing_rules(&["zstd"])
+    );
+    let path = dir.join("kpress.toml");
+    std::fs::write(&path, text).unwrap();
+    Policy {
+        path,
+        listen,
+        node: loopback(node_port_base + u16::try_from(node_id).unwrap()),
+        admin,
     }
 }
 
-/// Client connections a process has accepted, on any listener.
-fn connections(proxy: &KpressProxy) -> f64 {
-    proxy
-        .counter("kpress_connections_total", &[])
-        .unwrap_or_else(|e| panic!("scraping kpress: {e:#}\n{}", proxy.log()))
+/// One `kpress run --config POLICY`, killed on drop; its log in a directory of its own.
+struct Kpress {
+    name: &'static str,
+    process: ChildGuard,
+    watchdog: Watchdog,
+    dir: Option<tempfile::TempDir>,
+    log_file: PathBuf,
 }
 
-/// Batches of `topic` a process has rewritten into zstd.
-fn rewritten(proxy: &KpressProxy, topic: &str) -> f64 {
-    proxy
-        .counter(
-            "kpress_batches_rewritten_total",
-            &[("topic", topic), ("to", "zstd")],
+impl Kpress {
+    /// Starts kpress with `policy` and waits until its listeners are bound (the
+    /// shared ports accept whether or not this process serves them yet).
+    fn start(name: &'static str, policy: &Path) -> Kpress {
+        let dir = tempfile::Builder::new()
+            .prefix("kpress-scale-out-")
+            .tempdir()
+            .unwrap();
+        let log_file = dir.path().join("kpress.log");
+        let log = std::fs::File::create(&log_file).unwrap();
+        let pid_dir = dir.path().join("pids");
+        std::fs::create_dir_all(&pid_dir).unwrap();
+        let watchdog = Watchdog::start(&pid_dir, Some(dir.path())).unwrap();
+        let process = ChildGuard::spawn(
+            Command::new(kpress_binary())
+                .arg("run")
+                .arg("--config")
+                .arg(policy)
+                // Connection and admin endpoint lines are at info.
+                .env("KPRESS_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log),
         )
-        .unwrap_or_else(|e| panic!("scraping kpress: {e:#}\n{}", proxy.log()))
+        .unwrap();
+        record_pid(&pid_dir, "kpress", process.id()).unwrap();
+        let mut kpress = Kpress {
+            name,
+            process,
+            watchdog,
+            dir: Some(dir),
+            log_file,
+        };
+        kpress.wait_for_log("kpress bootstrap listener ready", Duration::from_secs(30));
+        kpress
+    }
+
+    fn log(&self) -> String {
+        format!(
+            "--- {} kpress log {} ---\n{}",
+            self.name,
+            self.log_file.display(),
+            std::fs::read_to_string(&self.log_file).unwrap_or_default()
+        )
+    }
+
+    /// Waits until the log says `line`; panics if the process exits first.
+    fn wait_for_log(&mut self, line: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(line) {
+            if let Some(status) = self.process.try_wait() {
+                panic!("the {} kpress exited ({status})\n{}", self.name, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} kpress did not log {line:?} within {timeout:?}\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Client connections it has accepted, on any listener (one log line each).
+    fn accepted(&self) -> usize {
+        self.log().matches("connection accepted").count()
+    }
+
+    fn holds_admin(&self) -> bool {
+        self.log().contains(ADMIN_BOUND)
+    }
+
+    /// SIGTERM: the process must drain and exit 0 without waiting out its grace.
+    fn stop(mut self) -> String {
+        let status = self.process.terminate(Duration::from_secs(30));
+        let log = self.log();
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "the {} kpress did not exit 0 within 30 s of SIGTERM: {status:?}\n{log}",
+            self.name
+        );
+        assert!(
+            !log.contains("shutdown grace over"),
+            "the {} kpress waited out its grace instead of draining\n{log}",
+            self.name
+        );
+        log
+    }
+}
+
+impl Drop for Kpress {
+    fn drop(&mut self) {
+        self.process.kill();
+        self.watchdog.disarm();
+        if std::thread::panicking() || std::env::var_os("KPRESS_KEEP_LOGS").is_some() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("kpress files kept in {}", dir.keep().display());
+            }
+        }
+    }
+}
+
+/// Status code and body of `GET path` on the admin endpoint (HTTP/1.0: the server
+/// closes after answering).
+fn get(admin: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&admin, Duration::from_secs(1))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow::anyhow!("no HTTP response from {admin}{path}: {response:?}"))?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no status in {head:?}"))?;
+    Ok((status, body.to_string()))
+}
+
+/// Batches of `topic` rewritten into zstd by the process holding the admin port.
+fn rewritten(admin: SocketAddr, topic: &str) -> f64 {
+    let (status, text) =
+        get(admin, "/metrics").unwrap_or_else(|e| panic!("scraping {admin}: {e:#}"));
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .filter(|l| l.starts_with("kpress_batches_rewritten_total{"))
+        .filter(|l| l.contains(&format!("topic=\"{topic}\"")) && l.contains("to=\"zstd\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// `PROBES` connections to `addr`, each answered an ApiVersions request.
@@ -79,42 +255,84 @@ fn probe(addr: SocketAddr) {
     }
 }
 
-/// Which of `proxies` carries the producer's Produce traffic to `topic` now: the
-/// first whose rewrite count grows.
-fn carrying(proxies: &[&KpressProxy], topic: &str) -> usize {
-    let before: Vec<f64> = proxies.iter().map(|p| rewritten(p, topic)).collect();
+/// Whether the process holding the admin port carries the producer's Produce traffic
+/// to `topic`: its rewrite count grows. If it stays put while the producer is
+/// acknowledged thousands of records, the other process carries it.
+fn holder_carries(admin: SocketAddr, producer: &SteadyProducer, topic: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        std::thread::sleep(Duration::from_millis(500));
-        for (index, proxy) in proxies.iter().enumerate() {
-            if rewritten(proxy, topic) > before[index] {
-                return index;
-            }
+        let (rewrites, acked) = (rewritten(admin, topic), producer.progress().acked);
+        std::thread::sleep(Duration::from_secs(3));
+        if rewritten(admin, topic) > rewrites {
+            return true;
+        }
+        if producer.progress().acked >= acked + STEP {
+            return false;
         }
         assert!(
             Instant::now() < deadline,
-            "no kpress process rewrote a batch of {topic} within 30 s"
+            "the producer made no progress on {topic} within 30 s"
         );
     }
 }
 
-/// SIGTERM: the process must drain and exit 0 without waiting out its grace.
-fn stop(mut proxy: KpressProxy, which: &str) -> String {
-    let status = proxy.terminate(Duration::from_secs(30));
-    let log = proxy.log();
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "the {which} kpress did not exit 0 within 30 s of SIGTERM: {status:?}\n{log}"
-    );
-    assert!(
-        !log.contains("shutdown grace over"),
-        "the {which} kpress waited out its grace instead of draining\n{log}"
-    );
-    log
+/// What one poll of the admin port got: when, and each path's status (None: no answer).
+type Poll = (Instant, Option<u16>, Option<u16>);
+
+/// Polls `/readyz` and `/metrics` on the admin port every 50 ms until stopped.
+struct AdminWatch {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Poll>>,
+}
+
+impl AdminWatch {
+    fn start(admin: SocketAddr) -> AdminWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut polls = Vec::new();
+            while !stopping.load(Ordering::Relaxed) {
+                let status = |path| get(admin, path).ok().map(|(status, _)| status);
+                polls.push((Instant::now(), status("/readyz"), status("/metrics")));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            polls
+        });
+        AdminWatch { stop, thread }
+    }
+
+    /// The longest time between two 200 answers to `/readyz`, the same for `/metrics`,
+    /// how many polls there were, and those that missed.
+    fn finish(self) -> (Duration, Duration, usize, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let polls = self.thread.join().unwrap();
+        let gap = |answer: fn(&Poll) -> Option<u16>| {
+            let mut last_ok = polls.first().map(|p| p.0);
+            let mut longest = Duration::ZERO;
+            for poll in &polls {
+                if let Some(ok) = last_ok {
+                    longest = longest.max(poll.0 - ok);
+                }
+                if answer(poll) == Some(200) {
+                    last_ok = Some(poll.0);
+                }
+            }
+            longest
+        };
+        let misses = polls
+            .iter()
+            .filter(|p| p.1 != Some(200) || p.2 != Some(200))
+            .map(|p| {
+                let at = (p.0 - polls[0].0).as_secs_f64();
+                format!("+{at:.3} s: /readyz {:?} /metrics {:?}", p.1, p.2)
+            })
+            .collect();
+        (gap(|p| p.1), gap(|p| p.2), polls.len(), misses)
+    }
 }
 
 #[test]
-fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
+fn processes_sharing_one_policy_file_take_over_the_ports_and_the_admin_port() {
     let cluster = KafkaCluster::start(kafka_version(), 1)
         .unwrap_or_else(|e| panic!("starting a Kafka node: {e:#}"));
     let topic = "zstd.scale-out";
@@ -127,25 +345,39 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
             &["compression.type=producer"],
         )
         .unwrap_or_else(|e| panic!("creating {topic}: {e:#}\n{}", cluster.describe_logs()));
+    let policy_dir = tempfile::tempdir().unwrap();
+    let Policy {
+        path: policy,
+        listen,
+        node,
+        admin,
+    } = write_policy(policy_dir.path(), &cluster);
 
-    let first = KpressProxy::start_with(setup(&cluster))
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let second = KpressProxy::start_beside(setup(&cluster), &first)
-        .unwrap_or_else(|e| panic!("starting a second kpress on the same ports: {e:#}"));
-    let node_port =
-        first.node_port_base().expect("ports mode") + u16::try_from(cluster.node_ids()[0]).unwrap();
-    let node = SocketAddr::from(([127, 0, 0, 1], node_port));
+    // The first process takes the admin port; the second, same file, waits for it.
+    let mut first = Kpress::start("first", &policy);
+    first.wait_for_log(ADMIN_BOUND, Duration::from_secs(10));
+    let mut second = Kpress::start("second", &policy);
+    second.wait_for_log(ADMIN_WAITING, Duration::from_secs(10));
+    assert!(!second.holds_admin(), "{}", second.log());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !get(admin, "/readyz").is_ok_and(|(status, _)| status == 200) {
+        assert!(
+            Instant::now() < deadline,
+            "/readyz on {admin} did not answer 200 within 30 s\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let watch = AdminWatch::start(admin);
+
     // Both ports are shared: the kernel hands connections to both processes.
-    for addr in [first.listen(), node] {
-        let before = [connections(&first), connections(&second)];
+    for addr in [listen, node] {
+        let before = [first.accepted(), second.accepted()];
         probe(addr);
-        let gained = [
-            connections(&first) - before[0],
-            connections(&second) - before[1],
-        ];
+        let gained = [first.accepted() - before[0], second.accepted() - before[1]];
         eprintln!("{addr}: {PROBES} connections, {gained:?} per process");
         assert!(
-            gained.iter().all(|n| *n > 0.0) && gained.iter().sum::<f64>() >= PROBES as f64,
+            gained.iter().all(|n| *n > 0) && gained.iter().sum::<usize>() >= PROBES,
             "{PROBES} connections to {addr} reached the processes {gained:?}\n{}\n{}",
             first.log(),
             second.log()
@@ -153,7 +385,7 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
     }
 
     let mut producer = SteadyProducer::start(
-        &first.bootstrap(),
+        &listen.to_string(),
         topic,
         "scale",
         &SteadyOptions::new(Compression::Gzip, 3000, &Dataset::ApacheAccessLog.path()),
@@ -163,14 +395,32 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
         .wait_acked(STEP, RECOVERY)
         .unwrap_or_else(|e| panic!("{e:#}\n{}\n{}", first.log(), second.log()));
 
-    // Stop the process the producer writes through, so it has to move.
-    let (busy, survivor) = match carrying(&[&first, &second], topic) {
-        0 => (first, second),
-        _ => (second, first),
+    // Stop the process the producer writes through, so it has to move. If that is the
+    // first, the second takes the admin port over; if not, the second stops while
+    // still waiting for it.
+    let (busy, mut survivor) = match holder_carries(admin, &producer, topic) {
+        true => (first, second),
+        false => (second, first),
     };
+    let busy_held_admin = busy.holds_admin();
     let at = producer.progress();
-    let busy_log = stop(busy, "busy");
-    eprintln!("{topic}: SIGTERM to the busy process at {at}");
+    let busy_log = busy.stop();
+    eprintln!(
+        "{topic}: SIGTERM to the busy process ({}) at {at}",
+        if busy_held_admin {
+            "it held the admin port"
+        } else {
+            "it waited for the admin port"
+        }
+    );
+    if busy_held_admin {
+        survivor.wait_for_log(ADMIN_BOUND, Duration::from_secs(5));
+    } else {
+        assert!(
+            busy_log.contains("admin endpoint: stopped waiting for"),
+            "{busy_log}"
+        );
+    }
     producer
         .wait_more_acked(STEP, RECOVERY)
         .unwrap_or_else(|e| {
@@ -180,12 +430,14 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
             )
         });
 
-    // The restart: a new process joins the ports, then the survivor stops.
-    let restarted = KpressProxy::start_beside(setup(&cluster), &survivor)
-        .unwrap_or_else(|e| panic!("starting the new kpress on the same ports: {e:#}"));
+    // The restart: a new process with the same file joins the ports and waits for the
+    // admin port, then the survivor stops and the new one takes the admin port.
+    let mut restarted = Kpress::start("restarted", &policy);
+    restarted.wait_for_log(ADMIN_WAITING, Duration::from_secs(10));
     let at = producer.progress();
-    let survivor_log = stop(survivor, "surviving");
+    let survivor_log = survivor.stop();
     eprintln!("{topic}: SIGTERM to the surviving process at {at}");
+    restarted.wait_for_log(ADMIN_BOUND, Duration::from_secs(5));
     let context = || {
         format!(
             "{busy_log}\n{survivor_log}\n{}\n{}",
@@ -196,9 +448,23 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
     producer
         .wait_more_acked(STEP, RECOVERY)
         .unwrap_or_else(|e| panic!("after the restart: {e:#}\n{}", context()));
+    // Only the restarted process is left to answer on the admin port.
     assert!(
-        rewritten(&restarted, topic) > 0.0,
+        rewritten(admin, topic) > 0.0,
         "the producer was acknowledged, but not through the restarted kpress\n{}",
+        context()
+    );
+    let (status, body) = get(admin, "/readyz").unwrap();
+    assert_eq!((status, body.as_str()), (200, "ready\n"), "{}", context());
+    let (readyz_gap, metrics_gap, polls, misses) = watch.finish();
+    eprintln!(
+        "admin port {admin}: {polls} polls, longest without a 200: /readyz {readyz_gap:?}, \
+         /metrics {metrics_gap:?}; misses: {misses:?}"
+    );
+    assert!(
+        readyz_gap <= ADMIN_GAP && metrics_gap <= ADMIN_GAP,
+        "the admin port went unanswered too long: /readyz {readyz_gap:?}, /metrics \
+         {metrics_gap:?} (at most {ADMIN_GAP:?}); misses: {misses:#?}\n{}",
         context()
     );
 
@@ -206,7 +472,7 @@ fn processes_sharing_the_ports_take_over_from_a_stopped_one() {
         .finish(FINISH)
         .unwrap_or_else(|e| panic!("{e:#}\n{}", context()));
     let read = tally(
-        &restarted.bootstrap(),
+        &listen.to_string(),
         topic,
         "scale",
         &Dataset::ApacheAccessLog.path(),

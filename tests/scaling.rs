@@ -1,4 +1,4 @@
-//! Issue 10's "scaling with cores" measurement: how fast one busy producer connection
+//! The "scaling with cores" measurement: how fast one busy producer connection
 //! is recompressed on one core and on two, and how throughput and kpress's memory grow
 //! with connections and with partitions per request. A release-build kpress
 //! (`KPRESS_BIN`, see below) recompresses gzip→zstd-3 in front of a one-node 4.1.1

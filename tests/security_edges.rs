@@ -1,4 +1,4 @@
-//! Issue 8's edges of kpress's security, against `kpress run` in front of a real 4.1.1
+//! The edges of kpress's security, against `kpress run` in front of a real 4.1.1
 //! broker: TLS files reloaded on change and on SIGHUP while a connection stays open, a
 //! plaintext client on a TLS listener refused with a clear log line, kpress never
 //! connecting anywhere a client names (SNI names, request strings), and

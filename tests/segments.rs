@@ -1,4 +1,4 @@
-//! Issue #2's real-peer test of the codec and batch core: log segments that a real
+//! The codec and batch core against real peers: log segments that a real
 //! Kafka 4.1 broker wrote for real clients (Java kafka-clients, librdkafka through kcat
 //! and confluent-kafka), in each of the five codecs, recompressed by `kpress recompress`
 //! into each of the five codecs, and then

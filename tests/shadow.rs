@@ -1,4 +1,4 @@
-//! Issue 10's shadow trials against a real 4.1.1 broker: batches of known content (the
+//! Shadow trials against a real 4.1.1 broker: batches of known content (the
 //! apache log, 100 lines per batch, framed by kpress-batch's builder as `kpress bench`
 //! frames its sections) go through kpress with `[shadow] sample = 1.0` and four
 //! candidates. The shadow figures must match an offline trial of the same records

@@ -1,4 +1,4 @@
-//! Issue 8's measurement of what TLS through kpress costs a producer, with Kafka's own
+//! A measurement of what TLS through kpress costs a producer, with Kafka's own
 //! ProducerPerformance (`producer_perf.rs`) against a one-node 4.1.1 broker listening
 //! for SSL and PLAINTEXT. A release-build kpress (`scripts/tls-overhead.sh`) relays
 //! every batch untouched (`compression.type = "producer"`), once with `[listener.tls]`

@@ -308,6 +308,18 @@ impl KafkaCluster {
         n_brokers: usize,
         security: &ClusterSecurity,
     ) -> anyhow::Result<KafkaCluster> {
+        KafkaCluster::start_with_properties(version, n_brokers, security, "")
+    }
+
+    /// [`start_with`](Self::start_with), with `extra_properties` (lines of
+    /// `server.properties`) after the harness's own: a key given again there wins, as
+    /// Java's `Properties` keeps the last.
+    pub fn start_with_properties(
+        version: &str,
+        n_brokers: usize,
+        security: &ClusterSecurity,
+        extra_properties: &str,
+    ) -> anyhow::Result<KafkaCluster> {
         assert!(n_brokers >= 1, "a cluster needs at least one node");
         assert!(
             !security.listeners.iter().any(|l| l.is_sasl()) || !security.sasl_users.is_empty(),
@@ -392,7 +404,8 @@ impl KafkaCluster {
                  transaction.state.log.replication.factor={internal_rf}\n\
                  transaction.state.log.num.partitions=3\n\
                  transaction.state.log.min.isr=1\n\
-                 group.initial.rebalance.delay.ms=0\n",
+                 group.initial.rebalance.delay.ms=0\n\
+                 {extra_properties}\n",
                 data = data_dir.display()
             );
             std::fs::write(&config, properties)?;

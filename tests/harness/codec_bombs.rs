@@ -8,7 +8,7 @@
 /// (tag 0x00 and its byte) up to `len`. It decodes to at most `len / 2` bytes, so any
 /// decoder that trusts the preamble zeroes `declared` bytes for nothing.
 ///
-/// `len = 5` with `declared = 64 MiB` is issue 7's 5-byte attack: the preamble takes
+/// `len = 5` with `declared = 64 MiB` is the 5-byte attack `hostile.rs` sends: the preamble takes
 /// 4 bytes, the fifth is a literal tag whose byte is missing.
 pub fn snappy_block_declaring(declared: u32, len: usize) -> Vec<u8> {
     let mut block = Vec::with_capacity(len);

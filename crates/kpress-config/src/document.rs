@@ -2,68 +2,41 @@
 //!
 //! The walk is over toml's spanned document (`DeTable`), not serde: serde stops at the
 //! first error and loses the places of keys, and operators need every typo at once.
+//! Each section's keys, ranges and messages are in a module of its own; the shared
+//! value readers are in `values`.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use kpress_batch::RecompressMode;
-use kpress_codec::gzip_providers::{ProviderKind, Registry};
-use kpress_codec::options::{allowed_values, GZIP_PROVIDER_VALUES, OPTION_KEYS, TEXT_OPTION_KEYS};
-use kpress_codec::OptionError;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
-use crate::settings::{
-    AdminSettings, Compression, Config, Limits, LogSettings, TopicPolicy, TopicRule, LOG_LEVELS,
-    READINESS_WINDOW_SECS_DEFAULT,
-};
-use crate::topic_match::TopicPattern;
+use crate::settings::{Config, Limits, LogSettings, TopicPolicy};
 
+mod admin;
+mod keys;
+mod limits;
 mod listener;
+mod log;
+mod policy;
 mod shadow;
 mod upstream;
+mod values;
 
-const SECTIONS: [&str; 9] = [
-    "listener", "upstream", "limits", "admin", "metrics", "log", "shadow", "defaults", "topics",
+pub(crate) use keys::accepted_keys;
+
+const SECTIONS: [&str; 8] = [
+    "listener", "upstream", "limits", "admin", "log", "shadow", "defaults", "topics",
 ];
-/// `[admin] readiness_window_secs`'s range.
-const READINESS_WINDOW_SECS_MAX: i64 = 3600;
-/// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
-const POLICY_KEYS: [&str; 4] = [
-    "compression.type",
-    "recompress",
-    "only_if_smaller",
-    "allow_growth",
-];
-const RECOMPRESS_MODES: &str = "codec-differs, always";
+/// Sections people write that kpress does not take, with what to write instead.
+const RENAMED_SECTIONS: [(&str, &str); 1] = [(
+    "metrics",
+    "use [admin] (same bind; it also serves /healthz, /readyz and /policy)",
+)];
 
-/// Kafka sizes are int32 on the wire.
-const INT32_MAX: i64 = i32::MAX as i64;
-
-type Entry<'a, 'i> = (&'a Spanned<DeString<'i>>, &'a Spanned<DeValue<'i>>);
-
-/// A `[defaults]` or `[[topics]]` table, read.
-struct PolicyRead {
-    policy: TopicPolicy,
-    /// The rule's `match`; `None` for `[defaults]`.
-    pattern: Option<MatchRead>,
-}
-
-struct MatchRead {
-    pattern: TopicPattern,
-    line: usize,
-    span: Range<usize>,
-}
-
-/// A leaf of a policy table with its dotted path joined back into Kafka's name.
-struct FlatKey<'a, 'i> {
-    name: String,
-    key: &'a Spanned<DeString<'i>>,
-    value: &'a Spanned<DeValue<'i>>,
-}
+pub(super) type Entry<'a, 'i> = (&'a Spanned<DeString<'i>>, &'a Spanned<DeValue<'i>>);
 
 /// Parses a whole policy file; `Err` holds every problem, in file order.
 ///
@@ -101,10 +74,7 @@ pub(crate) fn parse_document(
     };
     let config = walk.document(root.get_ref());
     match config {
-        Some(mut config) if walk.sink.is_empty() => {
-            config.warnings = walk.sink.take_warnings();
-            Ok(config)
-        }
+        Some(config) if walk.sink.is_empty() => Ok(config),
         _ => Err(walk.sink.into_problems()),
     }
 }
@@ -123,7 +93,6 @@ impl Walk<'_> {
         let mut listener = None;
         let mut upstream = None;
         let mut limits = Some(Limits::default());
-        // `[admin]`, or `[metrics]`, its deprecated name.
         let mut admin = None;
         let mut log = Some(LogSettings::default());
         // `Some(None)`: no [shadow]; `None`: a [shadow] with problems.
@@ -146,31 +115,7 @@ impl Walk<'_> {
                     upstream = self.table(key, value).and_then(|t| self.upstream(t, value))
                 }
                 "limits" => limits = self.table(key, value).and_then(|t| self.limits(t)),
-                "admin" => {
-                    admin = self
-                        .table(key, value)
-                        .and_then(|t| self.admin(t, value, "admin"))
-                }
-                "metrics" if root.contains_key("admin") => self.sink.report(
-                    &key.span(),
-                    Some("[metrics]"),
-                    None,
-                    "set together with [admin]: [metrics] is the deprecated name of [admin]; \
-                     keep [admin] only",
-                    None,
-                ),
-                "metrics" => {
-                    self.sink.warn(
-                        &key.span(),
-                        "[metrics]",
-                        None,
-                        "deprecated: write [admin] instead (same bind; it also serves /healthz, \
-                         /readyz and /policy); [metrics] is accepted for this release only",
-                    );
-                    admin = self
-                        .table(key, value)
-                        .and_then(|t| self.admin(t, value, "metrics"))
-                }
+                "admin" => admin = self.table(key, value).and_then(|t| self.admin(t, value)),
                 "log" => log = self.table(key, value).and_then(|t| self.log(t)),
                 "shadow" => {
                     shadow = self
@@ -180,13 +125,22 @@ impl Walk<'_> {
                 }
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
-                other => self.sink.unknown_name(
-                    &key.span(),
-                    other,
-                    other,
-                    "unknown section".to_owned(),
-                    &SECTIONS,
-                ),
+                other => match RENAMED_SECTIONS.iter().find(|(name, _)| *name == other) {
+                    Some((_, instead)) => self.sink.report(
+                        &key.span(),
+                        Some(other),
+                        None,
+                        format!("unknown section [{other}]: {instead}"),
+                        None,
+                    ),
+                    None => self.sink.unknown_name(
+                        &key.span(),
+                        other,
+                        other,
+                        "unknown section".to_owned(),
+                        &SECTIONS,
+                    ),
+                },
             }
         }
         if !root.contains_key("listener") {
@@ -211,26 +165,23 @@ impl Walk<'_> {
         }
         let listener = listener?;
         let upstream = upstream?;
-        let admin_section = ["admin", "metrics"]
-            .into_iter()
-            .find(|name| root.contains_key(*name));
-        if admin_section.is_some() && admin.is_none() {
+        if root.contains_key("admin") && admin.is_none() {
             return None;
         }
         let limits = limits?;
         let log = log?;
         let shadow = shadow?;
-        if let (Some(a), Some(section)) = (&admin, admin_section) {
-            if conflicts(a.bind, listener.bind) {
+        if let Some(a) = &admin {
+            if admin::conflicts(a.bind, listener.bind) {
                 let bind_value = root
-                    .get(section)
+                    .get("admin")
                     .and_then(|section| match section.get_ref() {
                         DeValue::Table(table) => table.get("bind"),
                         _ => None,
                     });
                 let span = bind_value.map_or(FILE_START, |v| v.span());
                 self.sink.bad_value(
-                    &format!("{section}.bind"),
+                    "admin.bind",
                     &span,
                     format!(
                         "takes the port of listener.bind ({}): give the admin endpoint a port of its own",
@@ -337,730 +288,38 @@ impl Walk<'_> {
             None,
         );
     }
-
-    fn limits(&mut self, table: &DeTable<'_>) -> Option<Limits> {
-        let keys = self.known_keys(
-            "limits",
-            table,
-            &[
-                "max_batch_bytes",
-                "max_decompressed_bytes",
-                "max_frame_bytes",
-                "max_inflight_bytes",
-                "max_connection_inflight_bytes",
-                "max_connections",
-                "frame_timeout_ms",
-                "idle_timeout_ms",
-                "max_request_decompressed_bytes",
-                "max_decompression_ratio",
-                "max_topic_labels",
-            ],
-        );
-        let mut limits = Limits::default();
-        let mut ok = true;
-        let mut connection_inflight = 0;
-        let fields: [(&str, &mut usize, i64, i64); 11] = [
-            (
-                "max_batch_bytes",
-                &mut limits.max_batch_bytes,
-                61,
-                INT32_MAX,
-            ),
-            (
-                "max_decompressed_bytes",
-                &mut limits.max_decompressed_bytes,
-                1024,
-                INT32_MAX,
-            ),
-            (
-                "max_frame_bytes",
-                &mut limits.max_frame_bytes,
-                1024,
-                INT32_MAX,
-            ),
-            (
-                "max_inflight_bytes",
-                &mut limits.max_inflight_bytes,
-                2048,
-                1 << 40,
-            ),
-            (
-                "max_connection_inflight_bytes",
-                &mut connection_inflight,
-                1024,
-                1 << 40,
-            ),
-            ("max_connections", &mut limits.max_connections, 1, 1_000_000),
-            (
-                "frame_timeout_ms",
-                &mut limits.frame_timeout_ms,
-                100,
-                3_600_000,
-            ),
-            (
-                "idle_timeout_ms",
-                &mut limits.idle_timeout_ms,
-                1000,
-                86_400_000,
-            ),
-            (
-                "max_request_decompressed_bytes",
-                &mut limits.max_request_decompressed_bytes,
-                1 << 20,
-                1 << 40,
-            ),
-            (
-                "max_decompression_ratio",
-                &mut limits.max_decompression_ratio,
-                10,
-                1_000_000,
-            ),
-            ("max_topic_labels", &mut limits.max_topic_labels, 0, 100_000),
-        ];
-        for (name, field, min, max) in fields {
-            if let Some((_, v)) = keys.get(name) {
-                let key = format!("limits.{name}");
-                match self.integer_in(&key, v, min, max, &format!("{min}..{max}")) {
-                    Some(n) => *field = n as usize,
-                    None => ok = false,
-                }
-            }
-        }
-        // Unset, one connection may hold one largest frame per direction.
-        limits.max_connection_inflight_bytes = if keys.contains_key("max_connection_inflight_bytes")
-        {
-            connection_inflight
-        } else {
-            limits.max_frame_bytes
-        };
-        if ok && limits.max_connection_inflight_bytes < limits.max_frame_bytes {
-            let at = keys
-                .get("max_connection_inflight_bytes")
-                .map_or(FILE_START, |(_, v)| v.span());
-            self.sink.bad_value(
-                "limits.max_connection_inflight_bytes",
-                &at,
-                format!(
-                    "is below limits.max_frame_bytes ({}): a connection could never read a largest frame",
-                    limits.max_frame_bytes
-                ),
-                Some(format!("{}..{}", limits.max_frame_bytes, 1u64 << 40)),
-            );
-            ok = false;
-        }
-        // The proxy gives requests and responses half the budget each: a largest frame
-        // must fit in one half or it could never be admitted.
-        let needed = limits.max_frame_bytes.saturating_mul(2);
-        if ok && limits.max_inflight_bytes < needed {
-            let at = keys
-                .get("max_inflight_bytes")
-                .or_else(|| keys.get("max_frame_bytes"))
-                .map_or(FILE_START, |(_, v)| v.span());
-            self.sink.bad_value(
-                "limits.max_inflight_bytes",
-                &at,
-                format!(
-                    "is below twice limits.max_frame_bytes ({}): half the budget serves requests, half responses, and a largest frame must fit in a half",
-                    limits.max_frame_bytes
-                ),
-                Some(format!("{needed}..{}", 1u64 << 40)),
-            );
-            ok = false;
-        }
-        ok.then_some(limits)
-    }
-
-    /// `[admin]`, or `[metrics]` (`name`), its deprecated name, which has `bind` only.
-    fn admin(
-        &mut self,
-        table: &DeTable<'_>,
-        section: &Spanned<DeValue<'_>>,
-        name: &str,
-    ) -> Option<AdminSettings> {
-        let known: &[&str] = if name == "admin" {
-            &["bind", "readiness_window_secs"]
-        } else {
-            &["bind"]
-        };
-        let keys = self.known_keys(name, table, known);
-        let window = match keys.get("readiness_window_secs") {
-            Some((_, v)) => self
-                .integer_in(
-                    "admin.readiness_window_secs",
-                    v,
-                    1,
-                    READINESS_WINDOW_SECS_MAX,
-                    &format!("1..{READINESS_WINDOW_SECS_MAX}"),
-                )
-                .map(|n| n as u64),
-            None => Some(READINESS_WINDOW_SECS_DEFAULT),
-        };
-        let Some((_, value)) = keys.get("bind") else {
-            self.missing_key(name, "bind", section);
-            return None;
-        };
-        let bind = self.socket_addr(&format!("{name}.bind"), value);
-        Some(AdminSettings {
-            bind: bind?,
-            readiness_window: std::time::Duration::from_secs(window?),
-        })
-    }
-
-    /// `[log]`: `level` only.
-    fn log(&mut self, table: &DeTable<'_>) -> Option<LogSettings> {
-        let keys = self.known_keys("log", table, &["level"]);
-        let level = match keys.get("level") {
-            Some((_, value)) => {
-                let choices = LOG_LEVELS.map(|level| (level, level));
-                Some(self.choice("log.level", value, "log level", &choices)?)
-            }
-            None => None,
-        };
-        Some(LogSettings { level })
-    }
-
-    fn topics(
-        &mut self,
-        key: &Spanned<DeString<'_>>,
-        value: &Spanned<DeValue<'_>>,
-        defaults: &TopicPolicy,
-    ) -> Option<Vec<TopicRule>> {
-        let items = match value.get_ref() {
-            DeValue::Array(items) => items,
-            DeValue::Table(_) => {
-                self.sink.report(
-                    &value.span(),
-                    Some("[topics]"),
-                    None,
-                    "rules are an array of tables: write [[topics]]",
-                    None,
-                );
-                return None;
-            }
-            _ => {
-                self.sink.bad_value(
-                    key.get_ref(),
-                    &value.span(),
-                    "must be an array of tables ([[topics]])",
-                    None,
-                );
-                return None;
-            }
-        };
-        let mut rules = Vec::with_capacity(items.len());
-        let mut ok = true;
-        // Same pattern twice: the second rule can never apply.
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for item in items.iter() {
-            let DeValue::Table(table) = item.get_ref() else {
-                self.sink.bad_value(
-                    "topics",
-                    &item.span(),
-                    "each entry must be a table ([[topics]])",
-                    None,
-                );
-                ok = false;
-                continue;
-            };
-            let Some(read) = self.policy(table, defaults, Some(item)) else {
-                ok = false;
-                continue;
-            };
-            let Some(matched) = read.pattern else {
-                continue;
-            };
-            let text = matched.pattern.to_string();
-            if let Some(first) = seen.get(&text) {
-                self.sink.bad_value(
-                    "match",
-                    &matched.span,
-                    format!(
-                        "same pattern as the rule at line {first}, which always wins (first match wins)"
-                    ),
-                    None,
-                );
-                ok = false;
-            } else {
-                seen.insert(text, matched.line);
-            }
-            rules.push(TopicRule {
-                pattern: matched.pattern,
-                policy: read.policy,
-                line: matched.line,
-            });
-        }
-        ok.then_some(rules)
-    }
-
-    /// Reads a `[defaults]` table (`rule = None`) or one `[[topics]]` table on top of
-    /// `base`, the defaults it inherits.
-    fn policy(
-        &mut self,
-        table: &DeTable<'_>,
-        base: &TopicPolicy,
-        rule: Option<&Spanned<DeValue<'_>>>,
-    ) -> Option<PolicyRead> {
-        let mut flat = Vec::new();
-        flatten(table, "", &mut flat);
-        let mut policy = base.clone();
-        let mut pattern = None;
-        let mut ok = true;
-        let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
-        for FlatKey { name, key, value } in &flat {
-            let name = name.as_str();
-            // `compression.type` and `"compression.type"` are different TOML keys.
-            if let Some(first) = seen.insert(name, key.span()) {
-                let (line, _) = line_column(self.sink.text(), first.start);
-                self.sink.report(
-                    &key.span(),
-                    Some(name),
-                    None,
-                    format!("set twice (first at line {line})"),
-                    None,
-                );
-                ok = false;
-                continue;
-            }
-            let span = value.span();
-            let read = match name {
-                "match" if rule.is_some() => {
-                    self.string(name, value)
-                        .and_then(|text| match TopicPattern::parse(text) {
-                            Ok(p) => {
-                                pattern = Some(MatchRead {
-                                    pattern: p,
-                                    line: line_column(self.sink.text(), span.start).0,
-                                    span: span.clone(),
-                                });
-                                Some(())
-                            }
-                            Err(e) => {
-                                self.sink.bad_value(
-                                    name,
-                                    &span,
-                                    e.to_string(),
-                                    Some(
-                                        "an exact topic name, a glob (*, ?, [...]) or re:<regex>"
-                                            .to_owned(),
-                                    ),
-                                );
-                                None
-                            }
-                        })
-                }
-                "compression.type" => {
-                    self.string(name, value)
-                        .and_then(|text| match text.parse::<Compression>() {
-                            Ok(c) => {
-                                policy.compression = c;
-                                Some(())
-                            }
-                            Err(_) => {
-                                self.sink.bad_value(
-                                    name,
-                                    &span,
-                                    "unknown compression type",
-                                    Some(Compression::ALLOWED.to_owned()),
-                                );
-                                None
-                            }
-                        })
-                }
-                "recompress" => self.string(name, value).and_then(|text| {
-                    match text {
-                        "codec-differs" => policy.recompress = RecompressMode::CodecDiffers,
-                        "always" => policy.recompress = RecompressMode::Always,
-                        _ => {
-                            self.sink.bad_value(
-                                name,
-                                &span,
-                                "unknown recompress mode",
-                                Some(RECOMPRESS_MODES.to_owned()),
-                            );
-                            return None;
-                        }
-                    }
-                    Some(())
-                }),
-                "only_if_smaller" => self
-                    .boolean(name, value)
-                    .map(|b| policy.only_if_smaller = b),
-                "allow_growth" => self.boolean(name, value).map(|allow| {
-                    let instead = if allow {
-                        "the default now: remove it"
-                    } else {
-                        "write only_if_smaller = true instead"
-                    };
-                    self.sink.warn(
-                        &key.span(),
-                        name,
-                        Some(&span),
-                        format!(
-                            "deprecated: kpress stores the codec the policy names, as Kafka's \
-                             compression.type does, unless only_if_smaller = true; {instead} \
-                             (allow_growth is accepted for this release only)"
-                        ),
-                    );
-                    policy.only_if_smaller = !allow;
-                }),
-                option if OPTION_KEYS.contains(&option) => {
-                    let allowed = allowed_values(option).map(|a| a.to_string());
-                    self.integer(name, value, allowed.clone()).and_then(|n| {
-                        match policy.options.set_int(option, n) {
-                            Ok(()) => Some(()),
-                            Err(e) => {
-                                let message = match e {
-                                    kpress_codec::OptionError::OutOfRange { .. } => {
-                                        "out of range".to_owned()
-                                    }
-                                    other => other.to_string(),
-                                };
-                                self.sink.bad_value(name, &span, message, allowed);
-                                None
-                            }
-                        }
-                    })
-                }
-                option if TEXT_OPTION_KEYS.contains(&option) => {
-                    self.text_option(&mut policy, option, value)
-                }
-                unknown => {
-                    let where_ = if rule.is_some() {
-                        "[[topics]]"
-                    } else {
-                        "[defaults]"
-                    };
-                    let known: Vec<&str> = if unknown == "match" {
-                        vec!["only in [[topics]]"]
-                    } else {
-                        let rule_only = rule.map(|_| "match");
-                        rule_only
-                            .into_iter()
-                            .chain(POLICY_KEYS)
-                            .chain(OPTION_KEYS)
-                            .chain(TEXT_OPTION_KEYS)
-                            .collect()
-                    };
-                    self.sink.unknown_name(
-                        &key.span(),
-                        unknown,
-                        unknown,
-                        format!("unknown key in {where_}"),
-                        &known,
-                    );
-                    None
-                }
-            };
-            ok &= read.is_some();
-        }
-        if let (Some(first), Some(_)) = (seen.get("only_if_smaller"), seen.get("allow_growth")) {
-            let at = seen["allow_growth"].clone();
-            let (line, _) = line_column(self.sink.text(), first.start);
-            self.sink.report(
-                &at,
-                Some("allow_growth"),
-                None,
-                format!(
-                    "set together with only_if_smaller (line {line}): allow_growth is its \
-                     deprecated opposite; keep only_if_smaller only"
-                ),
-                None,
-            );
-            ok = false;
-        }
-        if let Some(rule) = rule {
-            if !seen.contains_key("match") {
-                let at = rule.span().start;
-                self.sink.report(
-                    &(at..at),
-                    Some("match"),
-                    None,
-                    "missing key in [[topics]]: which topics does this rule apply to?",
-                    Some("an exact topic name, a glob (*, ?, [...]) or re:<regex>".to_owned()),
-                );
-                ok = false;
-            }
-        }
-        ok.then_some(PolicyRead { policy, pattern })
-    }
-
-    /// A `compression.*` option whose value is a name (`compression.gzip.provider`).
-    /// A provider this host lacks is refused here, at start, not replaced later.
-    fn text_option(
-        &mut self,
-        policy: &mut TopicPolicy,
-        key: &str,
-        value: &Spanned<DeValue<'_>>,
-    ) -> Option<()> {
-        let span = value.span();
-        let DeValue::String(text) = value.get_ref() else {
-            self.sink.bad_value(
-                key,
-                &span,
-                format!("must be a string, not {}", value.get_ref().type_str()),
-                Some(GZIP_PROVIDER_VALUES.to_owned()),
-            );
-            return None;
-        };
-        match policy.options.set(key, text.as_ref()) {
-            Ok(()) => Some(()),
-            Err(OptionError::NotAllowed { allowed, .. }) => {
-                self.sink.bad_value(
-                    key,
-                    &span,
-                    "unknown gzip provider",
-                    Some(allowed.to_owned()),
-                );
-                None
-            }
-            Err(OptionError::Unavailable { reason, .. }) => {
-                self.sink.bad_value(
-                    key,
-                    &span,
-                    format!("provider named explicitly but not available on this host: {reason}"),
-                    Some(available_providers()),
-                );
-                None
-            }
-            Err(other) => {
-                self.sink.bad_value(key, &span, other.to_string(), None);
-                None
-            }
-        }
-    }
-
-    fn string<'a>(&mut self, key: &str, value: &'a Spanned<DeValue<'_>>) -> Option<&'a str> {
-        match value.get_ref() {
-            DeValue::String(s) => Some(s.as_ref()),
-            other => {
-                self.sink.bad_value(
-                    key,
-                    &value.span(),
-                    format!("must be a string, not {}", other.type_str()),
-                    None,
-                );
-                None
-            }
-        }
-    }
-
-    fn boolean(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<bool> {
-        match value.get_ref() {
-            DeValue::Boolean(b) => Some(*b),
-            other => {
-                self.sink.bad_value(
-                    key,
-                    &value.span(),
-                    format!("must be true or false, not {}", other.type_str()),
-                    Some("true, false".to_owned()),
-                );
-                None
-            }
-        }
-    }
-
-    fn integer(
-        &mut self,
-        key: &str,
-        value: &Spanned<DeValue<'_>>,
-        allowed: Option<String>,
-    ) -> Option<i64> {
-        match value.get_ref() {
-            DeValue::Integer(n) => match i64::from_str_radix(n.as_str(), n.radix()) {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    self.sink
-                        .bad_value(key, &value.span(), "out of range", allowed);
-                    None
-                }
-            },
-            other => {
-                self.sink.bad_value(
-                    key,
-                    &value.span(),
-                    format!("must be an integer, not {}", other.type_str()),
-                    allowed,
-                );
-                None
-            }
-        }
-    }
-
-    fn integer_in(
-        &mut self,
-        key: &str,
-        value: &Spanned<DeValue<'_>>,
-        min: i64,
-        max: i64,
-        allowed: &str,
-    ) -> Option<i64> {
-        let n = self.integer(key, value, Some(allowed.to_owned()))?;
-        if (min..=max).contains(&n) {
-            Some(n)
-        } else {
-            self.sink
-                .bad_value(key, &value.span(), "out of range", Some(allowed.to_owned()));
-            None
-        }
-    }
-
-    fn socket_addr(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<SocketAddr> {
-        let text = self.string(key, value)?;
-        match text.parse::<SocketAddr>() {
-            Ok(addr) => Some(addr),
-            Err(_) => {
-                self.sink.bad_value(
-                    key,
-                    &value.span(),
-                    "not an IP:port socket address",
-                    Some("IPv4:port or [IPv6]:port, e.g. 127.0.0.1:19092".to_owned()),
-                );
-                None
-            }
-        }
-    }
-
-    /// A table nested in a section (`[listener.tls]`), named in full in problems.
-    fn subtable<'a, 'i>(
-        &mut self,
-        key: &str,
-        value: &'a Spanned<DeValue<'i>>,
-    ) -> Option<&'a DeTable<'i>> {
-        match value.get_ref() {
-            DeValue::Table(t) => Some(t),
-            other => {
-                self.sink.bad_value(
-                    key,
-                    &value.span(),
-                    format!("must be a table, not {}", other.type_str()),
-                    None,
-                );
-                None
-            }
-        }
-    }
-
-    /// One of the names in `choices`, spelt exactly; `what` names the kind of thing.
-    fn choice<T: Copy>(
-        &mut self,
-        key: &str,
-        value: &Spanned<DeValue<'_>>,
-        what: &str,
-        choices: &[(&str, T)],
-    ) -> Option<T> {
-        let allowed = || {
-            choices
-                .iter()
-                .map(|(name, _)| format!("\"{name}\""))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let DeValue::String(text) = value.get_ref() else {
-            self.sink.bad_value(
-                key,
-                &value.span(),
-                format!("must be a string, not {}", value.get_ref().type_str()),
-                Some(allowed()),
-            );
-            return None;
-        };
-        let text: &str = text.as_ref();
-        if let Some((_, chosen)) = choices.iter().find(|(name, _)| *name == text) {
-            return Some(*chosen);
-        }
-        let message = match choices
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(text))
-        {
-            Some((name, _)) => {
-                format!("unknown {what}: names are case-sensitive, write \"{name}\"")
-            }
-            None => format!("unknown {what}"),
-        };
-        self.sink
-            .bad_value(key, &value.span(), message, Some(allowed()));
-        None
-    }
-
-    /// A non-empty string without control characters, such as a name.
-    fn name_text(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<String> {
-        let text = self.string(key, value)?;
-        if text.is_empty() || text.contains(char::is_control) {
-            self.sink.bad_value(
-                key,
-                &value.span(),
-                "must not be empty or hold control characters",
-                None,
-            );
-            return None;
-        }
-        Some(text.to_owned())
-    }
-
-    /// A file the policy names (a certificate, a key, a password). As written by
-    /// `parse`; under `load`, resolved against the policy file's directory when
-    /// relative, and checked to be a readable file.
-    fn file_path(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<PathBuf> {
-        let written = PathBuf::from(self.name_text(key, value)?);
-        let Some(base_dir) = self.base_dir else {
-            return Some(written);
-        };
-        let path = base_dir.join(&written);
-        let shown = path.display();
-        let problem = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Some(format!("file not found: {shown}"))
-            }
-            Err(e) => Some(format!("cannot read {shown}: {e}")),
-            Ok(meta) if meta.is_dir() => Some(format!("{shown} is a directory, not a file")),
-            // Opening a FIFO or a device could block or read without end.
-            Ok(meta) if !meta.is_file() => Some(format!("{shown} is not a regular file")),
-            Ok(_) => std::fs::File::open(&path)
-                .err()
-                .map(|e| format!("cannot read {shown}: {e}")),
-        };
-        match problem {
-            Some(message) => {
-                self.sink.bad_value(key, &value.span(), message, None);
-                None
-            }
-            None => Some(path),
-        }
-    }
 }
 
-/// Joins TOML's nested tables back into Kafka's dotted names: `compression.zstd.level = 3`
-/// is table `compression` → table `zstd` → key `level`.
-fn flatten<'a, 'i>(table: &'a DeTable<'i>, prefix: &str, out: &mut Vec<FlatKey<'a, 'i>>) {
-    for (key, value) in table.iter() {
-        let name = if prefix.is_empty() {
-            key.get_ref().to_string()
-        } else {
-            format!("{prefix}.{}", key.get_ref())
-        };
-        match value.get_ref() {
-            DeValue::Table(inner) if !inner.is_empty() => flatten(inner, &name, out),
-            _ => out.push(FlatKey { name, key, value }),
+/// What the section modules' tests share.
+#[cfg(test)]
+mod testing {
+    use crate::{parse, Config, ConfigError};
+
+    /// The smallest valid file, four lines: a listener and an upstream.
+    pub(super) const HEAD: &str =
+        "[listener]\nbind = \"127.0.0.1:19092\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n";
+
+    /// The problems `text` (named `t.toml`) is refused with, as users read them; empty
+    /// when it is accepted.
+    pub(super) fn problems(text: &str) -> Vec<String> {
+        match parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(ConfigError::Invalid(problems)) => {
+                problems.iter().map(ToString::to_string).collect()
+            }
+            Err(other) => panic!("{other}"),
         }
     }
-}
 
-/// The provider names this host can run, `auto` first (it always resolves).
-fn available_providers() -> String {
-    let registry = Registry::global();
-    let mut names = vec!["auto"];
-    names.extend(
-        ProviderKind::ALL
-            .into_iter()
-            .filter(|kind| registry.get(*kind).is_ok())
-            .map(ProviderKind::name),
-    );
-    names.join(", ")
-}
+    /// The one problem `text` is refused with.
+    pub(super) fn one_problem(text: &str) -> String {
+        let problems = problems(text);
+        assert_eq!(problems.len(), 1, "{problems:#?}\n{text}");
+        problems.into_iter().next().unwrap()
+    }
 
-/// Whether two listeners would fight over one port.
-fn conflicts(a: SocketAddr, b: SocketAddr) -> bool {
-    a.port() == b.port()
-        && a.port() != 0
-        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+    /// The policy `text` reads as; panics with its problems.
+    pub(super) fn config(text: &str) -> Config {
+        parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}\n{text}"))
+    }
 }

@@ -34,7 +34,7 @@
 //! password_file = "secrets/kpress-password"   # or password_env = "KPRESS_SASL_PASSWORD"
 //! [limits]                        # optional
 //! max_batch_bytes = 1048588
-//! [admin]                         # optional: /metrics, /healthz, /readyz, /policy ([metrics]: deprecated name)
+//! [admin]                         # optional: /metrics, /healthz, /readyz, /policy
 //! bind = "127.0.0.1:9464"
 //! readiness_window_secs = 30      # /readyz: an upstream broker answered this recently (1..3600)
 //! [log]                           # optional
@@ -81,8 +81,9 @@
 //! CPU. The default is `false` when `[upstream.sasl]` is present (the file declares a SASL
 //! cluster) and `true` otherwise; the resolved value is in [`ListenerSettings`].
 //!
-//! **Only `[listener] bind` and `[upstream] bootstrap_servers` are required.** Deprecated
-//! keys (`allow_growth`, `[metrics]`) still load and come back in [`Config::warnings`].
+//! **Only `[listener] bind` and `[upstream] bootstrap_servers` are required.** Names
+//! kpress does not take are refused with what to write instead: `[metrics]` is `[admin]`,
+//! and `allow_growth` is the opposite of `only_if_smaller`.
 //!
 //! **Secrets** never sit in the policy file: `[upstream.sasl]` refuses `password` and takes
 //! `password_file` or `password_env` (exactly one).
@@ -107,12 +108,12 @@ pub use host_name::{
 pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
-    AdminSettings, ClientAuth, Compression, Config, Limits, ListenerSettings, ListenerTls,
-    LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy, TopicRule,
-    UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT,
-    LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT,
-    MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT,
-    MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
+    AdminSettings, BearerTokenSource, ClientAuth, Compression, Config, Limits, ListenerSettings,
+    ListenerTls, LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy,
+    TopicRule, UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT,
+    IDLE_TIMEOUT_MS_DEFAULT, LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT,
+    MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT,
+    MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
     READINESS_WINDOW_SECS_DEFAULT,
 };
 pub use settings::{
@@ -123,6 +124,17 @@ pub use settings::{
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
 
 use std::path::Path;
+
+/// Every key a policy file may set, as dotted paths from the root: `listener.bind`,
+/// `listener.tls.cert`, `upstream.sasl.mechanism`, `defaults.compression.zstd.level`,
+/// `topics.match`, `shadow.candidates`, `limits.max_batch_bytes`, `admin.bind`, …
+///
+/// Built from the tables [`parse`] checks keys against, so the list and the parser
+/// cannot disagree. `[[topics]]` keys are under `topics.`; a nested table is listed by
+/// its keys (`listener.tls.cert`), not by itself.
+pub fn accepted_keys() -> Vec<String> {
+    document::accepted_keys()
+}
 
 /// Parses a policy file's text; `source_name` (usually the path) prefixes every problem.
 /// Looks at no file: paths in the policy are kept as written.

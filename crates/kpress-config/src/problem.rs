@@ -90,8 +90,6 @@ pub(crate) struct ProblemSink<'t> {
     text: &'t str,
     source_name: &'t str,
     problems: Vec<(usize, Problem)>,
-    /// What the file may say but should not (a deprecated key): it still loads.
-    warnings: Vec<(usize, Problem)>,
 }
 
 /// Values longer than this are cut in messages: an array or inline table can be long.
@@ -103,7 +101,6 @@ impl<'t> ProblemSink<'t> {
             text,
             source_name,
             problems: Vec::new(),
-            warnings: Vec::new(),
         }
     }
 
@@ -173,35 +170,6 @@ impl<'t> ProblemSink<'t> {
         allowed: Option<String>,
     ) {
         self.report(value_span, Some(key), Some(value_span), message, allowed);
-    }
-
-    /// A warning about a key at `span` (a deprecated one): reported, but the file loads.
-    pub(crate) fn warn(
-        &mut self,
-        span: &Range<usize>,
-        key: &str,
-        value_span: Option<&Range<usize>>,
-        message: impl Into<String>,
-    ) {
-        let (line, column) = line_column(self.text, span.start);
-        let warning = Problem {
-            source_name: self.source_name.to_owned(),
-            line,
-            column,
-            key: Some(key.to_owned()),
-            value: value_span.map(|v| self.source_text(v)),
-            message: message.into(),
-            allowed: None,
-            did_you_mean: None,
-        };
-        self.warnings.push((span.start, warning));
-    }
-
-    /// The warnings in file order.
-    pub(crate) fn take_warnings(&mut self) -> Vec<Problem> {
-        let mut warnings = std::mem::take(&mut self.warnings);
-        warnings.sort_by_key(|(offset, _)| *offset);
-        warnings.into_iter().map(|(_, w)| w).collect()
     }
 
     /// The whole source text.

@@ -43,15 +43,14 @@ pub struct Config {
     pub listener: ListenerSettings,
     pub upstream: UpstreamSettings,
     pub limits: Limits,
-    /// `[admin]` (or its deprecated spelling `[metrics]`); `None` when the file has
-    /// neither: no admin endpoint.
+    /// `[admin]`; `None` when the file has none: no admin endpoint.
     pub admin: Option<AdminSettings>,
     /// `[defaults]`: the policy of topics no rule matches, and what rules inherit.
     pub defaults: TopicPolicy,
     /// `[[topics]]`, in file order; the first rule whose pattern matches wins.
     pub topics: Vec<TopicRule>,
-    /// What the file says that still works but should change (deprecated keys), in
-    /// file order: `check-config` prints them, `kpress run` logs them.
+    /// What the file says that loads but should change, in file order: `check-config`
+    /// prints them, `kpress run` logs them. No key of today's policy draws one.
     pub warnings: Vec<crate::Problem>,
     /// `[log]`: what kpress logs when no command-line flag or environment variable says.
     pub log: LogSettings,
@@ -213,8 +212,12 @@ pub struct UpstreamSettings {
     pub bootstrap_servers: Vec<String>,
     /// `[upstream.tls]`: `None` is plaintext to the brokers.
     pub tls: Option<UpstreamTls>,
-    /// `[upstream.sasl]`: kpress's own credentials, for its side connections only.
+    /// `[upstream.sasl]` with a username and password (PLAIN, SCRAM): kpress's own
+    /// credentials, for its side connections only.
     pub sasl: Option<UpstreamSasl>,
+    /// `[upstream.sasl]` with `mechanism = "OAUTHBEARER"`: where kpress's own bearer
+    /// tokens come from. At most one of `sasl` and `oauthbearer` is set.
+    pub oauthbearer: Option<BearerTokenSource>,
 }
 
 /// `[upstream.tls]`: TLS to the brokers. Paths as in [`ListenerTls`].
@@ -244,6 +247,26 @@ pub struct UpstreamSasl {
 
 /// `upstream.sasl.mechanism`, spelled as Kafka's `sasl.mechanism`.
 pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
+
+/// Where kpress's OAUTHBEARER tokens come from: exactly one source per policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BearerTokenSource {
+    /// An OAuth 2 token endpoint, client-credentials grant.
+    ClientCredentials {
+        /// `token_endpoint_url`: `http://` or `https://`.
+        token_endpoint_url: String,
+        client_id: String,
+        /// `client_secret_file` or `client_secret_env`.
+        client_secret: PasswordSource,
+        /// `scope`, sent when set.
+        scope: Option<String>,
+    },
+    /// `token_file`: a file another program keeps fresh, re-read when it changes.
+    TokenFile(PathBuf),
+    /// `token_provider = "aws_msk_iam"`: an MSK IAM token signed for `region` with the
+    /// standard AWS credential environment.
+    AwsMskIam { region: String },
+}
 
 /// Where kpress's SASL password is: the policy file names its place, never the secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,7 +346,7 @@ pub struct TopicPolicy {
     pub recompress: RecompressMode,
     /// `only_if_smaller`: keep the original batch when the rewrite is not smaller.
     /// Off by default: the policy's codec is stored, as Kafka's topic
-    /// `compression.type` stores its codec. The deprecated `allow_growth` sets it too.
+    /// `compression.type` stores its codec.
     pub only_if_smaller: bool,
 }
 

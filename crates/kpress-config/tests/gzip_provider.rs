@@ -1,94 +1,13 @@
-//! `compression.gzip.provider` (KIP-1121) in [defaults] and [[topics]]: a string,
-//! inherited like every option, shown in the summary, with located errors. QATzip is
-//! present here (`.cache/qatzip`, software backup), so `qat` is accepted.
+//! `compression.gzip.provider` (KIP-1121) in [defaults] and [[topics]]: the default
+//! and located errors for bad values. Naming each provider (QATzip and ISA-L need their
+//! libraries) is kpress-tests' `provider_choice.rs`.
 
-use kpress_batch::{PolicyLookup, Target};
-use kpress_codec::gzip_providers::{ProviderChoice, ProviderKind};
-use kpress_codec::options::GZIP_PROVIDER;
-use kpress_config::{parse, PolicySet};
+use kpress_codec::gzip_providers::ProviderChoice;
+use kpress_config::parse;
 
 mod common;
 
 use common::{problem_texts, HEAD};
-
-fn provider_of(set: &PolicySet, topic: &str) -> ProviderChoice {
-    match &set.policy_for(topic).target {
-        Target::Codec { options, .. } => options.gzip_provider(),
-        Target::Producer => panic!("{topic}: producer policy"),
-    }
-}
-
-#[test]
-fn provider_is_read_in_defaults_and_rules_and_inherited() {
-    let text = format!(
-        r#"{HEAD}[defaults]
-compression.type = "gzip"
-compression.gzip.provider = "isal"
-[[topics]]
-match = "fast.*"
-compression.type = "gzip"
-compression.gzip.level = 1
-compression.gzip.provider = "libdeflate"
-[[topics]]
-match = "inherits"
-compression.type = "gzip"
-[[topics]]
-match = "zstd.*"
-compression.type = "zstd"
-compression.gzip = {{ provider = "QAT" }}
-[[topics]]
-match = "plain"
-compression.type = "zstd"
-compression.gzip.provider = "zlib"
-[[topics]]
-match = "auto"
-compression.type = "gzip"
-compression.gzip.provider = "auto"
-"#
-    );
-    let config = parse(&text, "t.toml").unwrap();
-    let set = PolicySet::new(&config);
-    let named = |k| ProviderChoice::Named(k);
-    assert_eq!(provider_of(&set, "other"), named(ProviderKind::Isal));
-    assert_eq!(provider_of(&set, "fast.a"), named(ProviderKind::Libdeflate));
-    assert_eq!(provider_of(&set, "inherits"), named(ProviderKind::Isal));
-    assert_eq!(provider_of(&set, "zstd.a"), named(ProviderKind::Qat));
-    assert_eq!(provider_of(&set, "plain"), named(ProviderKind::Zlib));
-    assert_eq!(provider_of(&set, "auto"), ProviderChoice::Auto);
-    assert_eq!(
-        config.topics[0]
-            .policy
-            .options
-            .get_text(GZIP_PROVIDER)
-            .as_deref(),
-        Some("libdeflate")
-    );
-
-    // The summary shows the provider of gzip targets, and of gzip input elsewhere.
-    assert_eq!(
-        config.topics[0].policy.to_string(),
-        "gzip (compression.gzip.level=1, compression.gzip.buffer=8192, compression.gzip.provider=libdeflate), recompress codec-differs"
-    );
-    assert_eq!(
-        config.topics[2].policy.to_string(),
-        "zstd (compression.zstd.level=3, compression.zstd.window=0), gzip input read by compression.gzip.provider=qat, recompress codec-differs"
-    );
-    // Without a provider a zstd target reads as before; `zlib` named is shown.
-    assert!(config.topics[3]
-        .policy
-        .to_string()
-        .contains("gzip input read by compression.gzip.provider=zlib"));
-    let auto = config.topics[4].policy.to_string();
-    // No QAT device on this machine: auto is libdeflate.
-    assert!(
-        auto.contains("compression.gzip.provider=auto (libdeflate)"),
-        "{auto}"
-    );
-    assert!(config
-        .defaults
-        .to_string()
-        .contains("compression.gzip.provider=isal"));
-}
 
 #[test]
 fn default_policy_is_zlib_and_unchanged() {

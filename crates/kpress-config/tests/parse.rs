@@ -155,11 +155,6 @@ fn compression_types_and_recompress_modes() {
         "t.toml:8:19: only_if_smaller = \"yes\": must be true or false, not string \
          (allowed: true, false)"
     );
-    assert_eq!(
-        one_problem(&format!("{HEAD}[defaults]\nallow_growth = \"yes\"\n")),
-        "t.toml:8:16: allow_growth = \"yes\": must be true or false, not string \
-         (allowed: true, false)"
-    );
 }
 
 #[test]
@@ -227,13 +222,13 @@ fn dotted_quoted_and_nested_spellings_are_the_same_key() {
 fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     let p = one_problem(&format!("{HEAD}[defaults]\ncompression.zstd.levle = 3\n"));
     assert!(
-        p.starts_with("t.toml:8:18: compression.zstd.levle: unknown key in [defaults] (allowed: compression.type, recompress, only_if_smaller, allow_growth, compression.gzip.level"),
+        p.starts_with("t.toml:8:18: compression.zstd.levle: unknown key in [defaults] (allowed: compression.type, recompress, only_if_smaller, compression.gzip.level"),
         "{p}"
     );
     let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
     assert_eq!(
         p,
-        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, metrics, log, shadow, defaults, topics); did you mean listener?"
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, defaults, topics); did you mean listener?"
     );
     let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
     assert!(
@@ -315,9 +310,9 @@ fn wrong_types_name_the_type_found() {
         p,
         "t.toml:7:1: [topics]: rules are an array of tables: write [[topics]]"
     );
-    let p = one_problem(&format!("metrics = \"127.0.0.1:9464\"\n{HEAD}"));
+    let p = one_problem(&format!("admin = \"127.0.0.1:9464\"\n{HEAD}"));
     assert!(
-        p.contains("metrics = \"127.0.0.1:9464\": must be a table, not string"),
+        p.contains("admin = \"127.0.0.1:9464\": must be a table, not string"),
         "{p}"
     );
 }
@@ -460,50 +455,33 @@ fn node_port_base_bounds() {
 
 #[test]
 fn admin_cannot_share_the_listener_port() {
-    for section in ["admin", "metrics"] {
-        let p = one_problem(&format!("{HEAD}[{section}]\nbind = \"0.0.0.0:19092\"\n"));
-        assert_eq!(
-            p,
-            format!("t.toml:8:8: {section}.bind = \"0.0.0.0:19092\": takes the port of listener.bind (127.0.0.1:19092): give the admin endpoint a port of its own"),
-        );
-        parse(
-            &format!("{HEAD}[{section}]\nbind = \"127.0.0.1:9464\"\n"),
-            "t",
-        )
-        .unwrap();
-    }
+    let p = one_problem(&format!("{HEAD}[admin]\nbind = \"0.0.0.0:19092\"\n"));
+    assert_eq!(
+        p,
+        "t.toml:8:8: admin.bind = \"0.0.0.0:19092\": takes the port of listener.bind (127.0.0.1:19092): give the admin endpoint a port of its own",
+    );
+    parse(&format!("{HEAD}[admin]\nbind = \"127.0.0.1:9464\"\n"), "t").unwrap();
 }
 
 #[test]
-fn metrics_is_the_deprecated_name_of_admin() {
-    let c = parse(
-        &format!("{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\n"),
-        "t.toml",
-    )
-    .unwrap();
-    let admin = c.admin.unwrap();
-    assert_eq!(admin.bind.to_string(), "127.0.0.1:9464");
-    assert_eq!(admin.readiness_window, Duration::from_secs(30));
-    let warnings: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+fn metrics_is_refused_naming_admin() {
+    let refusal = "t.toml:7:2: metrics: unknown section [metrics]: use [admin] (same bind; it also serves /healthz, /readyz and /policy)";
     assert_eq!(
-        warnings,
-        ["t.toml:7:2: [metrics]: deprecated: write [admin] instead (same bind; it also serves /healthz, /readyz and /policy); [metrics] is accepted for this release only"]
+        one_problem(&format!("{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\n")),
+        refusal
     );
-    // Only [admin] has the readiness window.
-    let p = one_problem(&format!(
-        "{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 5\n"
-    ));
-    assert!(
-        p.starts_with(
-            "t.toml:9:1: metrics.readiness_window_secs: unknown key in [metrics] (allowed: bind)"
-        ),
-        "{p}"
+    // Its keys are not read: the one problem is the section's name.
+    assert_eq!(
+        one_problem(&format!(
+            "{HEAD}[metrics]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 5\n"
+        )),
+        refusal
     );
     assert_eq!(
         one_problem(&format!(
             "{HEAD}[admin]\nbind = \"127.0.0.1:9464\"\n[metrics]\nbind = \"127.0.0.1:9465\"\n"
         )),
-        "t.toml:9:2: [metrics]: set together with [admin]: [metrics] is the deprecated name of [admin]; keep [admin] only"
+        refusal.replace(":7:2:", ":9:2:")
     );
 }
 
@@ -528,39 +506,26 @@ fn admin_readiness_window_secs() {
 }
 
 #[test]
-fn allow_growth_is_the_deprecated_opposite_of_only_if_smaller() {
-    for (allow, only_if_smaller, instead) in [
-        ("true", false, "the default now: remove it"),
-        ("false", true, "write only_if_smaller = true instead"),
-    ] {
-        let text = format!(
-            "{HEAD}[defaults]\ncompression.type = \"lz4\"\n[[topics]]\nmatch = \"a\"\nallow_growth = {allow}\n"
-        );
-        let c = parse(&text, "t.toml").unwrap();
-        assert!(!c.defaults.only_if_smaller);
-        assert_eq!(c.topics[0].policy.only_if_smaller, only_if_smaller);
-        let warnings: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+fn allow_growth_is_refused_naming_only_if_smaller() {
+    let refusal = |line: usize, section: &str| {
+        format!(
+            "t.toml:{line}:1: allow_growth: unknown key in {section}: use only_if_smaller, its opposite: allow_growth = false is only_if_smaller = true, and without it kpress stores the codec the policy names, as Kafka's compression.type does"
+        )
+    };
+    for allow in ["true", "false", "\"yes\""] {
         assert_eq!(
-            warnings,
-            [format!(
-                "t.toml:11:1: allow_growth = {allow}: deprecated: kpress stores the codec the policy names, as Kafka's compression.type does, unless only_if_smaller = true; {instead} (allow_growth is accepted for this release only)"
-            )]
+            one_problem(&format!(
+                "{HEAD}[defaults]\ncompression.type = \"lz4\"\n[[topics]]\nmatch = \"a\"\nallow_growth = {allow}\n"
+            )),
+            refusal(11, "[[topics]]")
         );
     }
-    // Both in one table: which one wins would be a guess.
     assert_eq!(
-        one_problem(&format!("{HEAD}[defaults]\nonly_if_smaller = true\nallow_growth = true\n")),
-        "t.toml:9:1: allow_growth: set together with only_if_smaller (line 8): allow_growth is its deprecated opposite; keep only_if_smaller only"
+        one_problem(&format!(
+            "{HEAD}[defaults]\nonly_if_smaller = true\nallow_growth = true\n"
+        )),
+        refusal(9, "[defaults]")
     );
-    // A rule may set the new key over deprecated defaults: no ambiguity there.
-    let c = parse(
-        &format!("{HEAD}[defaults]\nallow_growth = false\n[[topics]]\nmatch = \"a\"\nonly_if_smaller = false\n"),
-        "t",
-    )
-    .unwrap();
-    assert!(c.defaults.only_if_smaller);
-    assert!(!c.topics[0].policy.only_if_smaller);
-    assert_eq!(c.warnings.len(), 1);
 }
 
 #[test]
@@ -782,7 +747,7 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
     assert!(p[2].ends_with("compression.gzip.provider)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
-        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, metrics, log, shadow, defaults, topics); did you mean topics?"),
+        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, defaults, topics); did you mean topics?"),
         "{p}"
     );
 }

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use kpress_config::{
-    load, parse, ClientAuth, Config, ConfigError, HostPattern, ListenerTls, NodeRouting,
-    PasswordSource, SaslMechanism, TlsVersion, UpstreamSasl, UpstreamTls,
+    load, parse, BearerTokenSource, ClientAuth, Config, ConfigError, HostPattern, ListenerTls,
+    NodeRouting, PasswordSource, SaslMechanism, TlsVersion, UpstreamSasl, UpstreamTls,
 };
 
 mod common;
@@ -445,7 +445,7 @@ fn upstream_tls_values_and_defaults() {
 
 #[test]
 fn upstream_sasl_mechanisms_and_password_sources() {
-    for mechanism in SaslMechanism::ALL {
+    for mechanism in SaslMechanism::WITH_PASSWORD {
         let c = config(&with_sasl(&format!(
             "mechanism = \"{}\"\nusername = \"kpress\"\npassword_file = \"/run/secrets/kpress\"\n",
             mechanism.name()
@@ -461,7 +461,7 @@ fn upstream_sasl_mechanisms_and_password_sources() {
     }
     assert_eq!(
         SaslMechanism::ALL.map(SaslMechanism::name),
-        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
     );
     let c = config(&with_sasl(
         "mechanism = \"PLAIN\"\nusername = \"kpress\"\npassword_env = \"KPRESS_SASL_PASSWORD\"\n",
@@ -475,12 +475,12 @@ fn upstream_sasl_mechanisms_and_password_sources() {
     assert_eq!(
         one_problem(&with_sasl(&format!("mechanism = \"scram-sha-512\"\n{ok}"))),
         "t.toml:7:13: upstream.sasl.mechanism = \"scram-sha-512\": unknown SASL mechanism: names \
-         are case-sensitive, write \"SCRAM-SHA-512\" (allowed: \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\")"
+         are case-sensitive, write \"SCRAM-SHA-512\" (allowed: \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\", \"OAUTHBEARER\")"
     );
     assert_eq!(
         one_problem(&with_sasl(&format!("mechanism = \"GSSAPI\"\n{ok}"))),
         "t.toml:7:13: upstream.sasl.mechanism = \"GSSAPI\": unknown SASL mechanism \
-         (allowed: \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\")"
+         (allowed: \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\", \"OAUTHBEARER\")"
     );
     assert_eq!(
         problem_texts(&with_sasl("password_env = \"P\"\n")),
@@ -526,7 +526,9 @@ fn upstream_sasl_mechanisms_and_password_sources() {
     assert_eq!(
         p[1],
         "t.toml:9:1: upstream.sasl.pasword_env: unknown key in [upstream.sasl] (allowed: \
-         mechanism, username, password_file, password_env); did you mean password_env?"
+         mechanism, username, password_file, password_env, token_endpoint_url, client_id, \
+         client_secret_file, client_secret_env, scope, token_file, token_provider, region); \
+         did you mean password_env?"
     );
 }
 
@@ -728,5 +730,146 @@ fn a_lone_mtls_key_is_reported_with_its_missing_file_and_the_other_keys_problems
                  (allowed: true, false)"
             ),
         ]
+    );
+}
+
+const BEARER: &str = "mechanism = \"OAUTHBEARER\"\n";
+
+#[test]
+fn oauthbearer_token_sources() {
+    let c = config(&with_sasl(&format!(
+        "{BEARER}token_endpoint_url = \"https://idp.example.com/oauth2/token\"\n\
+         client_id = \"kpress\"\nclient_secret_file = \"/run/secrets/idp\"\nscope = \"kafka\"\n"
+    )));
+    assert_eq!(c.upstream.sasl, None);
+    assert_eq!(
+        c.upstream.oauthbearer,
+        Some(BearerTokenSource::ClientCredentials {
+            token_endpoint_url: "https://idp.example.com/oauth2/token".into(),
+            client_id: "kpress".into(),
+            client_secret: PasswordSource::File("/run/secrets/idp".into()),
+            scope: Some("kafka".into()),
+        })
+    );
+    let c = config(&with_sasl(&format!(
+        "{BEARER}token_endpoint_url = \"http://127.0.0.1:8080/token\"\n\
+         client_id = \"kpress\"\nclient_secret_env = \"IDP_SECRET\"\n"
+    )));
+    assert!(matches!(
+        c.upstream.oauthbearer,
+        Some(BearerTokenSource::ClientCredentials { client_secret: PasswordSource::Env(ref e), scope: None, .. }) if e == "IDP_SECRET"
+    ));
+    let c = config(&with_sasl(&format!(
+        "{BEARER}token_file = \"/var/run/secrets/tokens/kafka\"\n"
+    )));
+    assert_eq!(
+        c.upstream.oauthbearer,
+        Some(BearerTokenSource::TokenFile(
+            "/var/run/secrets/tokens/kafka".into()
+        ))
+    );
+    let c = config(&with_sasl(&format!(
+        "{BEARER}token_provider = \"aws_msk_iam\"\nregion = \"eu-central-1\"\n"
+    )));
+    assert_eq!(
+        c.upstream.oauthbearer,
+        Some(BearerTokenSource::AwsMskIam {
+            region: "eu-central-1".into()
+        })
+    );
+    assert!(kpress_config::accepted_keys().contains(&"upstream.sasl.token_endpoint_url".to_owned()));
+}
+
+#[test]
+fn oauthbearer_problems_name_the_key_and_what_is_allowed() {
+    // Lines: 6 [upstream.sasl], 7 mechanism, 8 and on: the rest.
+    assert_eq!(
+        one_problem(&with_sasl(BEARER)),
+        "t.toml:6:1: upstream.sasl.token_endpoint_url: missing key in [upstream.sasl]: \
+         OAUTHBEARER takes its tokens from a token endpoint (token_endpoint_url, client_id, \
+         client_secret_file or client_secret_env), a file (token_file) or a provider \
+         (token_provider)"
+    );
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_file = \"t\"\ntoken_provider = \"aws_msk_iam\"\nregion = \"us-east-1\"\n"
+        ))),
+        "t.toml:9:1: upstream.sasl.token_provider: set only one of token_endpoint_url, \
+         token_file, token_provider: which one would give the tokens?"
+    );
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_provider = \"aws_msk_iam\"\n"
+        ))),
+        "t.toml:6:1: upstream.sasl.region: missing key in [upstream.sasl]"
+    );
+    for bad in ["us_east_1", "US-EAST-1", "useast1", "us-east-", "-east-1"] {
+        assert_eq!(
+            one_problem(&with_sasl(&format!(
+                "{BEARER}token_provider = \"aws_msk_iam\"\nregion = \"{bad}\"\n"
+            ))),
+            format!(
+                "t.toml:9:10: upstream.sasl.region = \"{bad}\": not an AWS region name \
+                 (allowed: an AWS region such as \"us-east-1\" or \"eu-central-1\")"
+            )
+        );
+    }
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_provider = \"aws_iam\"\nregion = \"us-east-1\"\n"
+        ))),
+        "t.toml:8:18: upstream.sasl.token_provider = \"aws_iam\": unknown token provider \
+         (allowed: \"aws_msk_iam\")"
+    );
+    for bad in [
+        "ftp://idp/token",
+        "https://",
+        "idp.example.com/token",
+        "https://u:p@idp/t",
+    ] {
+        assert_eq!(
+            one_problem(&with_sasl(&format!(
+                "{BEARER}token_endpoint_url = \"{bad}\"\nclient_id = \"k\"\nclient_secret_env = \"S\"\n"
+            ))),
+            format!(
+                "t.toml:8:22: upstream.sasl.token_endpoint_url = \"{bad}\": not an http(s) URL \
+                 with a host (allowed: http://host[:port]/path or https://host[:port]/path, no \
+                 user info)"
+            )
+        );
+    }
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_endpoint_url = \"https://idp/t\"\nclient_id = \"k\"\n"
+        ))),
+        "t.toml:6:1: upstream.sasl.client_secret_file: missing key in [upstream.sasl]: kpress \
+         reads the client secret from a file (client_secret_file) or an environment variable \
+         (client_secret_env)"
+    );
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_file = \"t\"\nregion = \"us-east-1\"\n"
+        ))),
+        "t.toml:9:1: upstream.sasl.region: only with upstream.sasl.token_provider"
+    );
+    assert_eq!(
+        one_problem(&with_sasl(&format!(
+            "{BEARER}token_file = \"t\"\nusername = \"kpress\"\n"
+        ))),
+        "t.toml:9:1: upstream.sasl.username: only for PLAIN and SCRAM mechanisms, not OAUTHBEARER"
+    );
+    assert_eq!(
+        one_problem(&with_sasl(
+            "mechanism = \"PLAIN\"\nusername = \"u\"\npassword_env = \"P\"\ntoken_file = \"t\"\n"
+        )),
+        "t.toml:10:1: upstream.sasl.token_file: only for mechanism = \"OAUTHBEARER\", not PLAIN"
+    );
+    // A secret written into the policy is refused without echoing it.
+    let text = one_problem(&with_sasl(&format!(
+        "{BEARER}token_endpoint_url = \"https://idp/t\"\nclient_id = \"k\"\nclient_secret = \"hunter2\"\nclient_secret_env = \"S\"\n"
+    )));
+    assert!(
+        text.contains("upstream.sasl.client_secret:") && !text.contains("hunter2"),
+        "{text}"
     );
 }

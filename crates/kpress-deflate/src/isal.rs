@@ -1,6 +1,8 @@
-//! The ISA-L provider: Intel's igzip, linked from the system libisal (Debian libisal2)
-//! through isal-rs's `isal-sys`, called directly so that its work buffers are kept per
-//! thread (isal-rs's helpers allocate and zero about 300 KB per call).
+//! The ISA-L provider: Intel's igzip from the system's `libisal.so.2` (Debian libisal2),
+//! opened at run time by `isal-sys`, so kpress builds and runs without ISA-L and reports
+//! this provider unavailable, with the loader's reason, where the library is missing.
+//! igzip is called directly so that its work buffers are kept per thread (about 300 KB
+//! at level 3, which a per-call setup would allocate and zero each time).
 //!
 //! Levels: ISA-L has 0..=3, all faster and all larger than zlib's (its best, 3, is
 //! still 7-43% larger than zlib 6 on the datasets). zlib/Kafka levels map so
@@ -13,16 +15,58 @@
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 
-use isal::isal_sys::igzip_lib as sys;
+use isal_sys::ffi as sys;
+use isal_sys::ffi::IsalLibrary;
 
 use crate::provider::{fill_spare, first_guess};
 use crate::zlib::compress_bound;
-use crate::{DeflateError, GzipProvider, ProviderKind};
+use crate::{DeflateError, GzipProvider, ProviderError, ProviderKind, ProviderStatus};
 
 /// ISA-L igzip raw deflate, stateless compression and stateful inflate, with each
-/// thread's stream state and level buffers reused.
+/// thread's stream state and level buffers reused. The library is opened on first use
+/// (once per process); where it cannot be, every call fails with the reason, and
+/// [`crate::Registry`] reports the provider unavailable.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct IsalProvider;
+
+impl IsalProvider {
+    /// The provider when `libisal.so.2` can be opened here, else why not.
+    pub fn open() -> Result<IsalProvider, ProviderError> {
+        isal_sys::load()
+            .map(|_| IsalProvider)
+            .map_err(|e| ProviderError::Unavailable {
+                provider: ProviderKind::Isal,
+                reason: e.to_string(),
+            })
+    }
+
+    /// Whether ISA-L can be used here, with the library file in use or why not.
+    pub fn status() -> ProviderStatus {
+        let (available, detail) = match isal_sys::load() {
+            Ok(lib) => {
+                let file = lib.mapped_file().unwrap_or_else(|| lib.path().to_owned());
+                (true, format!("ISA-L igzip ({})", file.display()))
+            }
+            Err(e) => (false, e.to_string()),
+        };
+        ProviderStatus {
+            provider: ProviderKind::Isal,
+            available,
+            hardware: false,
+            detail,
+        }
+    }
+}
+
+/// The opened library's functions, or the provider error a call reports without it.
+fn library() -> Result<&'static IsalLibrary, DeflateError> {
+    isal_sys::load()
+        .map(|lib| lib.functions())
+        .map_err(|e| DeflateError::Provider {
+            provider: ProviderKind::Isal,
+            reason: e.to_string(),
+        })
+}
 
 /// The ISA-L level a zlib level maps to (see the module table).
 pub fn isal_level(zlib_level: u32) -> u32 {
@@ -90,6 +134,7 @@ impl GzipProvider for IsalProvider {
                 input.len()
             ))
         })?;
+        let lib = library()?;
         let level = isal_level(level);
         STATE.with_borrow_mut(|state| {
             let ThreadState {
@@ -114,7 +159,7 @@ impl GzipProvider for IsalProvider {
                     // `input`, `spare` and this thread's level buffer, all of which
                     // outlive the call; ISA-L writes at most `avail_out` bytes.
                     let rc = unsafe {
-                        sys::isal_deflate_stateless_init(&mut **stream);
+                        lib.isal_deflate_stateless_init(&mut **stream);
                         stream.level = level;
                         stream.level_buf = level_buf.as_mut_ptr();
                         stream.level_buf_size = level_buf.len() as u32;
@@ -125,7 +170,7 @@ impl GzipProvider for IsalProvider {
                         stream.avail_in = avail_in;
                         stream.next_out = spare.as_mut_ptr().cast::<u8>();
                         stream.avail_out = avail_out;
-                        sys::isal_deflate_stateless(&mut **stream)
+                        lib.isal_deflate_stateless(&mut **stream)
                     };
                     let written = if rc == sys::COMP_OK as i32 {
                         stream.total_out as usize
@@ -156,12 +201,13 @@ impl GzipProvider for IsalProvider {
         };
         // Larger inputs go through in 4 GiB steps of avail_in.
         let input_len = input.len();
+        let lib = library()?;
         STATE.with_borrow_mut(|state| {
             let inflate = state
                 .inflate
                 .get_or_insert_with(boxed_zeroed::<sys::inflate_state>);
             // SAFETY: initialises (resets) this thread's inflate state.
-            unsafe { sys::isal_inflate_init(&mut **inflate) };
+            unsafe { lib.isal_inflate_init(&mut **inflate) };
             inflate.crc_flag = sys::ISAL_DEFLATE;
             inflate.next_in = input.as_ptr().cast_mut();
             inflate.avail_in = u32::try_from(input_len).unwrap_or(u32::MAX);
@@ -178,7 +224,7 @@ impl GzipProvider for IsalProvider {
                     inflate.avail_out = 1;
                     // SAFETY: next_in/avail_in cover the rest of `input`, next_out/
                     // avail_out the one-byte probe; ISA-L stays within both.
-                    let rc = unsafe { sys::isal_inflate(&mut **inflate) };
+                    let rc = unsafe { lib.isal_inflate(&mut **inflate) };
                     if inflate.avail_out == 0 {
                         return Err(DeflateError::LimitExceeded { limit: budget });
                     }
@@ -190,7 +236,7 @@ impl GzipProvider for IsalProvider {
                         inflate.avail_out = spare.len() as u32;
                         // SAFETY: next_in/avail_in cover the rest of `input`, next_out/
                         // avail_out this call's spare room; ISA-L stays within both.
-                        let rc = unsafe { sys::isal_inflate(&mut **inflate) };
+                        let rc = unsafe { lib.isal_inflate(&mut **inflate) };
                         Ok::<_, DeflateError>((spare.len() - inflate.avail_out as usize, rc))
                     })?
                 };

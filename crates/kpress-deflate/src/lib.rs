@@ -6,6 +6,10 @@
 //! one or more members within a caller's limit, checking each CRC-32 and ISIZE. Any
 //! provider's output is readable by every other and by the standard codec.
 //!
+//! libdeflate and zlib are built in. ISA-L (`libisal.so.2`) and QATzip
+//! (`libqatzip.so.3`) are never linked: `isal-sys` and `qat-sys` open them at run
+//! time, and a host without one reports that provider unavailable, with the reason.
+//!
 //! [`Registry`] knows which providers this host has ([`ProviderStatus`]), resolves
 //! `compression.gzip.provider` ([`ProviderChoice`]: `auto`, a name, or the zlib
 //! default) and [`compress_with_fallback`] keeps a batch when a provider fails.

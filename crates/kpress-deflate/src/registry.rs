@@ -58,9 +58,13 @@ impl FromStr for ProviderChoice {
     }
 }
 
-/// The gzip providers of this process: the three software ones always, QAT when
-/// QATzip could be opened and a session set up. QATzip is probed on first need (QAT
-/// named, `auto`, or the statuses), so a process that never asks does not load it.
+/// The gzip providers of this process: libdeflate and zlib always (built in), ISA-L
+/// when `libisal.so.2` could be opened, QAT when QATzip could be opened and a session
+/// set up. Both libraries are found at run time; one that is missing makes its
+/// provider unavailable, with the loader's reason, never a failed start. QATzip is
+/// probed on first need (QAT named, `auto`, or the statuses), so a process that never
+/// asks does not load it; ISA-L, whose opening has no side effects, is opened whenever
+/// it is named or a status is asked for.
 #[derive(Debug)]
 pub struct Registry {
     qat: OnceLock<Result<Arc<QatProvider>, ProviderError>>,
@@ -134,7 +138,10 @@ impl Registry {
     pub fn get(&self, kind: ProviderKind) -> Result<Arc<dyn GzipProvider>, ProviderError> {
         Ok(match kind {
             ProviderKind::Qat => self.qat().clone()?,
-            ProviderKind::Isal => self.isal.clone(),
+            ProviderKind::Isal => {
+                IsalProvider::open()?;
+                self.isal.clone()
+            }
             ProviderKind::Libdeflate => self.libdeflate.clone(),
             ProviderKind::Zlib => self.zlib.clone(),
         })
@@ -178,6 +185,7 @@ impl Registry {
 
     /// As [`statuses`](Self::statuses), but without probing QATzip: until something
     /// needed QAT (`qat` or `auto` configured), QAT reads unavailable, "not probed".
+    /// ISA-L is opened to report it (cheap, and nothing else depends on it).
     pub fn statuses_without_probing(&self) -> Vec<ProviderStatus> {
         let not_probed = Err(ProviderError::NotProbed);
         self.statuses_of(self.qat.get().unwrap_or(&not_probed))
@@ -200,7 +208,7 @@ impl Registry {
                     detail: e.to_string(),
                 },
             },
-            software(ProviderKind::Isal, "ISA-L igzip (system libisal)"),
+            IsalProvider::status(),
             software(ProviderKind::Libdeflate, "libdeflate (bundled)"),
             software(ProviderKind::Zlib, "flate2 with zlib-rs"),
         ]

@@ -33,6 +33,7 @@ use kpress_batch::PolicyLookup;
 use tokio::sync::watch;
 
 mod apis;
+mod bearer;
 mod budget;
 mod cluster;
 mod cluster_client;
@@ -57,11 +58,6 @@ pub use cluster_client::{
     AdvertisedBroker, ApiMaxVersions, ClusterClient, ClusterClientError, ClusterConnector,
     ClusterView, Reachability, Stage,
 };
-/// Former names of [`ClusterClient`], [`ClusterConnector`] and [`ClusterClientError`].
-pub use cluster_client::{
-    ClusterClient as AdminClient, ClusterClientError as AdminError,
-    ClusterConnector as AdminConnector,
-};
 pub use error::ProxyError;
 pub use handler::Handlers;
 pub use kpress_config::{HostPattern, NodeRouting};
@@ -78,11 +74,27 @@ use crate::shared::{Shared, SharedConfig};
 use crate::transport::ListenerRole;
 
 /// kpress's own SASL credentials (`[upstream.sasl]`), for its side connections only.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SaslLogin {
     pub mechanism: SaslMechanism,
+    /// PLAIN and SCRAM; empty for OAUTHBEARER.
     pub username: String,
+    /// PLAIN and SCRAM; empty for OAUTHBEARER.
     pub password: String,
+    /// OAUTHBEARER: where tokens come from (`None` for PLAIN and SCRAM).
+    pub bearer: Option<Arc<kpress_auth::BearerTokens>>,
+}
+
+impl SaslLogin {
+    /// An OAUTHBEARER login with tokens from `tokens`.
+    pub fn bearer(tokens: kpress_auth::BearerTokens) -> Self {
+        SaslLogin {
+            mechanism: SaslMechanism::OAuthBearer,
+            username: String::new(),
+            password: String::new(),
+            bearer: Some(Arc::new(tokens)),
+        }
+    }
 }
 
 impl fmt::Debug for SaslLogin {
@@ -91,6 +103,7 @@ impl fmt::Debug for SaslLogin {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("bearer", &self.bearer)
             .finish()
     }
 }

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -94,7 +94,7 @@ impl TopicIdResolver {
 
 /// The lookup task: ends when the proxy's shared state is gone.
 async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
-    let mut side: Option<Stream> = None;
+    let mut side: Option<Side> = None;
     while let Some(first) = queue.recv().await {
         let mut waiting = vec![first.done];
         let mut ids: HashSet<[u8; 16]> = first.ids.into_iter().collect();
@@ -145,16 +145,74 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
     }
 }
 
+/// The lookup task's side connection, and when its login is due again.
+struct Side {
+    stream: Stream,
+    /// When to log in again, and when the broker's session (KIP-368) ends, if it set
+    /// a lifetime.
+    session: Option<Session>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Session {
+    /// [`REAUTHENTICATE_AT`] into the lifetime.
+    reauthenticate_at: Instant,
+    /// Past this the broker closes the connection on its next request, a
+    /// re-authentication included: a new connection is opened instead.
+    ends_at: Instant,
+}
+
+/// The share of a session's lifetime after which the side connection logs in again,
+/// leaving room for a slow token endpoint before the broker would close it.
+const REAUTHENTICATE_AT: f64 = 0.8;
+
+impl Session {
+    fn starting_now(lifetime: Option<Duration>) -> Option<Session> {
+        let now = Instant::now();
+        lifetime.map(|lifetime| Session {
+            reauthenticate_at: now + lifetime.mul_f64(REAUTHENTICATE_AT),
+            ends_at: now + lifetime,
+        })
+    }
+}
+
 /// One Metadata request for `ids` on the side connection, opened if need be. A kept
-/// connection the broker has closed since (idle past `connections.max.idle.ms`, an
-/// expired SASL session, a restart) is replaced once and the request sent again.
+/// connection whose session is due for re-authentication logs in again first. One the
+/// broker has closed since (idle past `connections.max.idle.ms`, an expired SASL
+/// session, a restart) is replaced once and the request sent again.
 async fn ask(
     shared: &Arc<Shared>,
-    side: &mut Option<Stream>,
+    side: &mut Option<Side>,
     ids: &[[u8; 16]],
 ) -> Result<(), ConnectionError> {
-    if let Some(stream) = side.as_mut() {
-        match ask_on(shared, stream, ids).await {
+    let now = Instant::now();
+    if side
+        .as_ref()
+        .and_then(|kept| kept.session)
+        .is_some_and(|session| now >= session.ends_at)
+    {
+        tracing::debug!("side connection's session ended while idle; opening a new one");
+        *side = None;
+    }
+    if let Some(kept) = side.as_mut() {
+        let due = kept
+            .session
+            .is_some_and(|session| now >= session.reauthenticate_at);
+        let ready = if due {
+            upstream::reauthenticate(shared, &mut kept.stream)
+                .await
+                .map(|lifetime| {
+                    tracing::debug!(?lifetime, "side connection re-authenticated");
+                    kept.session = Session::starting_now(lifetime);
+                })
+        } else {
+            Ok(())
+        };
+        let asked = match ready {
+            Ok(()) => ask_on(shared, &mut kept.stream, ids).await,
+            Err(err) => Err(err),
+        };
+        match asked {
             Ok(()) => return Ok(()),
             Err(err) => {
                 tracing::debug!(error = %err, "side connection lost; opening a new one");
@@ -162,8 +220,12 @@ async fn ask(
             }
         }
     }
-    let stream = side.insert(upstream::side_connection_any(shared).await?);
-    ask_on(shared, stream, ids).await
+    let (stream, lifetime) = upstream::side_session_any(shared).await?;
+    let kept = side.insert(Side {
+        stream,
+        session: Session::starting_now(lifetime),
+    });
+    ask_on(shared, &mut kept.stream, ids).await
 }
 
 async fn ask_on(

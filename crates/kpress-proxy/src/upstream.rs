@@ -9,6 +9,7 @@ use kpress_protocol::frame::{response_correlation_id, response_header_len, SIZE_
 use kpress_protocol::{api_key, metadata_request, rewrite_response, sasl, ResponseObserver};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::bearer;
 use crate::budget::{ConnectionPool, Direction, Pool};
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, Frame, FrameLimits};
@@ -34,7 +35,7 @@ pub(crate) const METADATA_TIMEOUT: Duration = Duration::from_secs(15);
 /// so they stand out in broker logs next to client ids, which start at 0.
 static NEXT_CORRELATION_ID: AtomicI32 = AtomicI32::new(i32::MIN);
 
-fn next_correlation_id() -> i32 {
+pub(crate) fn next_correlation_id() -> i32 {
     NEXT_CORRELATION_ID.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -47,13 +48,13 @@ pub(crate) async fn connect_any(
 }
 
 /// The first of `servers` that `attempt` connects to; the last error if none.
-async fn first_of<'s, F, Fut>(
+async fn first_of<'s, F, Fut, T>(
     servers: &'s [String],
     mut attempt: F,
-) -> Result<Stream, ConnectionError>
+) -> Result<T, ConnectionError>
 where
     F: FnMut(&'s str) -> Fut,
-    Fut: std::future::Future<Output = Result<Stream, ConnectionError>>,
+    Fut: std::future::Future<Output = Result<T, ConnectionError>>,
 {
     let mut last = None;
     for server in servers {
@@ -77,45 +78,74 @@ pub(crate) async fn side_connection(
     shared: &Shared,
     server: &str,
 ) -> Result<Stream, ConnectionError> {
-    let mut stream = shared.transport.connector.connect(server).await?;
-    if let Some(login) = &shared.transport.upstream_sasl {
-        let limits = shared.frame_limits();
-        let pool = shared.budget.pool(Direction::Response);
-        let authenticated = tokio::time::timeout(
-            METADATA_TIMEOUT,
-            authenticate(&mut stream, login, limits, pool),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(ConnectionError::SideAuthentication(format!(
-                "no answer from {server} within {METADATA_TIMEOUT:?}"
-            )))
-        });
-        metrics::side_authentication(if authenticated.is_ok() {
-            "ok"
-        } else {
-            "failed"
-        });
-        authenticated?;
-    }
-    Ok(stream)
+    Ok(side_session(shared, server).await?.0)
 }
 
-/// A side connection to the first bootstrap server that accepts and authenticates.
-pub(crate) async fn side_connection_any(shared: &Shared) -> Result<Stream, ConnectionError> {
+/// [`side_connection`], with the broker's session lifetime (KIP-368) when its login
+/// has one: the connection must re-authenticate ([`reauthenticate`]) before then.
+pub(crate) async fn side_session(
+    shared: &Shared,
+    server: &str,
+) -> Result<(Stream, Option<Duration>), ConnectionError> {
+    let mut stream = shared.transport.connector.connect(server).await?;
+    let lifetime = log_in(shared, &mut stream, server).await?;
+    Ok((stream, lifetime))
+}
+
+/// kpress's own login again on a side connection already logged in (KIP-368
+/// re-authentication), with a fresh token for OAUTHBEARER; the new session lifetime.
+pub(crate) async fn reauthenticate(
+    shared: &Shared,
+    stream: &mut Stream,
+) -> Result<Option<Duration>, ConnectionError> {
+    log_in(shared, stream, "the side connection's broker").await
+}
+
+async fn log_in(
+    shared: &Shared,
+    stream: &mut Stream,
+    server: &str,
+) -> Result<Option<Duration>, ConnectionError> {
+    let Some(login) = &shared.transport.upstream_sasl else {
+        return Ok(None);
+    };
+    let limits = shared.frame_limits();
+    let pool = shared.budget.pool(Direction::Response);
+    let authenticated =
+        tokio::time::timeout(METADATA_TIMEOUT, authenticate(stream, login, limits, pool))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ConnectionError::SideAuthentication(format!(
+                    "no answer from {server} within {METADATA_TIMEOUT:?}"
+                )))
+            });
+    metrics::side_authentication(if authenticated.is_ok() {
+        "ok"
+    } else {
+        "failed"
+    });
+    authenticated
+}
+
+/// A side connection to the first bootstrap server that accepts and authenticates,
+/// with its session lifetime as [`side_session`] gives it.
+pub(crate) async fn side_session_any(
+    shared: &Shared,
+) -> Result<(Stream, Option<Duration>), ConnectionError> {
     first_of(shared.bootstrap_servers(), |server| {
-        side_connection(shared, server)
+        side_session(shared, server)
     })
     .await
 }
 
-/// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done.
+/// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done; the
+/// session lifetime the broker gives (KIP-368), if any.
 async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     login: &SaslLogin,
     limits: FrameLimits,
     pool: &Pool,
-) -> Result<(), ConnectionError> {
+) -> Result<Option<Duration>, ConnectionError> {
     let share = ConnectionPool::new(pool, limits.max_frame_bytes + SIZE_PREFIX_LEN);
     let refused = |err: sasl::SaslError| ConnectionError::SideAuthentication(err.to_string());
     let handshake = sasl::handshake_request(next_correlation_id(), CLIENT_ID, login.mechanism)
@@ -130,6 +160,9 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     )
     .await?;
     sasl::parse_handshake_response(&body).map_err(refused)?;
+    if let Some(tokens) = &login.bearer {
+        return bearer::authenticate(stream, tokens, limits, &share).await;
+    }
     let mut client = sasl::SaslClient::new(login.mechanism, &login.username, &login.password)
         .map_err(refused)?;
     let mut message = client.first_message();
@@ -157,13 +190,20 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         client = returned;
         match step.map_err(refused)? {
             sasl::Step::Send(next) => message = next,
-            sasl::Step::Done => return Ok(()),
+            sasl::Step::Done => return Ok(session_lifetime(&body)),
         }
     }
 }
 
+/// The session lifetime in a successful SaslAuthenticate response body.
+pub(crate) fn session_lifetime(body: &[u8]) -> Option<Duration> {
+    sasl::session_lifetime_ms(sasl::SASL_AUTHENTICATE_VERSION, body)
+        .and_then(|ms| u64::try_from(ms).ok())
+        .map(Duration::from_millis)
+}
+
 /// The client id of kpress's own requests, as brokers log it.
-const CLIENT_ID: &str = "kpress";
+pub(crate) const CLIENT_ID: &str = "kpress";
 
 /// Writes `request` (a whole frame kpress built) and reads its response frame, whose
 /// correlation id must be the request's.

@@ -2,12 +2,16 @@
 //! `/healthz` (the process serves), `/readyz` (listeners bound and a broker answered
 //! recently) and `/policy` (the policy in force, as JSON). Bounded like every other
 //! port kpress opens: headers have a size cap and a read deadline, a connection a
-//! lifetime, and connections a count.
+//! lifetime, and connections a count. With `[listener] reuse_port`, a process finding
+//! the port held (the kpress a restart replaces) waits for it ([`PortWait`]), and a
+//! stopping one closes it as shutdown begins. This module is the HTTP server; `policy`
+//! builds the `/policy` document.
 
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -16,15 +20,18 @@ use hyper::server::conn::http1;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use kpress_codec::gzip_providers::ProviderStatus;
-use kpress_config::{AdminSettings, ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy};
+use kpress_config::AdminSettings;
 use kpress_proxy::{ProxySettings, ProxyStatus};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::policy_reload::AppliedPolicy;
+
+mod policy;
+
+use policy::policy_json;
 
 /// How often the gzip provider fallback counters are copied into the metrics.
 const FALLBACK_REFRESH: Duration = Duration::from_secs(1);
@@ -257,221 +264,164 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     response
 }
 
-/// The policy in force as `/policy` shows it: everything the file decides, secrets
-/// only by where they are read from.
-fn policy_json(applied: &AppliedPolicy) -> Value {
-    let config = &applied.config;
-    json!({
-        "file": applied.path.display().to_string(),
-        "sha256": applied.file_hash,
-        "loaded_at": rfc3339_utc(applied.loaded_at),
-        "listener": listener_json(config),
-        "upstream": upstream_json(config),
-        "limits": limits_json(config),
-        "admin": config.admin.as_ref().map(|admin| json!({
-            "bind": admin.bind.to_string(),
-            "readiness_window_secs": admin.readiness_window.as_secs(),
-        })),
-        "shadow": config.shadow.as_ref().map(|shadow| json!({
-            "candidates": shadow.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-            "sample": shadow.sample,
-            "max_cpu_fraction": shadow.max_cpu_fraction,
-            "threads": shadow.threads,
-            "max_queue_bytes": shadow.max_queue_bytes,
-        })),
-        "defaults": rule_json(&config.defaults),
-        "topics": config.topics.iter().map(|rule| {
-            let mut entry = Map::new();
-            entry.insert("match".into(), rule.pattern.to_string().into());
-            entry.insert("line".into(), rule.line.into());
-            if let Value::Object(policy) = rule_json(&rule.policy) {
-                entry.extend(policy);
-            }
-            Value::Object(entry)
-        }).collect::<Vec<_>>(),
-    })
+/// How a process whose `[admin] bind` is held by another waits for it. One port has one
+/// holder: a port shared through `SO_REUSEPORT` would hand each scrape to either
+/// process, so Prometheus would see two processes' counters alternate (resets and
+/// jumps), and `/readyz` would answer for a process picked by the kernel. With
+/// `[listener] reuse_port`, the process being replaced keeps the port until its
+/// SIGTERM, then hands it to the new one, which polls for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PortWait {
+    /// Between bind attempts: the most the port goes unanswered once its holder lets go.
+    pub(crate) every: Duration,
+    /// Past this the holder is taken for something other than a kpress being replaced,
+    /// and kpress stops, naming the port.
+    pub(crate) up_to: Duration,
 }
 
-fn listener_json(config: &Config) -> Value {
-    let listener = &config.listener;
-    let mut out = Map::new();
-    out.insert("bind".into(), listener.bind.to_string().into());
-    match &listener.routing {
-        NodeRouting::Ports {
-            advertised_host,
-            node_port_base,
-        } => {
-            out.insert("mode".into(), "ports".into());
-            out.insert("advertised_host".into(), advertised_host.clone().into());
-            out.insert("node_port_base".into(), (*node_port_base).into());
-        }
-        NodeRouting::Sni {
-            advertised_host_pattern,
-            bootstrap_host,
-            advertised_port,
-        } => {
-            out.insert("mode".into(), "sni".into());
-            out.insert(
-                "advertised_host_pattern".into(),
-                advertised_host_pattern.to_string().into(),
-            );
-            out.insert("bootstrap_host".into(), bootstrap_host.clone().into());
-            out.insert("advertised_port".into(), (*advertised_port).into());
-        }
-    }
-    out.insert(
-        "tls".into(),
-        listener.tls.as_ref().map_or(Value::Null, |tls| {
-            json!({
-                "cert": tls.cert.display().to_string(),
-                "key": tls.key.display().to_string(),
-                "client_ca": tls.client_ca.as_ref().map(|p| p.display().to_string()),
-                "client_auth": match tls.client_auth {
-                    ClientAuth::None => None,
-                    auth => Some(auth.name()),
-                },
-                "min_version": tls.min_version.name(),
-            })
-        }),
-    );
-    out.insert(
-        "rewrite_before_auth".into(),
-        listener.rewrite_before_auth.into(),
-    );
-    out.insert("reuse_port".into(), listener.reuse_port.into());
-    Value::Object(out)
-}
-
-fn upstream_json(config: &Config) -> Value {
-    let upstream = &config.upstream;
-    json!({
-        "bootstrap_servers": upstream.bootstrap_servers,
-        "tls": upstream.tls.as_ref().map(|tls| json!({
-            "ca": tls.ca.as_ref().map(|p| p.display().to_string()),
-            "cert": tls.client_cert.as_ref().map(|(cert, _)| cert.display().to_string()),
-            "key": tls.client_cert.as_ref().map(|(_, key)| key.display().to_string()),
-            "server_name": tls.server_name,
-            "verify": tls.verify,
-        })),
-        "sasl": upstream.sasl.as_ref().map(|sasl| {
-            let mut out = Map::new();
-            out.insert("mechanism".into(), sasl.mechanism.name().into());
-            out.insert("username".into(), sasl.username.clone().into());
-            match &sasl.password {
-                PasswordSource::File(path) => {
-                    out.insert("password_file".into(), path.display().to_string().into())
-                }
-                PasswordSource::Env(name) => out.insert("password_env".into(), name.clone().into()),
-            };
-            Value::Object(out)
-        }),
-    })
-}
-
-fn limits_json(config: &Config) -> Value {
-    let limits = &config.limits;
-    json!({
-        "max_batch_bytes": limits.max_batch_bytes,
-        "max_decompressed_bytes": limits.max_decompressed_bytes,
-        "max_frame_bytes": limits.max_frame_bytes,
-        "max_inflight_bytes": limits.max_inflight_bytes,
-        "max_connection_inflight_bytes": limits.max_connection_inflight_bytes,
-        "max_connections": limits.max_connections,
-        "frame_timeout_ms": limits.frame_timeout_ms,
-        "idle_timeout_ms": limits.idle_timeout_ms,
-        "max_request_decompressed_bytes": limits.max_request_decompressed_bytes,
-        "max_decompression_ratio": limits.max_decompression_ratio,
-        "max_topic_labels": limits.max_topic_labels,
-    })
-}
-
-/// One rule's policy under the policy file's own keys: `compression.type`, the
-/// target codec's `compression.*` options (and the gzip provider wherever it reads
-/// gzip input), `recompress` and `only_if_smaller`.
-fn rule_json(policy: &TopicPolicy) -> Value {
-    use kpress_codec::gzip_providers::ProviderChoice;
-    use kpress_codec::options::{GZIP_PROVIDER, OPTION_KEYS};
-    use kpress_config::Compression;
-
-    let mut options = Map::new();
-    let mut gzip = false;
-    if let Compression::Codec(codec) = policy.compression {
-        gzip = codec == kpress_codec::Codec::Gzip;
-        let prefix = format!("compression.{}.", codec.name());
-        for key in OPTION_KEYS.iter().filter(|key| key.starts_with(&prefix)) {
-            if let Some(value) = policy.options.get(key) {
-                options.insert((*key).into(), value.into());
-            }
-        }
-    }
-    if gzip || policy.options.gzip_provider() != ProviderChoice::Default {
-        options.insert(
-            GZIP_PROVIDER.into(),
-            policy.options.gzip_provider().name().into(),
-        );
-    }
-    json!({
-        "compression.type": policy.compression.name(),
-        "options": options,
-        "recompress": policy.recompress.name(),
-        "only_if_smaller": policy.only_if_smaller,
-    })
-}
-
-/// `2026-01-31T12:34:56.789Z`.
-fn rfc3339_utc(at: SystemTime) -> String {
-    let since_epoch = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = since_epoch.as_secs();
-    let (days, of_day) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        of_day / 3600,
-        of_day / 60 % 60,
-        of_day % 60,
-        since_epoch.subsec_millis()
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+impl PortWait {
+    /// A restart's new process and the old one overlap for as long as the operator
+    /// takes to send the old one SIGTERM.
+    pub(crate) const RESTART: PortWait = PortWait {
+        every: Duration::from_millis(50),
+        up_to: Duration::from_secs(120),
+    };
 }
 
 /// The running endpoint; [`AdminServer::stop`] ends it.
 #[derive(Debug)]
 pub(crate) struct AdminServer {
+    bind: SocketAddr,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    /// Turns true if waiting for the port failed: still in use after
+    /// [`PortWait::up_to`], or another bind error.
+    gave_up: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<io::Result<()>>,
 }
 
 impl AdminServer {
-    /// Binds `bind` and serves `admin` there until stopped.
-    pub(crate) async fn start(bind: SocketAddr, admin: Admin) -> std::io::Result<AdminServer> {
-        let listener = TcpListener::bind(bind).await?;
+    /// Binds `bind` and serves `admin` there until stopped. A port in use fails at once
+    /// without `wait`; with it, the endpoint is served once the port comes free (see
+    /// [`AdminServer::gave_up`]), while the caller goes on. Other bind errors fail at
+    /// once.
+    pub(crate) async fn start(
+        bind: SocketAddr,
+        admin: Admin,
+        wait: Option<PortWait>,
+    ) -> io::Result<AdminServer> {
+        let port = match (TcpListener::bind(bind).await, wait) {
+            (Ok(listener), _) => {
+                tracing::info!("admin endpoint on http://{bind}: {ENDPOINTS}");
+                Ok(listener)
+            }
+            (Err(err), Some(wait)) if err.kind() == io::ErrorKind::AddrInUse => {
+                tracing::info!(
+                    "admin endpoint: {bind} is in use (by the kpress this one replaces?): \
+                     serving without it until it comes free, for {} s at most",
+                    wait.up_to.as_secs()
+                );
+                Err(wait)
+            }
+            (Err(err), _) => return Err(err),
+        };
         let (stop, stopping) = watch::channel(false);
-        let task = tokio::spawn(serve(listener, Arc::new(admin), stopping));
-        Ok(AdminServer { stop, task })
+        let (gave_up_tx, gave_up) = watch::channel(false);
+        let admin = Arc::new(admin);
+        let task = tokio::spawn(async move {
+            let listener = match port {
+                Ok(listener) => listener,
+                Err(wait) => match take_when_free(bind, wait, stopping.clone()).await {
+                    Ok(Some((listener, waited))) => {
+                        tracing::info!(
+                            "admin endpoint on http://{bind} after {:.1} s waiting for it: \
+                             {ENDPOINTS}",
+                            waited.as_secs_f64()
+                        );
+                        listener
+                    }
+                    Ok(None) => {
+                        tracing::info!("admin endpoint: stopped waiting for {bind}: shutting down");
+                        return Ok(());
+                    }
+                    Err(err) => {
+                        tracing::error!("admin endpoint: cannot bind {bind}: {err}; stopping");
+                        gave_up_tx.send_replace(true);
+                        return Err(err);
+                    }
+                },
+            };
+            serve(listener, admin, stopping).await;
+            Ok(())
+        });
+        Ok(AdminServer {
+            bind,
+            stop,
+            gave_up,
+            task,
+        })
     }
 
-    /// Stops accepting, lets open connections finish their responses (up to
-    /// [`CLOSE_GRACE`]), and closes them.
-    pub(crate) async fn stop(self) {
-        let _ = self.stop.send(true);
-        let _ = self.task.await;
+    /// Completes if the endpoint stopped waiting for its port without getting it;
+    /// [`AdminServer::stop`] then returns why. Pending otherwise.
+    pub(crate) async fn gave_up(&self) {
+        let mut gave_up = self.gave_up.clone();
+        if gave_up.wait_for(|gave_up| *gave_up).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Stops accepting and closes the port at once (or stops waiting for it); open
+    /// connections finish their responses (up to [`CLOSE_GRACE`]) in the background.
+    pub(crate) fn close_port(&self) {
+        if !self.stop.send_replace(true) {
+            tracing::debug!("admin endpoint: {} closed", self.bind);
+        }
+    }
+
+    /// Closes the port if still open and waits until open connections are done. An
+    /// error if the port was never bound: waited for too long, or another bind error.
+    pub(crate) async fn stop(self) -> io::Result<()> {
+        self.close_port();
+        match self.task.await {
+            Ok(outcome) => outcome,
+            Err(err) => Err(io::Error::other(format!("admin endpoint task: {err}"))),
+        }
+    }
+}
+
+const ENDPOINTS: &str = "/metrics /healthz /readyz /policy";
+
+/// Binds `bind` once it is free, trying every `wait.every`: the listener and how long
+/// it took, or `None` if told to stop first. A bind error other than "in use", or the
+/// port still in use after `wait.up_to`, is an error.
+async fn take_when_free(
+    bind: SocketAddr,
+    wait: PortWait,
+    mut stopping: watch::Receiver<bool>,
+) -> io::Result<Option<(TcpListener, Duration)>> {
+    let started = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stopping.wait_for(|stop| *stop) => return Ok(None),
+            () = tokio::time::sleep(wait.every) => {}
+        }
+        match TcpListener::bind(bind).await {
+            Ok(listener) => return Ok(Some((listener, started.elapsed()))),
+            Err(err) if err.kind() == io::ErrorKind::AddrInUse => {
+                if started.elapsed() >= wait.up_to {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!(
+                            "still in use after {} s of waiting: stop what holds it (for a \
+                             restart, SIGTERM the kpress this one replaces), or give each \
+                             kpress that runs beside another its own [admin] bind",
+                            wait.up_to.as_secs()
+                        ),
+                    ));
+                }
+            }
+            Err(err) => return Err(err),
+        }
     }
 }
 
@@ -480,7 +430,7 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Re
     let mut connections = JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            _ = stopping.changed() => break,
+            _ = stopping.wait_for(|stop| *stop) => break,
             accepted = listener.accept() => accepted,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
@@ -504,6 +454,9 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Re
             serve_connection(stream, admin, stopping).await;
         });
     }
+    // The port closes now, not once the connections are done: a process waiting for
+    // it (a restart's new kpress) takes it over while these finish.
+    drop(listener);
     let drained = tokio::time::timeout(CLOSE_GRACE + Duration::from_secs(1), async {
         while connections.join_next().await.is_some() {}
     })
@@ -541,20 +494,9 @@ async fn serve_connection(
 
 #[cfg(test)]
 mod tests {
+    use super::policy::tests::{applied, config};
     use super::*;
-
-    fn config(extra: &str) -> Config {
-        crate::test_policy::with(extra)
-    }
-
-    fn applied(config: Config) -> AppliedPolicy {
-        AppliedPolicy {
-            path: "/etc/kpress/k.toml".into(),
-            config,
-            file_hash: "ab".repeat(32),
-            loaded_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123),
-        }
-    }
+    use serde_json::Value;
 
     #[test]
     fn paths_and_methods_are_routed() {
@@ -595,104 +537,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn times_are_rfc3339_utc() {
-        assert_eq!(
-            rfc3339_utc(SystemTime::UNIX_EPOCH),
-            "1970-01-01T00:00:00.000Z"
-        );
-        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123);
-        assert_eq!(rfc3339_utc(at), "2026-01-01T00:00:00.123Z");
-        // A leap day, and the last second of a day.
-        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(951_868_799);
-        assert_eq!(rfc3339_utc(at), "2000-02-29T23:59:59.000Z");
-        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(4_107_542_400);
-        assert_eq!(rfc3339_utc(at), "2100-03-01T00:00:00.000Z");
-    }
-
-    #[test]
-    fn the_policy_shows_rules_in_kafka_names_and_no_secrets() {
-        let config = config(
-            "[upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
-             password_env = \"KPRESS_PW\"\n\
-             [limits]\nmax_connections = 7\n\
-             [admin]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 12\n\
-             [shadow]\ncandidates = [\"zstd\", \"lz4:9\"]\nsample = 0.5\n\
-             [defaults]\ncompression.type = \"lz4\"\n\
-             [[topics]]\nmatch = \"logs.*\"\ncompression.type = \"zstd\"\n\
-             compression.zstd.level = 7\nonly_if_smaller = true\n\
-             [[topics]]\nmatch = \"re:^a.+\"\ncompression.type = \"gzip\"\n\
-             compression.gzip.provider = \"zlib\"\nrecompress = \"always\"\n\
-             [[topics]]\nmatch = \"raw\"\ncompression.type = \"producer\"\n",
-        );
-        let json = policy_json(&applied(config));
-        assert_eq!(json["file"], "/etc/kpress/k.toml");
-        assert_eq!(json["sha256"], "ab".repeat(32));
-        assert_eq!(json["loaded_at"], "2026-01-01T00:00:00.123Z");
-        assert_eq!(json["listener"]["bind"], "127.0.0.1:19092");
-        assert_eq!(json["listener"]["mode"], "ports");
-        assert_eq!(json["listener"]["node_port_base"], 19100);
-        assert_eq!(json["listener"]["tls"], Value::Null);
-        assert_eq!(json["upstream"]["bootstrap_servers"][0], "127.0.0.1:9092");
-        let sasl = &json["upstream"]["sasl"];
-        assert_eq!(sasl["mechanism"], "SCRAM-SHA-512");
-        assert_eq!(sasl["password_env"], "KPRESS_PW");
-        assert!(sasl.get("password").is_none());
-        assert_eq!(json["limits"]["max_connections"], 7);
-        assert_eq!(json["admin"]["bind"], "127.0.0.1:9464");
-        assert_eq!(json["admin"]["readiness_window_secs"], 12);
-        assert_eq!(json["shadow"]["candidates"], json!(["zstd:3", "lz4:9"]));
-        assert_eq!(json["shadow"]["sample"], 0.5);
-        assert_eq!(json["shadow"]["threads"], 1);
-        let defaults = &json["defaults"];
-        assert_eq!(defaults["compression.type"], "lz4");
-        assert_eq!(defaults["options"]["compression.lz4.level"], 9);
-        assert_eq!(defaults["recompress"], "codec-differs");
-        assert_eq!(defaults["only_if_smaller"], false);
-        let topics = json["topics"].as_array().unwrap();
-        assert_eq!(topics.len(), 3);
-        assert_eq!(topics[0]["match"], "logs.*");
-        assert_eq!(topics[0]["compression.type"], "zstd");
-        assert_eq!(
-            topics[0]["options"],
-            json!({"compression.zstd.level": 7, "compression.zstd.window": 0})
-        );
-        assert_eq!(topics[0]["only_if_smaller"], true);
-        assert_eq!(topics[1]["match"], "re:^a.+");
-        assert_eq!(topics[1]["recompress"], "always");
-        assert_eq!(topics[1]["options"]["compression.gzip.provider"], "zlib");
-        assert!(topics[1]["options"]["compression.gzip.level"].is_i64());
-        assert_eq!(topics[2]["compression.type"], "producer");
-        assert_eq!(topics[2]["options"], json!({}));
-    }
-
-    #[test]
-    fn sni_listeners_and_upstream_tls_are_summarized() {
-        let mut config = config("");
-        config.listener.routing = NodeRouting::Sni {
-            advertised_host_pattern: kpress_config::HostPattern::new("b-{node}.kafka.test")
-                .unwrap(),
-            bootstrap_host: Some("kafka.test".into()),
-            advertised_port: 9093,
-        };
-        config.upstream.tls = Some(kpress_config::UpstreamTls {
-            ca: Some("/pki/ca.pem".into()),
-            client_cert: Some(("/pki/k.pem".into(), "/pki/k.key".into())),
-            server_name: None,
-            verify: true,
-        });
-        let json = policy_json(&applied(config));
-        assert_eq!(json["listener"]["mode"], "sni");
-        assert_eq!(
-            json["listener"]["advertised_host_pattern"],
-            "b-{node}.kafka.test"
-        );
-        assert_eq!(json["listener"]["advertised_port"], 9093);
-        assert_eq!(json["upstream"]["tls"]["cert"], "/pki/k.pem");
-        assert_eq!(json["upstream"]["tls"]["verify"], true);
-        assert_eq!(json["admin"], Value::Null);
-    }
-
     fn admin(policy: AppliedPolicy) -> Admin {
         let recorder = PrometheusBuilder::new().build_recorder();
         let config = policy.config.clone();
@@ -713,6 +557,179 @@ mod tests {
         use http_body_util::BodyExt;
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    /// A port held by a plain listener of this process, as another process would.
+    fn held_port() -> (std::net::TcpListener, SocketAddr) {
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = holder.local_addr().unwrap();
+        (holder, addr)
+    }
+
+    const QUICK: PortWait = PortWait {
+        every: Duration::from_millis(10),
+        up_to: Duration::from_secs(20),
+    };
+
+    /// `GET path` over HTTP/1.0: status line and body.
+    async fn get(addr: SocketAddr, path: &str) -> io::Result<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+            .await?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await?;
+        Ok(response)
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_is_taken_once_its_holder_lets_go() {
+        let (holder, addr) = held_port();
+        let (_stop, stopping) = watch::channel(false);
+        let waiting = tokio::spawn(take_when_free(addr, QUICK, stopping));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "bound while the port was held");
+        drop(holder);
+        let (listener, waited) = waiting.await.unwrap().unwrap().expect("not stopped");
+        assert_eq!(listener.local_addr().unwrap(), addr);
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        assert!(waited < QUICK.up_to, "{waited:?}");
+    }
+
+    #[tokio::test]
+    async fn a_port_still_in_use_after_the_wait_is_an_error_naming_the_wait() {
+        let (_holder, addr) = held_port();
+        let (_stop, stopping) = watch::channel(false);
+        let wait = PortWait {
+            every: Duration::from_millis(10),
+            up_to: Duration::from_millis(200),
+        };
+        let started = Instant::now();
+        let err = take_when_free(addr, wait, stopping).await.unwrap_err();
+        assert!(started.elapsed() >= wait.up_to);
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        assert!(
+            err.to_string()
+                .starts_with("still in use after 0 s of waiting")
+                && err.to_string().contains("its own [admin] bind"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stop_ends_the_wait() {
+        let (_holder, addr) = held_port();
+        let (stop, stopping) = watch::channel(false);
+        let waiting = tokio::spawn(take_when_free(addr, QUICK, stopping));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send_replace(true);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("still waiting after the stop")
+            .unwrap();
+        assert!(matches!(outcome, Ok(None)), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_fails_at_once_without_a_wait_and_other_errors_always() {
+        let (_holder, addr) = held_port();
+        let err = AdminServer::start(addr, admin(applied(config(""))), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+        // 192.0.2.1 (TEST-NET-1) is no address of this host: not retried.
+        let elsewhere: SocketAddr = "192.0.2.1:9464".parse().unwrap();
+        let err = AdminServer::start(elsewhere, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrNotAvailable, "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_endpoint_serves_once_the_port_comes_free_and_hands_it_on_when_closed() {
+        let (holder, addr) = held_port();
+        let first = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .expect("a port in use is waited for");
+        drop(holder);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let answer = loop {
+            match get(addr, "/healthz").await {
+                Ok(answer) => break answer,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(err) => panic!("the endpoint did not take {addr}: {err}"),
+            }
+        };
+        assert!(
+            answer.starts_with("HTTP/1.0 200") && answer.ends_with("ok\n"),
+            "{answer}"
+        );
+
+        // A request half sent keeps its connection draining for a while after the
+        // port closes; the next process waiting for the port takes it meanwhile.
+        let mut unfinished = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut unfinished, b"GET /healthz HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        let next = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.close_port();
+        let draining = tokio::spawn(first.stop());
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            // A connection queued on a listener that no longer accepts would hang.
+            match tokio::time::timeout(Duration::from_millis(500), get(addr, "/healthz")).await {
+                Ok(Ok(answer)) => {
+                    assert!(answer.ends_with("ok\n"), "{answer}");
+                    break;
+                }
+                _ if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                other => panic!("the port was not handed on within 1 s: {other:?}"),
+            }
+        }
+        assert!(
+            !draining.is_finished(),
+            "the first endpoint finished draining before the port was handed on"
+        );
+        draining.await.unwrap().unwrap();
+        drop(unfinished);
+        next.stop().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn giving_up_on_the_port_is_reported_and_stop_returns_why() {
+        let (_holder, addr) = held_port();
+        let wait = PortWait {
+            every: Duration::from_millis(10),
+            up_to: Duration::from_millis(100),
+        };
+        let server = AdminServer::start(addr, admin(applied(config(""))), Some(wait))
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), server.gave_up())
+            .await
+            .expect("gave_up did not complete");
+        let err = server.stop().await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[tokio::test]
+    async fn a_stop_while_waiting_is_no_error_and_gave_up_stays_pending() {
+        let (_holder, addr) = held_port();
+        let server = AdminServer::start(addr, admin(applied(config(""))), Some(QUICK))
+            .await
+            .unwrap();
+        server.close_port();
+        let pending = tokio::time::timeout(Duration::from_millis(200), server.gave_up()).await;
+        assert!(pending.is_err(), "gave_up completed after a stop");
+        server.stop().await.unwrap();
     }
 
     #[tokio::test]

@@ -285,6 +285,13 @@ pub(crate) fn summary(config: &Config) -> String {
             sasl.username
         );
     }
+    if let Some(source) = &config.upstream.oauthbearer {
+        let _ = writeln!(
+            out,
+            "  kpress's own SASL: OAUTHBEARER, {}",
+            bearer_source(source)
+        );
+    }
     if l.reuse_port {
         let _ = writeln!(
             out,
@@ -390,6 +397,38 @@ fn upstream_tls(tls: Option<&UpstreamTls>) -> String {
     line
 }
 
+/// Where kpress's OAUTHBEARER tokens come from, naming places, never secrets.
+fn bearer_source(source: &kpress_config::BearerTokenSource) -> String {
+    match source {
+        kpress_config::BearerTokenSource::ClientCredentials {
+            token_endpoint_url,
+            client_id,
+            client_secret,
+            scope,
+        } => format!(
+            "tokens from {token_endpoint_url} as client {client_id:?}, secret {}{}",
+            match client_secret {
+                PasswordSource::File(path) => format!("from file {}", path.display()),
+                PasswordSource::Env(name) => format!("from ${name}"),
+            },
+            scope
+                .as_ref()
+                .map_or_else(String::new, |scope| format!(", scope {scope:?}"))
+        ),
+        kpress_config::BearerTokenSource::TokenFile(path) => {
+            format!(
+                "tokens from file {} (re-read when it changes)",
+                path.display()
+            )
+        }
+        kpress_config::BearerTokenSource::AwsMskIam { region } => format!(
+            "AWS MSK IAM tokens for {region}, signed with AWS_ACCESS_KEY_ID, \
+             AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a role assumed by \
+             AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,6 +481,35 @@ mod tests {
             out.contains("  admin endpoint http://127.0.0.1:9100 (ready when a broker answered within 30s)\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn oauthbearer_sources_are_named_by_place() {
+        let listener = "[listener]\nbind = \"127.0.0.1:19092\"\nnode_port_base = 19100\n";
+        for (keys, line) in [
+            (
+                "token_endpoint_url = \"https://idp.example.com/token\"\nclient_id = \"kpress\"\n\
+                 client_secret_env = \"IDP_SECRET\"\nscope = \"kafka\"\n",
+                "  kpress's own SASL: OAUTHBEARER, tokens from https://idp.example.com/token as \
+                 client \"kpress\", secret from $IDP_SECRET, scope \"kafka\"",
+            ),
+            (
+                "token_file = \"/var/run/secrets/kafka-token\"\n",
+                "  kpress's own SASL: OAUTHBEARER, tokens from file \
+                 /var/run/secrets/kafka-token (re-read when it changes)",
+            ),
+            (
+                "token_provider = \"aws_msk_iam\"\nregion = \"eu-west-1\"\n",
+                "  kpress's own SASL: OAUTHBEARER, AWS MSK IAM tokens for eu-west-1, signed with \
+                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a \
+                 role assumed by AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN",
+            ),
+        ] {
+            let out = summary_of(&format!(
+                "{listener}{UPSTREAM}[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n{keys}"
+            ));
+            assert!(out.lines().any(|l| l == line), "{out}");
+        }
     }
 
     #[test]

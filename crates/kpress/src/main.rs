@@ -17,6 +17,7 @@ mod reload;
 mod run;
 #[cfg(test)]
 mod test_policy;
+mod upstream_login;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -5,6 +5,7 @@
 mod stream;
 
 use anyhow::{anyhow, Context};
+use clap::error::ErrorKind;
 use kpress_batch::{
     PassReason, RewritePolicy, RewriteStats, Target, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
@@ -48,8 +49,8 @@ pub(crate) struct Args {
     /// codec is stored whatever its size, as Kafka's compression.type stores its codec).
     #[arg(long)]
     only_if_smaller: bool,
-    /// Deprecated: keeping larger rewrites is the default now.
-    #[arg(long, hide = true, conflicts_with = "only_if_smaller")]
+    /// Not taken: refused with what to write instead (see `ALLOW_GROWTH_REFUSED`).
+    #[arg(long, hide = true)]
     allow_growth: bool,
     /// text (default) or json: the summary as one JSON document on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -59,6 +60,12 @@ pub(crate) struct Args {
     #[arg(long)]
     threads: Option<NonZeroUsize>,
 }
+
+/// `--allow-growth` is the opposite of `--only-if-smaller`, and what it asked for is the
+/// default; a usage error (exit 2) says so rather than clap's bare "unexpected argument".
+const ALLOW_GROWTH_REFUSED: &str = "unexpected argument '--allow-growth': the target codec is \
+     stored whatever its size by default, as Kafka's compression.type does; use \
+     --only-if-smaller to keep the original batch unless the rewrite is smaller\n";
 
 fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
     let mut options = CompressionOptions::default();
@@ -80,10 +87,7 @@ fn policy(args: &Args) -> anyhow::Result<RewritePolicy> {
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     if args.allow_growth {
-        eprintln!(
-            "kpress: warning: --allow-growth is deprecated and does nothing: the target codec \
-             is stored whatever its size unless --only-if-smaller"
-        );
+        clap::Error::raw(ErrorKind::UnknownArgument, ALLOW_GROWTH_REFUSED).exit();
     }
     let policy = policy(&args)?;
     let input = std::fs::File::open(&args.input)

@@ -14,7 +14,7 @@ use kpress_config::{Config, PasswordSource};
 use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin};
 use tokio::sync::watch;
 
-use crate::admin::{self, Admin, AdminServer};
+use crate::admin::{self, Admin, AdminServer, PortWait};
 use crate::policy_reload::{self, AppliedPolicy};
 use crate::{check_config, gzip_providers, reload};
 
@@ -87,6 +87,19 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             snapshots,
         );
         let status = Arc::new(ProxyStatus::default());
+        // With reuse_port, a restart's new process runs beside the old one with the same
+        // policy file: it waits for the admin port, which the old one gives up as its
+        // listeners close (see `admin::PortWait` for why the port is not shared).
+        let hand_over = config.listener.reuse_port;
+        let admin_context = || {
+            config.admin.as_ref().map_or_else(String::new, |endpoint| {
+                format!(
+                    "starting the admin endpoint on {} ([admin] bind in {})",
+                    endpoint.bind,
+                    args.config.display()
+                )
+            })
+        };
         let admin_server = match (&config.admin, metrics) {
             (Some(endpoint), Some(metrics)) => {
                 let admin = Admin::new(
@@ -96,37 +109,43 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
                     applied,
                     settings.clone(),
                 );
-                let server = AdminServer::start(endpoint.bind, admin)
+                let wait = hand_over.then_some(PortWait::RESTART);
+                let server = AdminServer::start(endpoint.bind, admin, wait)
                     .await
-                    .with_context(|| {
-                        format!(
-                            "starting the admin endpoint on {} ([admin] bind in {})",
-                            endpoint.bind,
-                            args.config.display()
-                        )
-                    })?;
-                tracing::info!(
-                    "admin endpoint on http://{}: /metrics /healthz /readyz /policy",
-                    endpoint.bind
-                );
+                    .with_context(admin_context)?;
                 Some(server)
             }
             _ => None,
         };
+        let signal = shutdown_signal();
+        let shutdown = async {
+            let Some(server) = &admin_server else {
+                return signal.await;
+            };
+            tokio::select! {
+                () = signal => {}
+                () = server.gave_up() => {}
+            }
+            if hand_over {
+                server.close_port();
+            }
+        };
         let controls = Controls {
-            shutdown: shutdown_signal(),
+            shutdown,
             reload_tls: reload,
             policies,
             status,
         };
         let served = kpress_proxy::run(settings, controls).await;
-        if let Some(server) = admin_server {
-            server.stop().await;
-        }
+        let admin_stopped = match admin_server {
+            Some(server) => server.stop().await,
+            None => Ok(()),
+        };
         served.map_err(|err| {
             let next = what_to_do(&err, &config, &args.config);
             anyhow::anyhow!("{err}\n  {next}").context("proxy stopped")
-        })
+        })?;
+        admin_stopped.with_context(admin_context)
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
@@ -145,15 +164,22 @@ pub(crate) fn proxy_settings(
                 mechanism: sasl.mechanism,
                 username: sasl.username.clone(),
                 password: read_password(&sasl.password)?,
+                bearer: None,
             })
         })
+        .transpose()?;
+    let bearer_login = config
+        .upstream
+        .oauthbearer
+        .as_ref()
+        .map(crate::upstream_login::bearer_login)
         .transpose()?;
     Ok(ProxySettings {
         bind: config.listener.bind,
         routing: config.listener.routing.clone(),
         listener_tls: config.listener.tls.clone(),
         upstream_tls: config.upstream.tls.clone(),
-        upstream_sasl,
+        upstream_sasl: upstream_sasl.or(bearer_login),
         rewrite_before_auth: config.listener.rewrite_before_auth,
         reuse_port: config.listener.reuse_port,
         bootstrap_servers: config.upstream.bootstrap_servers.clone(),

@@ -40,9 +40,9 @@ fn check_config_reports_each_file_with_located_problems() {
         "bad.toml",
         &format!("{VALID}compression.zstd.levl = 3\n[limits]\nmax_batch_bytes = 10\n"),
     );
-    let deprecated = write(
+    let renamed = write(
         dir.path(),
-        "deprecated.toml",
+        "renamed.toml",
         &format!("{VALID}[metrics]\nbind = \"127.0.0.1:9464\"\n"),
     );
     let missing = dir.path().join("absent.toml").display().to_string();
@@ -52,7 +52,7 @@ fn check_config_reports_each_file_with_located_problems() {
         "json",
         &good,
         &bad,
-        &deprecated,
+        &renamed,
         &missing,
     ]);
     assert_eq!(output.status.code(), Some(1));
@@ -83,12 +83,18 @@ fn check_config_reports_each_file_with_located_problems() {
     assert!(small["allowed"].as_str().unwrap().contains("61"), "{small}");
     assert!(small["message"].is_string());
 
-    assert_eq!(files[2]["ok"], true);
-    let warnings = files[2]["warnings"].as_array().unwrap();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    // A name kpress does not take: refused, naming the one to write instead.
+    assert_eq!(files[2]["ok"], false);
+    assert_eq!(files[2]["warnings"], json!([]));
+    let problems = files[2]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0]["key"], "metrics");
     assert!(
-        warnings[0]["message"].as_str().unwrap().contains("admin"),
-        "{warnings:?}"
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("use [admin]"),
+        "{problems:?}"
     );
 
     assert_eq!(files[3]["ok"], false);

@@ -12,7 +12,7 @@ use super::{Entry, Walk, FILE_START};
 use crate::host_name::{check_dns_name, HostPattern, DNS_NAME_ALLOWED};
 use crate::settings::{ClientAuth, ListenerSettings, ListenerTls, NodeRouting, TlsVersion};
 
-const KEYS: [&str; 10] = [
+pub(super) const KEYS: [&str; 10] = [
     "bind",
     "mode",
     "advertised_host",
@@ -56,7 +56,7 @@ fn this_host_name() -> Option<String> {
         .find(|name| !name.is_empty() && !name.contains(char::is_whitespace))
 }
 
-const TLS_KEYS: [&str; 5] = ["cert", "key", "client_ca", "client_auth", "min_version"];
+pub(super) const TLS_KEYS: [&str; 5] = ["cert", "key", "client_ca", "client_auth", "min_version"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {

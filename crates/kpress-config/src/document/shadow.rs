@@ -11,7 +11,7 @@ use crate::settings::{
     SHADOW_THREADS_DEFAULT,
 };
 
-const KEYS: [&str; 5] = [
+pub(super) const KEYS: [&str; 5] = [
     "candidates",
     "sample",
     "max_cpu_fraction",

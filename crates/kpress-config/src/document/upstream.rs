@@ -4,13 +4,63 @@
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
-use super::{Walk, FILE_START};
-use crate::host_name::{check_dns_name, DNS_NAME_ALLOWED};
-use crate::settings::{PasswordSource, SaslMechanism, UpstreamSasl, UpstreamSettings, UpstreamTls};
+use std::collections::HashMap;
 
-const KEYS: [&str; 3] = ["bootstrap_servers", "tls", "sasl"];
-const TLS_KEYS: [&str; 5] = ["ca", "cert", "key", "server_name", "verify"];
-const SASL_KEYS: [&str; 4] = ["mechanism", "username", "password_file", "password_env"];
+use super::{Entry, Walk, FILE_START};
+use crate::host_name::{check_dns_name, DNS_NAME_ALLOWED};
+use crate::settings::{
+    BearerTokenSource, PasswordSource, SaslMechanism, UpstreamSasl, UpstreamSettings, UpstreamTls,
+};
+
+pub(super) const KEYS: [&str; 3] = ["bootstrap_servers", "tls", "sasl"];
+pub(super) const TLS_KEYS: [&str; 5] = ["ca", "cert", "key", "server_name", "verify"];
+pub(super) const SASL_KEYS: [&str; 12] = [
+    "mechanism",
+    "username",
+    "password_file",
+    "password_env",
+    "token_endpoint_url",
+    "client_id",
+    "client_secret_file",
+    "client_secret_env",
+    "scope",
+    "token_file",
+    "token_provider",
+    "region",
+];
+
+/// The keys of a username/password login, which OAUTHBEARER does not take.
+const PASSWORD_LOGIN_KEYS: [&str; 3] = ["username", "password_file", "password_env"];
+/// The keys of an OAUTHBEARER login, which PLAIN and SCRAM do not take.
+const BEARER_KEYS: [&str; 8] = [
+    "token_endpoint_url",
+    "client_id",
+    "client_secret_file",
+    "client_secret_env",
+    "scope",
+    "token_file",
+    "token_provider",
+    "region",
+];
+/// `token_provider` values.
+const TOKEN_PROVIDERS: [(&str, TokenProvider); 1] = [("aws_msk_iam", TokenProvider::AwsMskIam)];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenProvider {
+    AwsMskIam,
+}
+
+/// What `[upstream.sasl]` configures.
+enum SaslSection {
+    Password(UpstreamSasl),
+    Bearer(BearerTokenSource),
+}
+
+/// Why `upstream.sasl.client_secret` and `upstream.sasl.token` are refused.
+const SECRET_REFUSED: &str =
+    "a secret is not taken from the policy file: whoever can read the policy could read \
+     it, and it would end up in backups and in git; name a file (client_secret_file, \
+     token_file) or an environment variable (client_secret_env) instead";
 
 /// Why `upstream.sasl.password` is refused.
 const PASSWORD_REFUSED: &str =
@@ -47,10 +97,16 @@ impl Walk<'_> {
                 .map(Some),
             None => Some(None),
         };
+        let (sasl, oauthbearer) = match sasl? {
+            None => (None, None),
+            Some(SaslSection::Password(login)) => (Some(login), None),
+            Some(SaslSection::Bearer(source)) => (None, Some(source)),
+        };
         Some(UpstreamSettings {
             bootstrap_servers: servers?,
             tls: tls?,
-            sasl: sasl?,
+            sasl,
+            oauthbearer,
         })
     }
 
@@ -175,13 +231,17 @@ impl Walk<'_> {
         &mut self,
         table: &DeTable<'_>,
         section: &Spanned<DeValue<'_>>,
-    ) -> Option<UpstreamSasl> {
+    ) -> Option<SaslSection> {
         const SECTION: &str = "upstream.sasl";
         let keys = self.known_keys_refusing(
             SECTION,
             table,
             &SASL_KEYS,
-            &[("password", PASSWORD_REFUSED)],
+            &[
+                ("password", PASSWORD_REFUSED),
+                ("client_secret", SECRET_REFUSED),
+                ("token", SECRET_REFUSED),
+            ],
         );
         let mechanisms: Vec<(&str, SaslMechanism)> =
             SaslMechanism::ALL.iter().map(|m| (m.name(), *m)).collect();
@@ -194,6 +254,42 @@ impl Walk<'_> {
                 None
             }
         };
+        let (own, others) = if mechanism == Some(SaslMechanism::OAuthBearer) {
+            (&BEARER_KEYS[..], &PASSWORD_LOGIN_KEYS[..])
+        } else {
+            (&PASSWORD_LOGIN_KEYS[..], &BEARER_KEYS[..])
+        };
+        let mut foreign = false;
+        // With no mechanism understood there is no telling which keys are foreign.
+        let others = if mechanism.is_some() { others } else { &[][..] };
+        for name in others {
+            if let Some((key, _)) = keys.get(*name) {
+                let mechanisms = if own.contains(&"username") {
+                    "mechanism = \"OAUTHBEARER\""
+                } else {
+                    "PLAIN and SCRAM mechanisms"
+                };
+                self.sink.report(
+                    &key.span(),
+                    Some(&format!("{SECTION}.{name}")),
+                    None,
+                    format!(
+                        "only for {mechanisms}, not {}",
+                        mechanism.map_or("", |m| m.name())
+                    ),
+                    None,
+                );
+                foreign = true;
+            }
+        }
+        if mechanism == Some(SaslMechanism::OAuthBearer) {
+            let source = self.bearer_source(&keys, section);
+            return if foreign {
+                None
+            } else {
+                source.map(SaslSection::Bearer)
+            };
+        }
         let username = match keys.get("username") {
             Some((_, v)) => self.name_text("upstream.sasl.username", v),
             None => {
@@ -205,7 +301,9 @@ impl Walk<'_> {
             (Some((_, file)), None) => self
                 .file_path("upstream.sasl.password_file", file)
                 .map(PasswordSource::File),
-            (None, Some((_, env))) => self.env_name(env).map(PasswordSource::Env),
+            (None, Some((_, env))) => self
+                .env_name_of("upstream.sasl.password_env", env)
+                .map(PasswordSource::Env),
             (Some((first, _)), Some((second, _))) => {
                 // Reported at whichever comes second in the file.
                 let later = if first.span().start < second.span().start {
@@ -239,17 +337,222 @@ impl Walk<'_> {
                 None
             }
         };
-        Some(UpstreamSasl {
+        if foreign {
+            return None;
+        }
+        Some(SaslSection::Password(UpstreamSasl {
             mechanism: mechanism?,
             username: username?,
             password: password?,
-        })
+        }))
     }
 
-    /// `password_env`: a name a shell can export.
-    fn env_name(&mut self, value: &Spanned<DeValue<'_>>) -> Option<String> {
-        const KEY: &str = "upstream.sasl.password_env";
-        let name = self.string(KEY, value)?;
+    /// OAUTHBEARER's token source: exactly one of `token_endpoint_url` (with
+    /// `client_id` and one of `client_secret_file`/`client_secret_env`, `scope`
+    /// optional), `token_file` and `token_provider` (with `region`).
+    fn bearer_source(
+        &mut self,
+        keys: &HashMap<String, Entry<'_, '_>>,
+        section: &Spanned<DeValue<'_>>,
+    ) -> Option<BearerTokenSource> {
+        const SECTION: &str = "upstream.sasl";
+        const SOURCES: [&str; 3] = ["token_endpoint_url", "token_file", "token_provider"];
+        let given: Vec<&str> = SOURCES
+            .into_iter()
+            .filter(|name| keys.contains_key(*name))
+            .collect();
+        let mut ok = true;
+        // Keys that belong to a source other than the one given.
+        let belongs = [
+            ("client_id", "token_endpoint_url"),
+            ("client_secret_file", "token_endpoint_url"),
+            ("client_secret_env", "token_endpoint_url"),
+            ("scope", "token_endpoint_url"),
+            ("region", "token_provider"),
+        ];
+        for (name, source) in belongs {
+            if let Some((key, _)) = keys.get(name) {
+                if !keys.contains_key(source) {
+                    self.sink.report(
+                        &key.span(),
+                        Some(&format!("{SECTION}.{name}")),
+                        None,
+                        format!("only with {SECTION}.{source}"),
+                        None,
+                    );
+                    ok = false;
+                }
+            }
+        }
+        let source = match given.as_slice() {
+            [] => {
+                let at = section.span().start;
+                self.sink.report(
+                    &(at..at),
+                    Some("upstream.sasl.token_endpoint_url"),
+                    None,
+                    "missing key in [upstream.sasl]: OAUTHBEARER takes its tokens from a token \
+                     endpoint (token_endpoint_url, client_id, client_secret_file or \
+                     client_secret_env), a file (token_file) or a provider (token_provider)",
+                    None,
+                );
+                return None;
+            }
+            [one] => *one,
+            [_, second, ..] => {
+                let (key, _) = keys[*second];
+                self.sink.report(
+                    &key.span(),
+                    Some(&format!("{SECTION}.{second}")),
+                    None,
+                    format!(
+                        "set only one of {}: which one would give the tokens?",
+                        SOURCES.join(", ")
+                    ),
+                    None,
+                );
+                return None;
+            }
+        };
+        let value = |name: &str| keys.get(name).map(|(_, v)| *v);
+        let found = match source {
+            "token_file" => self
+                .file_path("upstream.sasl.token_file", value("token_file")?)
+                .map(BearerTokenSource::TokenFile),
+            "token_provider" => {
+                let provider = self.choice(
+                    "upstream.sasl.token_provider",
+                    value("token_provider")?,
+                    "token provider",
+                    &TOKEN_PROVIDERS,
+                );
+                let region = match value("region") {
+                    Some(v) => self.aws_region(v),
+                    None => {
+                        self.missing_key(SECTION, "region", section);
+                        None
+                    }
+                };
+                match (provider?, region?) {
+                    (TokenProvider::AwsMskIam, region) => {
+                        Some(BearerTokenSource::AwsMskIam { region })
+                    }
+                }
+            }
+            _ => {
+                let url = self.http_url(
+                    "upstream.sasl.token_endpoint_url",
+                    value("token_endpoint_url")?,
+                );
+                let client_id = match value("client_id") {
+                    Some(v) => self.name_text("upstream.sasl.client_id", v),
+                    None => {
+                        self.missing_key(SECTION, "client_id", section);
+                        None
+                    }
+                };
+                let secret = match (
+                    keys.get("client_secret_file"),
+                    keys.get("client_secret_env"),
+                ) {
+                    (Some((_, file)), None) => self
+                        .file_path("upstream.sasl.client_secret_file", file)
+                        .map(PasswordSource::File),
+                    (None, Some((_, env))) => self
+                        .env_name_of("upstream.sasl.client_secret_env", env)
+                        .map(PasswordSource::Env),
+                    (Some(_), Some((second, _))) => {
+                        self.sink.report(
+                            &second.span(),
+                            Some("upstream.sasl.client_secret_env"),
+                            None,
+                            "set only one of client_secret_file and client_secret_env: which \
+                             one would be the secret?",
+                            None,
+                        );
+                        None
+                    }
+                    (None, None) => {
+                        let at = section.span().start;
+                        self.sink.report(
+                            &(at..at),
+                            Some("upstream.sasl.client_secret_file"),
+                            None,
+                            "missing key in [upstream.sasl]: kpress reads the client secret \
+                             from a file (client_secret_file) or an environment variable \
+                             (client_secret_env)",
+                            None,
+                        );
+                        None
+                    }
+                };
+                let scope = match value("scope") {
+                    Some(v) => self.name_text("upstream.sasl.scope", v).map(Some),
+                    None => Some(None),
+                };
+                Some(BearerTokenSource::ClientCredentials {
+                    token_endpoint_url: url?,
+                    client_id: client_id?,
+                    client_secret: secret?,
+                    scope: scope?,
+                })
+            }
+        };
+        found.filter(|_| ok)
+    }
+
+    /// An `http://` or `https://` URL with a host.
+    fn http_url(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<String> {
+        let url = self.string(key, value)?;
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+        let valid = host.is_some_and(|h| !h.is_empty() && !h.contains('@'))
+            && !url.contains(|c: char| c.is_whitespace() || c.is_control());
+        if valid {
+            Some(url.to_owned())
+        } else {
+            self.sink.bad_value(
+                key,
+                &value.span(),
+                "not an http(s) URL with a host",
+                Some(
+                    "http://host[:port]/path or https://host[:port]/path, no user info".to_owned(),
+                ),
+            );
+            None
+        }
+    }
+
+    /// An AWS region name such as `us-east-1` or `us-gov-west-1`.
+    fn aws_region(&mut self, value: &Spanned<DeValue<'_>>) -> Option<String> {
+        const KEY: &str = "upstream.sasl.region";
+        let region = self.string(KEY, value)?;
+        let parts: Vec<&str> = region.split('-').collect();
+        let valid = parts.len() >= 3
+            && region.len() <= 32
+            && parts[..parts.len() - 1]
+                .iter()
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+            && parts[parts.len() - 1].bytes().all(|b| b.is_ascii_digit())
+            && !parts[parts.len() - 1].is_empty();
+        if valid {
+            Some(region.to_owned())
+        } else {
+            self.sink.bad_value(
+                KEY,
+                &value.span(),
+                "not an AWS region name",
+                Some("an AWS region such as \"us-east-1\" or \"eu-central-1\"".to_owned()),
+            );
+            None
+        }
+    }
+
+    /// `password_env`, `client_secret_env`: a name a shell can export.
+    fn env_name_of(&mut self, key: &str, value: &Spanned<DeValue<'_>>) -> Option<String> {
+        let name = self.string(key, value)?;
         let mut chars = name.chars();
         let valid = chars
             .next()
@@ -259,7 +562,7 @@ impl Walk<'_> {
             Some(name.to_owned())
         } else {
             self.sink.bad_value(
-                KEY,
+                key,
                 &value.span(),
                 "not an environment variable name",
                 Some("letters, digits and '_', not starting with a digit".to_owned()),

@@ -49,6 +49,12 @@ impl SaslClient {
     /// system has no randomness for SCRAM's nonce.
     pub fn new(mechanism: Mechanism, username: &str, password: &str) -> Result<Self, SaslError> {
         let nonce = match mechanism {
+            Mechanism::OAuthBearer => {
+                return Err(SaslError::InvalidCredential {
+                    field: "password",
+                    problem: "is not what OAUTHBEARER takes: it sends a bearer token",
+                })
+            }
             Mechanism::Plain => String::new(),
             Mechanism::ScramSha256 | Mechanism::ScramSha512 => scram::random_nonce()?,
         };
@@ -153,7 +159,7 @@ impl SaslClient {
 
     fn scram_hash(&self) -> Option<ScramHash> {
         match self.mechanism {
-            Mechanism::Plain => None,
+            Mechanism::Plain | Mechanism::OAuthBearer => None,
             Mechanism::ScramSha256 => Some(ScramHash::Sha256),
             Mechanism::ScramSha512 => Some(ScramHash::Sha512),
         }
@@ -204,7 +210,7 @@ mod tests {
 
     #[test]
     fn credentials_sasl_cannot_carry_are_refused() {
-        for mechanism in Mechanism::ALL {
+        for mechanism in Mechanism::WITH_PASSWORD {
             for (username, password, field) in [
                 ("", "p", "username"),
                 ("a\0b", "p", "username"),

@@ -23,6 +23,7 @@
 
 mod client;
 mod frames;
+pub mod oauthbearer;
 mod progress;
 mod scram;
 
@@ -45,11 +46,21 @@ pub enum Mechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    /// RFC 7628: a bearer token from [`oauthbearer::initial_response`], not a password.
+    OAuthBearer,
 }
 
 impl Mechanism {
     /// Every mechanism, in the order error messages list them.
-    pub const ALL: [Mechanism; 3] = [
+    pub const ALL: [Mechanism; 4] = [
+        Mechanism::Plain,
+        Mechanism::ScramSha256,
+        Mechanism::ScramSha512,
+        Mechanism::OAuthBearer,
+    ];
+
+    /// The mechanisms [`SaslClient`] logs in with a username and password.
+    pub const WITH_PASSWORD: [Mechanism; 3] = [
         Mechanism::Plain,
         Mechanism::ScramSha256,
         Mechanism::ScramSha512,
@@ -61,6 +72,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -88,7 +100,7 @@ impl FromStr for Mechanism {
 /// Why a SASL exchange could not go on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SaslError {
-    #[error("unknown SASL mechanism {name:?} (kpress supports \"PLAIN\", \"SCRAM-SHA-256\" and \"SCRAM-SHA-512\")")]
+    #[error("unknown SASL mechanism {name:?} (kpress supports \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" and \"OAUTHBEARER\")")]
     UnknownMechanism { name: String },
     /// A username or password SASL cannot carry.
     #[error("SASL {field} {problem}")]
@@ -176,15 +188,23 @@ mod tests {
             [
                 Mechanism::Plain.name(),
                 Mechanism::ScramSha256.name(),
-                Mechanism::ScramSha512.name()
+                Mechanism::ScramSha512.name(),
+                Mechanism::OAuthBearer.name()
             ],
-            ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+            ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
         );
     }
 
     #[test]
     fn unknown_mechanism_names_the_supported_ones() {
-        for name in ["plain", "SCRAM-SHA-1", "GSSAPI", "", "PLAIN "] {
+        for name in [
+            "plain",
+            "SCRAM-SHA-1",
+            "GSSAPI",
+            "",
+            "PLAIN ",
+            "oauthbearer",
+        ] {
             let err = name.parse::<Mechanism>().unwrap_err();
             assert_eq!(
                 err,

@@ -2,7 +2,6 @@
 //! (software backup, no QAT device here), ISA-L, libdeflate and flate2/zlib-rs.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use kpress_deflate::{
@@ -27,9 +26,7 @@ fn all_providers() -> Vec<Arc<dyn GzipProvider>> {
 }
 
 fn dataset(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("KPRESS_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+    let dir = kpress_tests::paths::datasets_dir();
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()))
 }
 
@@ -407,8 +404,8 @@ fn qat_goes_through_the_real_libqatzip_in_software_backup() {
     if std::env::var_os("QATZIP_LIB_DIR").is_none()
         && qat.library().path() != std::path::Path::new(qat_sys::LIBRARY_FILE)
     {
-        let cache = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../.cache/qatzip/root/usr/lib/x86_64-linux-gnu/libqatzip.so.3");
+        let cache = kpress_tests::paths::cache_dir()
+            .join("qatzip/root/usr/lib/x86_64-linux-gnu/libqatzip.so.3");
         assert_eq!(
             mapped.canonicalize().unwrap(),
             cache.canonicalize().unwrap()

@@ -1,6 +1,7 @@
 //! A host without QATzip (`QATZIP_LIB_DIR` names an empty directory): a policy file
 //! naming `qat` is refused when it is read, located, with the providers this host has;
 //! `auto` is accepted. Alone in its own test binary: QATzip is probed once per process.
+//! The providers listed include `isal`, so it needs ISA-L (libisal2, scripts/setup.sh).
 
 use kpress_config::{parse, ConfigError};
 

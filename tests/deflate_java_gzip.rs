@@ -1,5 +1,5 @@
 //! Each provider against the JDK's `GZIPInputStream` / `GZIPOutputStream` (what Kafka's
-//! Java client uses), run through `java` on the source file `tests/java/GzipCheck.java`.
+//! Java client uses), run through `java` on the source file `tests/java-gzip/GzipCheck.java`.
 //! `java` must be on PATH (scripts/setup.sh checks for a JDK): a missing one fails the
 //! test rather than passing it untested.
 
@@ -21,14 +21,12 @@ fn java() -> &'static str {
 }
 
 fn dataset(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("KPRESS_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+    let dir = kpress_tests::paths::datasets_dir();
     std::fs::read(dir.join(name)).unwrap()
 }
 
 fn checker() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/java/GzipCheck.java")
+    kpress_tests::paths::tests_file("java-gzip/GzipCheck.java")
 }
 
 fn scratch(tag: &str) -> PathBuf {

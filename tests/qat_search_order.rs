@@ -13,8 +13,7 @@ const CHILD_DIR: &str = "KPRESS_QAT_SYS_SEARCH_ORDER_DIR";
 const CHILD_BROKEN: &str = "KPRESS_QAT_SYS_SEARCH_ORDER_BROKEN";
 
 fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.cache/qatzip/root/usr/lib/x86_64-linux-gnu")
+    kpress_tests::paths::cache_dir().join("qatzip/root/usr/lib/x86_64-linux-gnu")
 }
 
 /// Copies QATzip and, unless `alone`, the libraries it ships with (by their sonames)

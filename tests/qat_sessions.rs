@@ -4,17 +4,13 @@
 //! starts ([`MAX_SESSION_STARTS_WITHOUT_HARDWARE`]) and QAT keeps decoding. Alone in
 //! its own test binary because that allowance is per process.
 
-use std::path::PathBuf;
-
 use kpress_deflate::{
     decompress_fallbacks, decompress_with_fallback, DeflateError, GzipProvider, ProviderKind,
     QatProvider, Registry, ZlibProvider, MAX_SESSION_STARTS_WITHOUT_HARDWARE,
 };
 
 fn dataset(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("KPRESS_DATASETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+    let dir = kpress_tests::paths::datasets_dir();
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name} in {}: {e}", dir.display()))
 }
 

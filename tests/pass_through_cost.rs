@@ -12,7 +12,7 @@
 //! probe's p50/p99 round trip. Syscalls per request are counted by running the probe
 //! once more under `strace -c -f` when `COST_STRACE=1`.
 //!
-//!   KPRESS_BIN=… KPRESS_BASE_BIN=… cargo test -p kpress-proxy --test pass_through_cost \
+//!   KPRESS_BIN=… KPRESS_BASE_BIN=… cargo test -p kpress-tests --test pass_through_cost \
 //!     -- --ignored --nocapture
 
 use std::io::{Read, Write};

@@ -1,0 +1,532 @@
+//! `[defaults]` and `[[topics]]`: the codec, its `compression.*` options and when to
+//! rewrite, per topic, under Kafka's property names.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use kpress_batch::RecompressMode;
+use kpress_codec::gzip_providers::{ProviderKind, Registry};
+use kpress_codec::options::{allowed_values, GZIP_PROVIDER_VALUES, OPTION_KEYS, TEXT_OPTION_KEYS};
+use kpress_codec::OptionError;
+use toml::de::{DeString, DeTable, DeValue};
+use toml::Spanned;
+
+use super::Walk;
+use crate::problem::line_column;
+use crate::settings::{Compression, TopicPolicy, TopicRule};
+use crate::topic_match::TopicPattern;
+
+/// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
+pub(super) const KEYS: [&str; 3] = ["compression.type", "recompress", "only_if_smaller"];
+/// Keys of a `[defaults]` or `[[topics]]` table that kpress does not take, with what to
+/// write instead.
+const RENAMED_KEYS: [(&str, &str); 1] = [(
+    "allow_growth",
+    "use only_if_smaller, its opposite: allow_growth = false is only_if_smaller = true, \
+     and without it kpress stores the codec the policy names, as Kafka's compression.type does",
+)];
+/// The key of a `[[topics]]` rule that `[defaults]` has not: which topics it covers.
+pub(super) const MATCH_KEY: &str = "match";
+const RECOMPRESS_MODES: &str = "codec-differs, always";
+
+/// A `[defaults]` or `[[topics]]` table, read.
+pub(super) struct PolicyRead {
+    pub(super) policy: TopicPolicy,
+    /// The rule's `match`; `None` for `[defaults]`.
+    pattern: Option<MatchRead>,
+}
+
+struct MatchRead {
+    pattern: TopicPattern,
+    line: usize,
+    span: Range<usize>,
+}
+
+/// A leaf of a policy table with its dotted path joined back into Kafka's name.
+struct FlatKey<'a, 'i> {
+    name: String,
+    key: &'a Spanned<DeString<'i>>,
+    value: &'a Spanned<DeValue<'i>>,
+}
+
+impl Walk<'_> {
+    pub(super) fn topics(
+        &mut self,
+        key: &Spanned<DeString<'_>>,
+        value: &Spanned<DeValue<'_>>,
+        defaults: &TopicPolicy,
+    ) -> Option<Vec<TopicRule>> {
+        let items = match value.get_ref() {
+            DeValue::Array(items) => items,
+            DeValue::Table(_) => {
+                self.sink.report(
+                    &value.span(),
+                    Some("[topics]"),
+                    None,
+                    "rules are an array of tables: write [[topics]]",
+                    None,
+                );
+                return None;
+            }
+            _ => {
+                self.sink.bad_value(
+                    key.get_ref(),
+                    &value.span(),
+                    "must be an array of tables ([[topics]])",
+                    None,
+                );
+                return None;
+            }
+        };
+        let mut rules = Vec::with_capacity(items.len());
+        let mut ok = true;
+        // Same pattern twice: the second rule can never apply.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for item in items.iter() {
+            let DeValue::Table(table) = item.get_ref() else {
+                self.sink.bad_value(
+                    "topics",
+                    &item.span(),
+                    "each entry must be a table ([[topics]])",
+                    None,
+                );
+                ok = false;
+                continue;
+            };
+            let Some(read) = self.policy(table, defaults, Some(item)) else {
+                ok = false;
+                continue;
+            };
+            let Some(matched) = read.pattern else {
+                continue;
+            };
+            let text = matched.pattern.to_string();
+            if let Some(first) = seen.get(&text) {
+                self.sink.bad_value(
+                    "match",
+                    &matched.span,
+                    format!(
+                        "same pattern as the rule at line {first}, which always wins (first match wins)"
+                    ),
+                    None,
+                );
+                ok = false;
+            } else {
+                seen.insert(text, matched.line);
+            }
+            rules.push(TopicRule {
+                pattern: matched.pattern,
+                policy: read.policy,
+                line: matched.line,
+            });
+        }
+        ok.then_some(rules)
+    }
+
+    /// Reads a `[defaults]` table (`rule = None`) or one `[[topics]]` table on top of
+    /// `base`, the defaults it inherits.
+    pub(super) fn policy(
+        &mut self,
+        table: &DeTable<'_>,
+        base: &TopicPolicy,
+        rule: Option<&Spanned<DeValue<'_>>>,
+    ) -> Option<PolicyRead> {
+        let mut flat = Vec::new();
+        flatten(table, "", &mut flat);
+        let mut policy = base.clone();
+        let mut pattern = None;
+        let mut ok = true;
+        let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
+        for FlatKey { name, key, value } in &flat {
+            let name = name.as_str();
+            // `compression.type` and `"compression.type"` are different TOML keys.
+            if let Some(first) = seen.insert(name, key.span()) {
+                let (line, _) = line_column(self.sink.text(), first.start);
+                self.sink.report(
+                    &key.span(),
+                    Some(name),
+                    None,
+                    format!("set twice (first at line {line})"),
+                    None,
+                );
+                ok = false;
+                continue;
+            }
+            let span = value.span();
+            let read = match name {
+                MATCH_KEY if rule.is_some() => {
+                    self.string(name, value)
+                        .and_then(|text| match TopicPattern::parse(text) {
+                            Ok(p) => {
+                                pattern = Some(MatchRead {
+                                    pattern: p,
+                                    line: line_column(self.sink.text(), span.start).0,
+                                    span: span.clone(),
+                                });
+                                Some(())
+                            }
+                            Err(e) => {
+                                self.sink.bad_value(
+                                    name,
+                                    &span,
+                                    e.to_string(),
+                                    Some(
+                                        "an exact topic name, a glob (*, ?, [...]) or re:<regex>"
+                                            .to_owned(),
+                                    ),
+                                );
+                                None
+                            }
+                        })
+                }
+                "compression.type" => {
+                    self.string(name, value)
+                        .and_then(|text| match text.parse::<Compression>() {
+                            Ok(c) => {
+                                policy.compression = c;
+                                Some(())
+                            }
+                            Err(_) => {
+                                self.sink.bad_value(
+                                    name,
+                                    &span,
+                                    "unknown compression type",
+                                    Some(Compression::ALLOWED.to_owned()),
+                                );
+                                None
+                            }
+                        })
+                }
+                "recompress" => self.string(name, value).and_then(|text| {
+                    match text {
+                        "codec-differs" => policy.recompress = RecompressMode::CodecDiffers,
+                        "always" => policy.recompress = RecompressMode::Always,
+                        _ => {
+                            self.sink.bad_value(
+                                name,
+                                &span,
+                                "unknown recompress mode",
+                                Some(RECOMPRESS_MODES.to_owned()),
+                            );
+                            return None;
+                        }
+                    }
+                    Some(())
+                }),
+                "only_if_smaller" => self
+                    .boolean(name, value)
+                    .map(|b| policy.only_if_smaller = b),
+                option if OPTION_KEYS.contains(&option) => {
+                    let allowed = allowed_values(option).map(|a| a.to_string());
+                    self.integer(name, value, allowed.clone()).and_then(|n| {
+                        match policy.options.set_int(option, n) {
+                            Ok(()) => Some(()),
+                            Err(e) => {
+                                let message = match e {
+                                    kpress_codec::OptionError::OutOfRange { .. } => {
+                                        "out of range".to_owned()
+                                    }
+                                    other => other.to_string(),
+                                };
+                                self.sink.bad_value(name, &span, message, allowed);
+                                None
+                            }
+                        }
+                    })
+                }
+                option if TEXT_OPTION_KEYS.contains(&option) => {
+                    self.text_option(&mut policy, option, value)
+                }
+                unknown => {
+                    let where_ = if rule.is_some() {
+                        "[[topics]]"
+                    } else {
+                        "[defaults]"
+                    };
+                    if let Some((_, instead)) =
+                        RENAMED_KEYS.iter().find(|(name, _)| *name == unknown)
+                    {
+                        self.sink.report(
+                            &key.span(),
+                            Some(unknown),
+                            None,
+                            format!("unknown key in {where_}: {instead}"),
+                            None,
+                        );
+                        ok = false;
+                        continue;
+                    }
+                    let known: Vec<&str> = if unknown == "match" {
+                        vec!["only in [[topics]]"]
+                    } else {
+                        let rule_only = rule.map(|_| MATCH_KEY);
+                        rule_only
+                            .into_iter()
+                            .chain(KEYS)
+                            .chain(OPTION_KEYS)
+                            .chain(TEXT_OPTION_KEYS)
+                            .collect()
+                    };
+                    self.sink.unknown_name(
+                        &key.span(),
+                        unknown,
+                        unknown,
+                        format!("unknown key in {where_}"),
+                        &known,
+                    );
+                    None
+                }
+            };
+            ok &= read.is_some();
+        }
+        if let Some(rule) = rule {
+            if !seen.contains_key("match") {
+                let at = rule.span().start;
+                self.sink.report(
+                    &(at..at),
+                    Some("match"),
+                    None,
+                    "missing key in [[topics]]: which topics does this rule apply to?",
+                    Some("an exact topic name, a glob (*, ?, [...]) or re:<regex>".to_owned()),
+                );
+                ok = false;
+            }
+        }
+        ok.then_some(PolicyRead { policy, pattern })
+    }
+
+    /// A `compression.*` option whose value is a name (`compression.gzip.provider`).
+    /// A provider this host lacks is refused here, at start, not replaced later.
+    fn text_option(
+        &mut self,
+        policy: &mut TopicPolicy,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<()> {
+        let span = value.span();
+        let DeValue::String(text) = value.get_ref() else {
+            self.sink.bad_value(
+                key,
+                &span,
+                format!("must be a string, not {}", value.get_ref().type_str()),
+                Some(GZIP_PROVIDER_VALUES.to_owned()),
+            );
+            return None;
+        };
+        match policy.options.set(key, text.as_ref()) {
+            Ok(()) => Some(()),
+            Err(OptionError::NotAllowed { allowed, .. }) => {
+                self.sink.bad_value(
+                    key,
+                    &span,
+                    "unknown gzip provider",
+                    Some(allowed.to_owned()),
+                );
+                None
+            }
+            Err(OptionError::Unavailable { reason, .. }) => {
+                self.sink.bad_value(
+                    key,
+                    &span,
+                    format!("provider named explicitly but not available on this host: {reason}"),
+                    Some(available_providers()),
+                );
+                None
+            }
+            Err(other) => {
+                self.sink.bad_value(key, &span, other.to_string(), None);
+                None
+            }
+        }
+    }
+}
+
+/// Joins TOML's nested tables back into Kafka's dotted names: `compression.zstd.level = 3`
+/// is table `compression` → table `zstd` → key `level`.
+fn flatten<'a, 'i>(table: &'a DeTable<'i>, prefix: &str, out: &mut Vec<FlatKey<'a, 'i>>) {
+    for (key, value) in table.iter() {
+        let name = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        match value.get_ref() {
+            DeValue::Table(inner) if !inner.is_empty() => flatten(inner, &name, out),
+            _ => out.push(FlatKey { name, key, value }),
+        }
+    }
+}
+
+/// The provider names this host can run, `auto` first (it always resolves).
+fn available_providers() -> String {
+    let registry = Registry::global();
+    let mut names = vec!["auto"];
+    names.extend(
+        ProviderKind::ALL
+            .into_iter()
+            .filter(|kind| registry.get(*kind).is_ok())
+            .map(ProviderKind::name),
+    );
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use kpress_batch::RecompressMode;
+
+    use super::super::testing::{config, one_problem, problems, HEAD};
+    use super::flatten;
+    use crate::settings::Compression;
+
+    fn defaults(lines: &str) -> String {
+        format!("{HEAD}[defaults]\n{lines}\n")
+    }
+
+    fn rule(lines: &str) -> String {
+        format!("{HEAD}[[topics]]\n{lines}\n")
+    }
+
+    #[test]
+    fn rules_inherit_defaults_and_override_them() {
+        let c = config(&format!(
+            "{HEAD}[defaults]\ncompression.type = \"zstd\"\ncompression.zstd.level = 9\n\
+             only_if_smaller = true\n[[topics]]\nmatch = \"logs.*\"\nrecompress = \"always\"\n\
+             compression.zstd = {{ level = 19 }}\n"
+        ));
+        assert!(c.defaults.only_if_smaller);
+        assert_eq!(c.defaults.recompress, RecompressMode::CodecDiffers);
+        let rule = &c.topics[0];
+        assert_eq!(rule.line, 10);
+        assert_eq!(rule.pattern.to_string(), "logs.*");
+        assert!(rule.policy.only_if_smaller);
+        assert_eq!(rule.policy.recompress, RecompressMode::Always);
+        assert_eq!(rule.policy.options.get("compression.zstd.level"), Some(19));
+    }
+
+    #[test]
+    fn compression_type_takes_kafka_names() {
+        assert_eq!(
+            one_problem(&defaults("compression.type = \"brotli\"")),
+            format!(
+                "t.toml:6:20: compression.type = \"brotli\": unknown compression type \
+                 (allowed: {})",
+                Compression::ALLOWED
+            )
+        );
+        assert_eq!(
+            one_problem(&defaults("compression.type = 1")),
+            "t.toml:6:20: compression.type = 1: must be a string, not integer"
+        );
+    }
+
+    #[test]
+    fn recompress_and_only_if_smaller_values() {
+        assert_eq!(
+            one_problem(&defaults("recompress = \"sometimes\"")),
+            "t.toml:6:14: recompress = \"sometimes\": unknown recompress mode \
+             (allowed: codec-differs, always)"
+        );
+        assert_eq!(
+            one_problem(&defaults("only_if_smaller = 1")),
+            "t.toml:6:19: only_if_smaller = 1: must be true or false, not integer \
+             (allowed: true, false)"
+        );
+    }
+
+    #[test]
+    fn options_are_checked_against_their_ranges() {
+        assert_eq!(
+            one_problem(&defaults("compression.zstd.level = 23")),
+            "t.toml:6:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"
+        );
+        assert_eq!(
+            one_problem(&defaults("compression.gzip.provider = \"fast\"")),
+            "t.toml:6:29: compression.gzip.provider = \"fast\": unknown gzip provider \
+             (allowed: auto, qat, isal, libdeflate, zlib)"
+        );
+        assert_eq!(
+            one_problem(&defaults("compression.gzip.provider = 1")),
+            "t.toml:6:29: compression.gzip.provider = 1: must be a string, not integer \
+             (allowed: auto, qat, isal, libdeflate, zlib)"
+        );
+    }
+
+    #[test]
+    fn a_rule_needs_a_match_and_defaults_has_none() {
+        let p = one_problem(&rule("compression.type = \"lz4\""));
+        assert!(
+            p.ends_with(
+                "match: missing key in [[topics]]: which topics does this rule apply to? \
+                 (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)"
+            ),
+            "{p}"
+        );
+        assert_eq!(
+            one_problem(&defaults("match = \"a\"")),
+            "t.toml:6:1: match: unknown key in [defaults] (allowed: only in [[topics]])"
+        );
+        assert!(
+            one_problem(&rule("match = \"re:(\"")).starts_with("t.toml:6:9: match = \"re:(\": ")
+        );
+    }
+
+    #[test]
+    fn a_key_set_twice_and_a_pattern_used_twice_are_refused() {
+        assert_eq!(
+            one_problem(&defaults(
+                "compression.type = \"lz4\"\n\"compression.type\" = \"lz4\""
+            )),
+            "t.toml:7:1: compression.type: set twice (first at line 6)"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[topics]]\nmatch = \"a\"\n[[topics]]\nmatch = \"a\"\n"
+            )),
+            "t.toml:8:9: match = \"a\": same pattern as the rule at line 6, which always wins \
+             (first match wins)"
+        );
+    }
+
+    #[test]
+    fn topics_must_be_an_array_of_tables() {
+        assert_eq!(
+            one_problem(&format!("{HEAD}[topics]\nmatch = \"a\"\n")),
+            "t.toml:5:1: [topics]: rules are an array of tables: write [[topics]]"
+        );
+        assert!(problems(&format!("topics = 1\n{HEAD}"))
+            .iter()
+            .any(|p| p.contains("topics = 1: must be an array of tables ([[topics]])")));
+    }
+
+    #[test]
+    fn a_renamed_key_names_what_to_write_instead() {
+        let p = one_problem(&rule("match = \"a\"\nallow_growth = true"));
+        assert!(
+            p.starts_with(
+                "t.toml:7:1: allow_growth: unknown key in [[topics]]: use only_if_smaller"
+            ),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn flatten_joins_nested_tables_into_dotted_names() {
+        let text = "a = 1\n[compression]\ntype = \"zstd\"\nzstd = { level = 3 }\nempty = {}\n";
+        let (root, errors) = toml::de::DeTable::parse_recoverable(text);
+        assert!(errors.is_empty());
+        let mut flat = Vec::new();
+        flatten(root.get_ref(), "", &mut flat);
+        let mut names: Vec<&str> = flat.iter().map(|f| f.name.as_str()).collect();
+        names.sort_unstable();
+        // An empty table is a leaf: its value is reported, not silently dropped.
+        assert_eq!(
+            names,
+            [
+                "a",
+                "compression.empty",
+                "compression.type",
+                "compression.zstd.level"
+            ]
+        );
+    }
+}

@@ -1,0 +1,381 @@
+//! `/policy`: the policy in force as JSON, in the policy file's own keys, with
+//! secrets shown only by where they are read from.
+
+use std::time::SystemTime;
+
+use kpress_config::{
+    BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy,
+};
+use serde_json::{json, Map, Value};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::OffsetDateTime;
+
+use crate::policy_reload::AppliedPolicy;
+
+/// The policy in force as `/policy` shows it: everything the file decides, secrets
+/// only by where they are read from.
+pub(super) fn policy_json(applied: &AppliedPolicy) -> Value {
+    let config = &applied.config;
+    json!({
+        "file": applied.path.display().to_string(),
+        "sha256": applied.file_hash,
+        "loaded_at": rfc3339_utc(applied.loaded_at),
+        "listener": listener_json(config),
+        "upstream": upstream_json(config),
+        "limits": limits_json(config),
+        "admin": config.admin.as_ref().map(|admin| json!({
+            "bind": admin.bind.to_string(),
+            "readiness_window_secs": admin.readiness_window.as_secs(),
+        })),
+        "shadow": config.shadow.as_ref().map(|shadow| json!({
+            "candidates": shadow.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "sample": shadow.sample,
+            "max_cpu_fraction": shadow.max_cpu_fraction,
+            "threads": shadow.threads,
+            "max_queue_bytes": shadow.max_queue_bytes,
+        })),
+        "defaults": rule_json(&config.defaults),
+        "topics": config.topics.iter().map(|rule| {
+            let mut entry = Map::new();
+            entry.insert("match".into(), rule.pattern.to_string().into());
+            entry.insert("line".into(), rule.line.into());
+            if let Value::Object(policy) = rule_json(&rule.policy) {
+                entry.extend(policy);
+            }
+            Value::Object(entry)
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn listener_json(config: &Config) -> Value {
+    let listener = &config.listener;
+    let mut out = Map::new();
+    out.insert("bind".into(), listener.bind.to_string().into());
+    match &listener.routing {
+        NodeRouting::Ports {
+            advertised_host,
+            node_port_base,
+        } => {
+            out.insert("mode".into(), "ports".into());
+            out.insert("advertised_host".into(), advertised_host.clone().into());
+            out.insert("node_port_base".into(), (*node_port_base).into());
+        }
+        NodeRouting::Sni {
+            advertised_host_pattern,
+            bootstrap_host,
+            advertised_port,
+        } => {
+            out.insert("mode".into(), "sni".into());
+            out.insert(
+                "advertised_host_pattern".into(),
+                advertised_host_pattern.to_string().into(),
+            );
+            out.insert("bootstrap_host".into(), bootstrap_host.clone().into());
+            out.insert("advertised_port".into(), (*advertised_port).into());
+        }
+    }
+    out.insert(
+        "tls".into(),
+        listener.tls.as_ref().map_or(Value::Null, |tls| {
+            json!({
+                "cert": tls.cert.display().to_string(),
+                "key": tls.key.display().to_string(),
+                "client_ca": tls.client_ca.as_ref().map(|p| p.display().to_string()),
+                "client_auth": match tls.client_auth {
+                    ClientAuth::None => None,
+                    auth => Some(auth.name()),
+                },
+                "min_version": tls.min_version.name(),
+            })
+        }),
+    );
+    out.insert(
+        "rewrite_before_auth".into(),
+        listener.rewrite_before_auth.into(),
+    );
+    out.insert("reuse_port".into(), listener.reuse_port.into());
+    Value::Object(out)
+}
+
+fn upstream_json(config: &Config) -> Value {
+    let upstream = &config.upstream;
+    json!({
+        "bootstrap_servers": upstream.bootstrap_servers,
+        "tls": upstream.tls.as_ref().map(|tls| json!({
+            "ca": tls.ca.as_ref().map(|p| p.display().to_string()),
+            "cert": tls.client_cert.as_ref().map(|(cert, _)| cert.display().to_string()),
+            "key": tls.client_cert.as_ref().map(|(_, key)| key.display().to_string()),
+            "server_name": tls.server_name,
+            "verify": tls.verify,
+        })),
+        "sasl": upstream.sasl.as_ref().map(|sasl| {
+            let mut out = Map::new();
+            out.insert("mechanism".into(), sasl.mechanism.name().into());
+            out.insert("username".into(), sasl.username.clone().into());
+            match &sasl.password {
+                PasswordSource::File(path) => {
+                    out.insert("password_file".into(), path.display().to_string().into())
+                }
+                PasswordSource::Env(name) => out.insert("password_env".into(), name.clone().into()),
+            };
+            Value::Object(out)
+        }).or_else(|| upstream.oauthbearer.as_ref().map(bearer_json)),
+    })
+}
+
+/// `[upstream.sasl]` for OAUTHBEARER: the keys as written, secrets by their place only.
+fn bearer_json(source: &BearerTokenSource) -> Value {
+    let mut out = Map::new();
+    out.insert("mechanism".into(), "OAUTHBEARER".into());
+    match source {
+        BearerTokenSource::ClientCredentials {
+            token_endpoint_url,
+            client_id,
+            client_secret,
+            scope,
+        } => {
+            out.insert(
+                "token_endpoint_url".into(),
+                token_endpoint_url.clone().into(),
+            );
+            out.insert("client_id".into(), client_id.clone().into());
+            match client_secret {
+                PasswordSource::File(path) => out.insert(
+                    "client_secret_file".into(),
+                    path.display().to_string().into(),
+                ),
+                PasswordSource::Env(name) => {
+                    out.insert("client_secret_env".into(), name.clone().into())
+                }
+            };
+            if let Some(scope) = scope {
+                out.insert("scope".into(), scope.clone().into());
+            }
+        }
+        BearerTokenSource::TokenFile(path) => {
+            out.insert("token_file".into(), path.display().to_string().into());
+        }
+        BearerTokenSource::AwsMskIam { region } => {
+            out.insert("token_provider".into(), "aws_msk_iam".into());
+            out.insert("region".into(), region.clone().into());
+        }
+    }
+    Value::Object(out)
+}
+
+fn limits_json(config: &Config) -> Value {
+    let limits = &config.limits;
+    json!({
+        "max_batch_bytes": limits.max_batch_bytes,
+        "max_decompressed_bytes": limits.max_decompressed_bytes,
+        "max_frame_bytes": limits.max_frame_bytes,
+        "max_inflight_bytes": limits.max_inflight_bytes,
+        "max_connection_inflight_bytes": limits.max_connection_inflight_bytes,
+        "max_connections": limits.max_connections,
+        "frame_timeout_ms": limits.frame_timeout_ms,
+        "idle_timeout_ms": limits.idle_timeout_ms,
+        "max_request_decompressed_bytes": limits.max_request_decompressed_bytes,
+        "max_decompression_ratio": limits.max_decompression_ratio,
+        "max_topic_labels": limits.max_topic_labels,
+    })
+}
+
+/// One rule's policy under the policy file's own keys: `compression.type`, the
+/// target codec's `compression.*` options (and the gzip provider wherever it reads
+/// gzip input), `recompress` and `only_if_smaller`.
+fn rule_json(policy: &TopicPolicy) -> Value {
+    use kpress_codec::gzip_providers::ProviderChoice;
+    use kpress_codec::options::{GZIP_PROVIDER, OPTION_KEYS};
+    use kpress_config::Compression;
+
+    let mut options = Map::new();
+    let mut gzip = false;
+    if let Compression::Codec(codec) = policy.compression {
+        gzip = codec == kpress_codec::Codec::Gzip;
+        let prefix = format!("compression.{}.", codec.name());
+        for key in OPTION_KEYS.iter().filter(|key| key.starts_with(&prefix)) {
+            if let Some(value) = policy.options.get(key) {
+                options.insert((*key).into(), value.into());
+            }
+        }
+    }
+    if gzip || policy.options.gzip_provider() != ProviderChoice::Default {
+        options.insert(
+            GZIP_PROVIDER.into(),
+            policy.options.gzip_provider().name().into(),
+        );
+    }
+    json!({
+        "compression.type": policy.compression.name(),
+        "options": options,
+        "recompress": policy.recompress.name(),
+        "only_if_smaller": policy.only_if_smaller,
+    })
+}
+
+/// `2026-01-31T12:34:56.789Z`: UTC, milliseconds always three digits (truncated).
+const RFC3339_MILLIS: &[BorrowedFormatItem<'_>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+
+/// `at` as [`RFC3339_MILLIS`]; a time before the epoch reads as the epoch, and one past
+/// year 9999 as its seconds since the epoch.
+fn rfc3339_utc(at: SystemTime) -> String {
+    let since_epoch = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    OffsetDateTime::from_unix_timestamp_nanos(since_epoch.as_nanos() as i128)
+        .ok()
+        .and_then(|utc| utc.format(RFC3339_MILLIS).ok())
+        .unwrap_or_else(|| format!("{}s after 1970-01-01T00:00:00Z", since_epoch.as_secs()))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    pub(in crate::admin) fn config(extra: &str) -> Config {
+        crate::test_policy::with(extra)
+    }
+
+    pub(in crate::admin) fn applied(config: Config) -> AppliedPolicy {
+        AppliedPolicy {
+            path: "/etc/kpress/k.toml".into(),
+            config,
+            file_hash: "ab".repeat(32),
+            loaded_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123),
+        }
+    }
+
+    #[test]
+    fn times_are_rfc3339_utc() {
+        assert_eq!(
+            rfc3339_utc(SystemTime::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000Z"
+        );
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123);
+        assert_eq!(rfc3339_utc(at), "2026-01-01T00:00:00.123Z");
+        // A leap day, and the last second of a day.
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(951_868_799);
+        assert_eq!(rfc3339_utc(at), "2000-02-29T23:59:59.000Z");
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(4_107_542_400);
+        assert_eq!(rfc3339_utc(at), "2100-03-01T00:00:00.000Z");
+        // Sub-millisecond digits are cut, not rounded.
+        let at = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_767_225_600_123_999_999);
+        assert_eq!(rfc3339_utc(at), "2026-01-01T00:00:00.123Z");
+        // Before the epoch: the epoch.
+        let at = SystemTime::UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(rfc3339_utc(at), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn the_policy_shows_rules_in_kafka_names_and_no_secrets() {
+        let config = config(
+            "[upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
+             password_env = \"KPRESS_PW\"\n\
+             [limits]\nmax_connections = 7\n\
+             [admin]\nbind = \"127.0.0.1:9464\"\nreadiness_window_secs = 12\n\
+             [shadow]\ncandidates = [\"zstd\", \"lz4:9\"]\nsample = 0.5\n\
+             [defaults]\ncompression.type = \"lz4\"\n\
+             [[topics]]\nmatch = \"logs.*\"\ncompression.type = \"zstd\"\n\
+             compression.zstd.level = 7\nonly_if_smaller = true\n\
+             [[topics]]\nmatch = \"re:^a.+\"\ncompression.type = \"gzip\"\n\
+             compression.gzip.provider = \"zlib\"\nrecompress = \"always\"\n\
+             [[topics]]\nmatch = \"raw\"\ncompression.type = \"producer\"\n",
+        );
+        let json = policy_json(&applied(config));
+        assert_eq!(json["file"], "/etc/kpress/k.toml");
+        assert_eq!(json["sha256"], "ab".repeat(32));
+        assert_eq!(json["loaded_at"], "2026-01-01T00:00:00.123Z");
+        assert_eq!(json["listener"]["bind"], "127.0.0.1:19092");
+        assert_eq!(json["listener"]["mode"], "ports");
+        assert_eq!(json["listener"]["node_port_base"], 19100);
+        assert_eq!(json["listener"]["tls"], Value::Null);
+        assert_eq!(json["upstream"]["bootstrap_servers"][0], "127.0.0.1:9092");
+        let sasl = &json["upstream"]["sasl"];
+        assert_eq!(sasl["mechanism"], "SCRAM-SHA-512");
+        assert_eq!(sasl["password_env"], "KPRESS_PW");
+        assert!(sasl.get("password").is_none());
+        assert_eq!(json["limits"]["max_connections"], 7);
+        assert_eq!(json["admin"]["bind"], "127.0.0.1:9464");
+        assert_eq!(json["admin"]["readiness_window_secs"], 12);
+        assert_eq!(json["shadow"]["candidates"], json!(["zstd:3", "lz4:9"]));
+        assert_eq!(json["shadow"]["sample"], 0.5);
+        assert_eq!(json["shadow"]["threads"], 1);
+        let defaults = &json["defaults"];
+        assert_eq!(defaults["compression.type"], "lz4");
+        assert_eq!(defaults["options"]["compression.lz4.level"], 9);
+        assert_eq!(defaults["recompress"], "codec-differs");
+        assert_eq!(defaults["only_if_smaller"], false);
+        let topics = json["topics"].as_array().unwrap();
+        assert_eq!(topics.len(), 3);
+        assert_eq!(topics[0]["match"], "logs.*");
+        assert_eq!(topics[0]["compression.type"], "zstd");
+        assert_eq!(
+            topics[0]["options"],
+            json!({"compression.zstd.level": 7, "compression.zstd.window": 0})
+        );
+        assert_eq!(topics[0]["only_if_smaller"], true);
+        assert_eq!(topics[1]["match"], "re:^a.+");
+        assert_eq!(topics[1]["recompress"], "always");
+        assert_eq!(topics[1]["options"]["compression.gzip.provider"], "zlib");
+        assert!(topics[1]["options"]["compression.gzip.level"].is_i64());
+        assert_eq!(topics[2]["compression.type"], "producer");
+        assert_eq!(topics[2]["options"], json!({}));
+    }
+
+    #[test]
+    fn oauthbearer_sources_show_their_keys_and_no_secrets() {
+        let json = policy_json(&applied(config(
+            "[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n\
+             token_endpoint_url = \"https://idp.example.com/token\"\nclient_id = \"kpress\"\n\
+             client_secret_file = \"/run/secrets/idp\"\n",
+        )));
+        assert_eq!(
+            json["upstream"]["sasl"],
+            json!({
+                "mechanism": "OAUTHBEARER",
+                "token_endpoint_url": "https://idp.example.com/token",
+                "client_id": "kpress",
+                "client_secret_file": "/run/secrets/idp",
+            })
+        );
+        let json = policy_json(&applied(config(
+            "[upstream.sasl]\nmechanism = \"OAUTHBEARER\"\n\
+             token_provider = \"aws_msk_iam\"\nregion = \"us-east-1\"\n",
+        )));
+        assert_eq!(
+            json["upstream"]["sasl"],
+            json!({"mechanism": "OAUTHBEARER", "token_provider": "aws_msk_iam", "region": "us-east-1"})
+        );
+    }
+
+    #[test]
+    fn sni_listeners_and_upstream_tls_are_summarized() {
+        let mut config = config("");
+        config.listener.routing = NodeRouting::Sni {
+            advertised_host_pattern: kpress_config::HostPattern::new("b-{node}.kafka.test")
+                .unwrap(),
+            bootstrap_host: Some("kafka.test".into()),
+            advertised_port: 9093,
+        };
+        config.upstream.tls = Some(kpress_config::UpstreamTls {
+            ca: Some("/pki/ca.pem".into()),
+            client_cert: Some(("/pki/k.pem".into(), "/pki/k.key".into())),
+            server_name: None,
+            verify: true,
+        });
+        let json = policy_json(&applied(config));
+        assert_eq!(json["listener"]["mode"], "sni");
+        assert_eq!(
+            json["listener"]["advertised_host_pattern"],
+            "b-{node}.kafka.test"
+        );
+        assert_eq!(json["listener"]["advertised_port"], 9093);
+        assert_eq!(json["upstream"]["tls"]["cert"], "/pki/k.pem");
+        assert_eq!(json["upstream"]["tls"]["verify"], true);
+        assert_eq!(json["admin"], Value::Null);
+    }
+}
