@@ -15,6 +15,7 @@ mod policy_reload;
 mod recompress;
 mod reload;
 mod run;
+mod secret;
 #[cfg(test)]
 mod test_policy;
 mod upstream_login;

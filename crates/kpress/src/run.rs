@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use kpress_config::{Config, PasswordSource};
+use kpress_config::Config;
 use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin};
 use tokio::sync::watch;
 
 use crate::admin::{self, Admin, AdminServer, PortWait};
 use crate::policy_reload::{self, AppliedPolicy};
+use crate::secret::read_secret;
 use crate::{check_config, gzip_providers, reload};
 
 #[derive(Debug, clap::Args)]
@@ -163,7 +164,7 @@ pub(crate) fn proxy_settings(
             Ok(SaslLogin {
                 mechanism: sasl.mechanism,
                 username: sasl.username.clone(),
-                password: read_password(&sasl.password)?,
+                password: read_secret(&sasl.password, "password", "password")?,
                 bearer: None,
             })
         })
@@ -193,41 +194,6 @@ pub(crate) fn proxy_settings(
         max_topic_labels: config.limits.max_topic_labels,
         shutdown_grace,
     })
-}
-
-/// kpress's SASL password from where `[upstream.sasl]` says it is.
-fn read_password(source: &PasswordSource) -> anyhow::Result<String> {
-    let password = match source {
-        PasswordSource::File(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| {
-                format!(
-                    "upstream.sasl.password_file: cannot read {}",
-                    path.display()
-                )
-            })?;
-            // `echo` and secret stores end the file with a line break.
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            text.strip_suffix('\r').unwrap_or(text).to_owned()
-        }
-        PasswordSource::Env(name) => std::env::var(name).map_err(|err| {
-            anyhow::anyhow!(
-                "upstream.sasl.password_env: the environment variable {name} {}",
-                match err {
-                    std::env::VarError::NotPresent => "is not set",
-                    std::env::VarError::NotUnicode(_) => "is not valid UTF-8",
-                }
-            )
-        })?,
-    };
-    anyhow::ensure!(
-        !password.is_empty(),
-        "upstream.sasl: the password is empty ({})",
-        match source {
-            PasswordSource::File(path) => format!("password_file {}", path.display()),
-            PasswordSource::Env(name) => format!("password_env {name}"),
-        }
-    );
-    Ok(password)
 }
 
 /// The files kpress re-reads while serving: the policy, its TLS certificates, keys and
@@ -360,35 +326,6 @@ mod tests {
         assert_eq!(settings.routing, config().listener.routing);
         assert_eq!(settings.shutdown_grace, Duration::from_secs(3));
         assert!(settings.listener_tls.is_none() && settings.upstream_sasl.is_none());
-    }
-
-    #[test]
-    fn the_sasl_password_comes_from_its_file_or_variable_and_must_be_there() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("pw");
-        std::fs::write(&file, "s3cret\n").unwrap();
-        assert_eq!(
-            read_password(&PasswordSource::File(file.clone())).unwrap(),
-            "s3cret"
-        );
-        std::fs::write(&file, "\n").unwrap();
-        let err = read_password(&PasswordSource::File(file)).unwrap_err();
-        assert!(err.to_string().contains("password is empty"), "{err}");
-        let missing = dir.path().join("absent");
-        let err = read_password(&PasswordSource::File(missing)).unwrap_err();
-        assert!(
-            err.to_string().contains("password_file: cannot read"),
-            "{err}"
-        );
-        let err = read_password(&PasswordSource::Env(
-            "KPRESS_TEST_SURELY_UNSET_VARIABLE".into(),
-        ))
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("KPRESS_TEST_SURELY_UNSET_VARIABLE is not set"),
-            "{err}"
-        );
     }
 
     fn in_use(listener: &str, addr: &str) -> ProxyError {

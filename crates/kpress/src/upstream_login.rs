@@ -3,8 +3,10 @@
 
 use anyhow::Context;
 use kpress_auth::{BearerTokens, ClientCredentials, MskIam, TokenSource};
-use kpress_config::{BearerTokenSource, PasswordSource};
+use kpress_config::BearerTokenSource;
 use kpress_proxy::SaslLogin;
+
+use crate::secret::read_secret;
 
 /// The `User-Agent` of kpress's MSK IAM tokens, which MSK logs.
 const MSK_USER_AGENT: &str = concat!("kpress/", env!("CARGO_PKG_VERSION"));
@@ -20,7 +22,7 @@ pub(crate) fn bearer_login(source: &BearerTokenSource) -> anyhow::Result<SaslLog
         } => TokenSource::ClientCredentials(ClientCredentials {
             token_endpoint_url: token_endpoint_url.clone(),
             client_id: client_id.clone(),
-            client_secret: read_secret(client_secret)?,
+            client_secret: read_secret(client_secret, "client_secret", "client secret")?,
             scope: scope.clone(),
         }),
         BearerTokenSource::TokenFile(path) => TokenSource::File(path.clone()),
@@ -39,40 +41,10 @@ pub(crate) fn bearer_login(source: &BearerTokenSource) -> anyhow::Result<SaslLog
     Ok(SaslLogin::bearer(tokens))
 }
 
-/// The client secret from `client_secret_file` (less one trailing line break) or
-/// `client_secret_env`.
-fn read_secret(source: &PasswordSource) -> anyhow::Result<String> {
-    let secret = match source {
-        PasswordSource::File(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| {
-                format!(
-                    "upstream.sasl.client_secret_file: cannot read {}",
-                    path.display()
-                )
-            })?;
-            let text = text.strip_suffix('\n').unwrap_or(&text);
-            text.strip_suffix('\r').unwrap_or(text).to_owned()
-        }
-        PasswordSource::Env(name) => std::env::var(name).map_err(|err| {
-            anyhow::anyhow!(
-                "upstream.sasl.client_secret_env: the environment variable {name} {}",
-                match err {
-                    std::env::VarError::NotPresent => "is not set",
-                    std::env::VarError::NotUnicode(_) => "is not valid UTF-8",
-                }
-            )
-        })?,
-    };
-    anyhow::ensure!(
-        !secret.is_empty(),
-        "upstream.sasl: the client secret is empty"
-    );
-    Ok(secret)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpress_config::PasswordSource;
 
     #[test]
     fn client_secrets_are_read_and_never_shown() {
