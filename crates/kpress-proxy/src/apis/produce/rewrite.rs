@@ -501,6 +501,60 @@ impl RecordsRewriter for PassChecker<'_> {
     }
 }
 
+/// A Produce request's batches as sent, each untried, by topic, read from the request's
+/// framing and batch headers only (no CRC, no codec): what is counted when the request
+/// goes on without a rewrite attempt. Topics of v13 ids without a name are not in it.
+pub(crate) fn survey(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+) -> BatchReports {
+    let mut surveyor = Surveyor {
+        outcomes: Vec::new(),
+    };
+    // A request that does not parse is the rewrite's to report.
+    let _ = rewrite_produce_with(payload, header_len, api_version, topic_name, &mut surveyor);
+    BatchReports {
+        outcomes: surveyor.outcomes,
+        shadow: None,
+    }
+}
+
+struct Surveyor {
+    outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
+}
+
+impl RecordsRewriter for Surveyor {
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], _out: &mut Vec<u8>) -> bool {
+        let (_, reports) = topic_outcomes(&mut self.outcomes, topic);
+        reports.push(BatchReport::untried(records));
+        false
+    }
+}
+
+impl BatchReports {
+    /// The topic whose batches hold the most bytes (the first of equals), if any: the
+    /// lane a request naming several topics waits in for a work slot.
+    pub(crate) fn largest_topic(&self) -> Option<Arc<str>> {
+        let mut totals: Vec<(&Arc<str>, usize)> = Vec::new();
+        for (topic, reports) in &self.outcomes {
+            let bytes: usize = reports.iter().map(|r| r.bytes_in).sum();
+            match totals.iter_mut().find(|(t, _)| *t == topic) {
+                Some((_, total)) => *total += bytes,
+                None => totals.push((topic, bytes)),
+            }
+        }
+        let mut largest: Option<(&Arc<str>, usize)> = None;
+        for (topic, bytes) in totals {
+            if largest.is_none_or(|(_, most)| bytes > most) {
+                largest = Some((topic, bytes));
+            }
+        }
+        largest.map(|(topic, _)| Arc::clone(topic))
+    }
+}
+
 impl std::fmt::Debug for PolicyRewriter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyRewriter")
