@@ -30,6 +30,7 @@ use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
 
 use self::rewrite::{
     rewrite_produce, survey, try_without_codec_work, BatchReports, ProduceRewrite, RewriteLimits,
+    Survey,
 };
 use super::addresses;
 use crate::error::ConnectionError;
@@ -146,8 +147,8 @@ async fn rewrite_request(
 ) -> Result<Message, HandlerError> {
     let (frame, result) = match run_rewrite(conn, frame, header, header_len).await? {
         Attempt::Done(frame, result) => (frame, result),
-        Attempt::Overloaded(frame, reports) => {
-            return Ok(pass_overloaded(conn, frame, reports, &header))
+        Attempt::Overloaded(frame, survey) => {
+            return Ok(pass_overloaded(conn, frame, survey, &header))
         }
     };
     let to_resolve = match &result {
@@ -171,7 +172,7 @@ async fn rewrite_request(
     // Once more, now that the ids may have names.
     Ok(match run_rewrite(conn, frame, header, header_len).await? {
         Attempt::Done(frame, retried) => finish(conn, frame, retried, &header),
-        Attempt::Overloaded(frame, reports) => pass_overloaded(conn, frame, reports, &header),
+        Attempt::Overloaded(frame, survey) => pass_overloaded(conn, frame, survey, &header),
     })
 }
 
@@ -182,7 +183,7 @@ type RewriteResult = Result<ProduceRewrite, ProtocolError>;
 enum Attempt {
     Done(Frame, RewriteResult),
     /// The request's batches, untried, for counting.
-    Overloaded(Frame, BatchReports),
+    Overloaded(Frame, Survey),
 }
 
 /// The CPU-bound rewrite, under a global work slot taken in the turn of the request's
@@ -203,7 +204,7 @@ async fn run_rewrite(
         &|id| conn.shared.cluster.topic_name(id),
     );
     let Ok(slot) = conn
-        .work_slot(batches.largest_topic(), Some(deadline))
+        .work_slot(batches.reports.largest_topic(), Some(deadline))
         .await
     else {
         return Ok(Attempt::Overloaded(frame, batches));
@@ -230,9 +231,16 @@ async fn run_rewrite(
 fn pass_overloaded(
     conn: &ConnectionContext,
     frame: Frame,
-    reports: BatchReports,
+    survey: Survey,
     header: &RequestHeader,
 ) -> Message {
+    let Survey {
+        reports,
+        unknown_topic_ids,
+    } = survey;
+    if unknown_topic_ids > 0 {
+        metrics::unknown_topic_ids(unknown_topic_ids);
+    }
     tracing::debug!(
         correlation_id = header.correlation_id,
         client = %conn.client(),

@@ -503,21 +503,36 @@ impl RecordsRewriter for PassChecker<'_> {
 
 /// A Produce request's batches as sent, each untried, by topic, read from the request's
 /// framing and batch headers only (no CRC, no codec): what is counted when the request
-/// goes on without a rewrite attempt. Topics of v13 ids without a name are not in it.
+/// goes on without a rewrite attempt.
+#[derive(Debug)]
+pub(crate) struct Survey {
+    pub(crate) reports: BatchReports,
+    /// v13 topic ids without a name (their batches are in no report).
+    pub(crate) unknown_topic_ids: usize,
+}
+
+/// Surveys a Produce request payload (header + body, no size prefix).
 pub(crate) fn survey(
     payload: &[u8],
     header_len: usize,
     api_version: i16,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
-) -> BatchReports {
+) -> Survey {
     let mut surveyor = Surveyor {
         outcomes: Vec::new(),
     };
     // A request that does not parse is the rewrite's to report.
-    let _ = rewrite_produce_with(payload, header_len, api_version, topic_name, &mut surveyor);
-    BatchReports {
-        outcomes: surveyor.outcomes,
-        shadow: None,
+    let unknown_topic_ids =
+        rewrite_produce_with(payload, header_len, api_version, topic_name, &mut surveyor)
+            .map_or(0, |splice| {
+                splice.unknown_topic_ids.len() + splice.unknown_topic_ids_omitted
+            });
+    Survey {
+        reports: BatchReports {
+            outcomes: surveyor.outcomes,
+            shadow: None,
+        },
+        unknown_topic_ids,
     }
 }
 
