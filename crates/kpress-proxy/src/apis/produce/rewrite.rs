@@ -622,6 +622,46 @@ mod tests {
         BatchBuilder::codec(Codec::Gzip).build(&records).unwrap()
     }
 
+    #[test]
+    fn a_survey_counts_every_batch_untried_and_names_the_largest_topic() {
+        let (payload, header_len) = produce_v7(&gzip_batch(20));
+        let survey = survey(&payload, header_len, 7, &|_| None);
+        assert_eq!(survey.unknown_topic_ids, 0);
+        let [(topic, reports)] = &survey.reports.outcomes[..] else {
+            panic!("one topic: {:?}", survey.reports.outcomes);
+        };
+        assert_eq!(&**topic, "t");
+        assert_eq!(reports.len(), 1);
+        assert!(reports[0].outcome.is_none());
+        assert_eq!(reports[0].records, 20);
+        assert_eq!(survey.reports.largest_topic().as_deref(), Some("t"));
+        // Several topics: the one with the most bytes, summed over its partitions,
+        // the first of equals.
+        let report = |bytes_in| BatchReport {
+            bytes_in,
+            ..BatchReport::untried(&[])
+        };
+        let reports = BatchReports {
+            outcomes: vec![
+                (Arc::from("a"), vec![report(300)]),
+                (Arc::from("b"), vec![report(200), report(150)]),
+                (Arc::from("a"), vec![report(10)]),
+                (Arc::from("c"), vec![report(340)]),
+            ],
+            shadow: None,
+        };
+        assert_eq!(reports.largest_topic().as_deref(), Some("b"));
+        let tied = BatchReports {
+            outcomes: vec![
+                (Arc::from("x"), vec![report(10)]),
+                (Arc::from("y"), vec![report(10)]),
+            ],
+            shadow: None,
+        };
+        assert_eq!(tied.largest_topic().as_deref(), Some("x"));
+        assert_eq!(BatchReports::default().largest_topic(), None);
+    }
+
     fn compressors_held() -> usize {
         RECOMPRESSOR.with(|cell| cell.borrow().0.compressors_held())
     }
