@@ -123,6 +123,7 @@ fn settings(bind: SocketAddr, bootstrap: String) -> ProxySettings {
         idle_timeout: Duration::from_secs(600),
         max_request_decompressed_bytes: 256 << 20,
         max_topic_labels: 100,
+        max_rewrite_wait: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
     }
 }

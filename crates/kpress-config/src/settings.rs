@@ -36,6 +36,10 @@ pub const MAX_DECOMPRESSION_RATIO_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DEC
 pub const READINESS_WINDOW_SECS_DEFAULT: u64 = 30;
 /// Distinct topic label values in metrics before the rest are folded into one.
 pub const MAX_TOPIC_LABELS_DEFAULT: usize = 1000;
+/// Milliseconds a Produce rewrite may wait for a work slot: far below a producer's
+/// `request.timeout.ms` (30 s), so an overloaded kpress forwards requests as sent
+/// instead of letting them time out.
+pub const MAX_REWRITE_WAIT_MS_DEFAULT: usize = 500;
 
 /// A whole, valid policy file.
 #[derive(Debug, Clone)]
@@ -304,6 +308,9 @@ pub struct Limits {
     pub max_decompression_ratio: usize,
     /// Distinct topic label values in metrics; further topics share `_other`.
     pub max_topic_labels: usize,
+    /// Milliseconds a Produce request's rewrite may wait for a work slot; past it the
+    /// request is forwarded as sent.
+    pub max_rewrite_wait_ms: usize,
 }
 
 impl Default for Limits {
@@ -320,6 +327,7 @@ impl Default for Limits {
             max_request_decompressed_bytes: MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
             max_decompression_ratio: MAX_DECOMPRESSION_RATIO_DEFAULT,
             max_topic_labels: MAX_TOPIC_LABELS_DEFAULT,
+            max_rewrite_wait_ms: MAX_REWRITE_WAIT_MS_DEFAULT,
         }
     }
 }

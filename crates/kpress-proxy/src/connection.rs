@@ -354,6 +354,8 @@ mod tests {
         settings.max_frame_bytes = 1 << 20;
         settings.max_connection_inflight_bytes = 1 << 20;
         settings.max_inflight_bytes = max_inflight_bytes;
+        // Tests that hold the work slots decide themselves how long rewrites wait.
+        settings.max_rewrite_wait = Duration::from_secs(60);
         settings
     }
 
@@ -1133,15 +1135,13 @@ mod tests {
     async fn a_connection_with_a_rewrite_under_way_is_not_idle() {
         let mut settings = settings(1 << 22, 30000);
         settings.idle_timeout = Duration::from_secs(1);
+        // The rewrite waits for its slot, however long.
+        settings.max_rewrite_wait = Duration::from_secs(3600);
         // acks=0: no response is owed, only the forwarding.
         let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
         let shared = shared_from(policy, settings);
         // Every rewrite slot taken: the Produce waits to be rewritten past the timeout.
-        let slots = shared.work_slots.0.available_permits() as u32;
-        let held = Arc::clone(&shared.work_slots.0)
-            .acquire_many_owned(slots)
-            .await
-            .unwrap();
+        let held = shared.work_slots.hold_all().await;
         let mut h = start(Arc::clone(&shared));
         let batch = gzip_batch();
         h.client.write_all(&produce_v7(1, 0, &batch)).await.unwrap();
@@ -1162,17 +1162,41 @@ mod tests {
         assert!(matches!(err, ConnectionError::ClientIdle(_)), "{err}");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_produce_with_no_slot_within_the_wait_limit_goes_on_as_sent() {
+        let mut settings = settings(1 << 22, 30000);
+        settings.max_rewrite_wait = Duration::from_millis(500);
+        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        let shared = shared_from(policy, settings);
+        // Every rewrite slot taken for longer than a request may wait.
+        let held = shared.work_slots.hold_all().await;
+        let mut h = start(Arc::clone(&shared));
+        let sent = produce_v7(1, 0, &gzip_batch());
+        h.client.write_all(&sent).await.unwrap();
+        let forwarded =
+            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
+                .await
+                .expect("forwarded once the wait limit passed");
+        assert_eq!(forwarded, sent, "forwarded byte for byte");
+        drop(held);
+        // With a slot free, the next one is rewritten.
+        h.client
+            .write_all(&produce_v7(2, 0, &gzip_batch()))
+            .await
+            .unwrap();
+        let rewritten = read_exact_frame(&mut h.broker).await;
+        assert_eq!(forwarded_codec(&rewritten), Some(Codec::Zstd));
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn a_produce_without_codec_work_skips_the_rewrite_slots() {
         // Into gzip: a gzip batch takes no codec work, an uncompressed one does.
         let policy = RewritePolicy::to_codec(Codec::Gzip, CompressionOptions::default());
         let shared = shared_with(policy, 1 << 22, 30000);
         // Every rewrite slot taken: only a request that needs none goes on.
-        let slots = shared.work_slots.0.available_permits() as u32;
-        let held = Arc::clone(&shared.work_slots.0)
-            .acquire_many_owned(slots)
-            .await
-            .unwrap();
+        let held = shared.work_slots.hold_all().await;
         let mut h = start(Arc::clone(&shared));
         let passing = produce_v7(1, 0, &gzip_batch());
         h.client.write_all(&passing).await.unwrap();

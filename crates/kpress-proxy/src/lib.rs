@@ -46,6 +46,7 @@ mod listeners;
 pub mod metrics;
 mod probe;
 mod routing;
+mod scheduler;
 pub mod shadow;
 mod shared;
 mod status;
@@ -152,6 +153,9 @@ pub struct ProxySettings {
     pub max_request_decompressed_bytes: usize,
     /// Distinct topic label values in metrics.
     pub max_topic_labels: usize,
+    /// How long a Produce request's rewrite may wait for a work slot; past it the
+    /// request goes to the broker as sent (its batches counted `overloaded_passed`).
+    pub max_rewrite_wait: Duration,
     /// How long in-flight requests may take to finish once shutdown begins.
     pub shutdown_grace: Duration,
 }
@@ -188,6 +192,7 @@ impl ProxySettings {
             idle_timeout: Duration::from_secs(600),
             max_request_decompressed_bytes: 256 << 20,
             max_topic_labels: 1000,
+            max_rewrite_wait: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(30),
         }
     }

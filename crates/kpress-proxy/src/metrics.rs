@@ -17,7 +17,8 @@ pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";
 /// (the policy's codec is stored unless `only_if_smaller`), labelled `topic`, `from`,
 /// `to`; each is in [`BATCHES_REWRITTEN`] too.
 pub const BATCHES_GROWN: &str = "kpress_batches_grown_total";
-/// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`]).
+/// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`], or
+/// [`OVERLOADED_PASSED`]: no work slot within `[limits] max_rewrite_wait_ms`).
 pub const BATCHES_PASSED: &str = "kpress_batches_passed_total";
 /// Bytes of the batches that were recompressed, before.
 pub const REWRITTEN_BYTES_IN: &str = "kpress_rewritten_bytes_in_total";
@@ -77,8 +78,10 @@ pub const PRODUCE_BYTES_OUT: &str = "kpress_produce_bytes_out_total";
 /// Records in the same batches (their `recordsCount`), labelled `topic`.
 pub const PRODUCE_RECORDS: &str = "kpress_produce_records_total";
 /// The same batches, labelled `topic` and `outcome`: `rewritten`, a pass reason
-/// ([`PassReason::as_str`]), or, when a rewritten request was dropped and its original
-/// forwarded, the drop reason of [`REWRITES_DROPPED`] (`max_frame_bytes`, `budget`).
+/// ([`PassReason::as_str`]), [`OVERLOADED_PASSED`] (no work slot within `[limits]
+/// max_rewrite_wait_ms`: the request went on as sent), or, when a rewritten request was
+/// dropped and its original forwarded, the drop reason of [`REWRITES_DROPPED`]
+/// (`max_frame_bytes`, `budget`).
 pub const BATCHES: &str = "kpress_batches_total";
 /// Histogram: wall time of one batch rewrite that was kept, labelled `from` and `to`
 /// (codec names).
@@ -265,10 +268,12 @@ pub(crate) enum BatchFate {
     DroppedOverMaxFrame,
     /// No in-flight budget for the rewritten request.
     DroppedNoBudget,
+    /// No work slot within `[limits] max_rewrite_wait_ms`: not tried, sent as is.
+    Overloaded,
 }
 
 impl BatchFate {
-    const COUNT: usize = PassReason::ALL.len() + 4;
+    const COUNT: usize = PassReason::ALL.len() + 5;
 
     fn index(self) -> usize {
         match self {
@@ -277,6 +282,7 @@ impl BatchFate {
             BatchFate::Passed(reason) => 2 + reason.index(),
             BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 2,
             BatchFate::DroppedNoBudget => PassReason::ALL.len() + 3,
+            BatchFate::Overloaded => PassReason::ALL.len() + 4,
         }
     }
 
@@ -287,6 +293,7 @@ impl BatchFate {
             BatchFate::Passed(reason) => reason.as_str(),
             BatchFate::DroppedOverMaxFrame => DROPPED_MAX_FRAME_BYTES,
             BatchFate::DroppedNoBudget => DROPPED_BUDGET,
+            BatchFate::Overloaded => OVERLOADED_PASSED,
         }
     }
 }
@@ -294,6 +301,9 @@ impl BatchFate {
 /// [`REWRITES_DROPPED`] reasons, also [`BATCHES`] outcomes.
 pub(crate) const DROPPED_MAX_FRAME_BYTES: &str = "max_frame_bytes";
 pub(crate) const DROPPED_BUDGET: &str = "budget";
+/// The [`BATCHES`] outcome and [`BATCHES_PASSED`] reason of batches sent as is because
+/// no work slot was free within `[limits] max_rewrite_wait_ms`.
+pub(crate) const OVERLOADED_PASSED: &str = "overloaded_passed";
 
 /// One topic label's handles.
 #[derive(Debug)]
@@ -500,6 +510,14 @@ pub(crate) fn batch_passed(reason: PassReason) {
         .increment(1);
 }
 
+/// Counts `count` batches passed through in [`BATCHES_PASSED`] as [`OVERLOADED_PASSED`].
+pub(crate) fn batches_overloaded(count: u64) {
+    static COUNTER: OnceLock<Counter> = OnceLock::new();
+    COUNTER
+        .get_or_init(|| metrics::counter!(BATCHES_PASSED, "reason" => OVERLOADED_PASSED))
+        .increment(count);
+}
+
 pub(crate) fn unknown_topic_ids(count: usize) {
     metrics::counter!(UNKNOWN_TOPIC_IDS).increment(count as u64);
 }
@@ -630,7 +648,11 @@ mod tests {
         let fates: Vec<BatchFate> = [BatchFate::Rewritten, BatchFate::Grown]
             .into_iter()
             .chain(PassReason::ALL.into_iter().map(BatchFate::Passed))
-            .chain([BatchFate::DroppedOverMaxFrame, BatchFate::DroppedNoBudget])
+            .chain([
+                BatchFate::DroppedOverMaxFrame,
+                BatchFate::DroppedNoBudget,
+                BatchFate::Overloaded,
+            ])
             .collect();
         assert_eq!(fates.len(), BatchFate::COUNT);
         for (i, fate) in fates.iter().enumerate() {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 
 use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::Cluster;
@@ -18,6 +18,7 @@ use crate::frame_io::FrameLimits;
 use crate::handler::Handlers;
 use crate::metrics::{self, TopicLabels};
 use crate::routing::SniRouting;
+use crate::scheduler::Scheduler;
 use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
 use crate::topic_ids::TopicIdResolver;
@@ -54,8 +55,10 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     /// The bytes of all frames in flight.
     pub(crate) budget: Budget,
-    /// The global slots for CPU work off the async threads.
-    pub(crate) work_slots: WorkSlots,
+    /// The global slots for CPU work off the async threads (one per CPU: the work is
+    /// CPU-bound, so more at once would only add blocking threads and their buffers),
+    /// shared fairly between topics and connections.
+    pub(crate) work_slots: Scheduler,
     /// How clients are accepted and brokers reached.
     pub(crate) transport: Transport,
     pub(crate) lifecycle: Lifecycle,
@@ -98,27 +101,9 @@ pub(crate) struct Limits {
     /// What all batches of one Produce request may decompress to together.
     pub(crate) max_request_decompressed_bytes: usize,
     pub(crate) max_connections: usize,
-}
-
-/// One slot per CPU for CPU work off the async threads (Produce rewrites, and any
-/// handler's work in either direction): the work is CPU-bound, so more at once would
-/// only add blocking threads and the memory of their buffers.
-#[derive(Debug)]
-pub(crate) struct WorkSlots(pub(crate) Arc<Semaphore>);
-
-impl WorkSlots {
-    fn new() -> WorkSlots {
-        WorkSlots(Arc::new(Semaphore::new(work_threads())))
-    }
-
-    /// Waits for a slot; held until the permit drops.
-    pub(crate) async fn acquire(&self) -> Result<OwnedSemaphorePermit, ConnectionError> {
-        // The semaphore is never closed.
-        Arc::clone(&self.0)
-            .acquire_owned()
-            .await
-            .map_err(|err| ConnectionError::RewriteTask(err.to_string()))
-    }
+    /// How long a Produce rewrite may wait for a work slot before its request is
+    /// forwarded as sent.
+    pub(crate) max_rewrite_wait: Duration,
 }
 
 /// How client connections are taken and broker connections opened.
@@ -237,9 +222,10 @@ impl Shared {
                 max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
                 max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
                 max_connections: settings.max_connections,
+                max_rewrite_wait: settings.max_rewrite_wait,
             },
             budget: Budget::new(settings.max_inflight_bytes),
-            work_slots: WorkSlots::new(),
+            work_slots: Scheduler::new(work_threads()),
             transport: Transport {
                 acceptor: Acceptor::new(listener_tls.clone(), sni),
                 connector: Connector::new(upstream_tls.clone()),

@@ -192,6 +192,7 @@ pub(crate) fn proxy_settings(
         idle_timeout: Duration::from_millis(config.limits.idle_timeout_ms as u64),
         max_request_decompressed_bytes: config.limits.max_request_decompressed_bytes,
         max_topic_labels: config.limits.max_topic_labels,
+        max_rewrite_wait: Duration::from_millis(config.limits.max_rewrite_wait_ms as u64),
         shutdown_grace,
     })
 }

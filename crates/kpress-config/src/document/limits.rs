@@ -6,7 +6,7 @@ use toml::de::DeTable;
 use super::{Walk, FILE_START};
 use crate::settings::Limits;
 
-pub(super) const KEYS: [&str; 11] = [
+pub(super) const KEYS: [&str; 12] = [
     "max_batch_bytes",
     "max_decompressed_bytes",
     "max_frame_bytes",
@@ -18,6 +18,7 @@ pub(super) const KEYS: [&str; 11] = [
     "max_request_decompressed_bytes",
     "max_decompression_ratio",
     "max_topic_labels",
+    "max_rewrite_wait_ms",
 ];
 
 /// Kafka sizes are int32 on the wire.
@@ -29,7 +30,7 @@ impl Walk<'_> {
         let mut limits = Limits::default();
         let mut ok = true;
         let mut connection_inflight = 0;
-        let fields: [(&str, &mut usize, i64, i64); 11] = [
+        let fields: [(&str, &mut usize, i64, i64); 12] = [
             (
                 "max_batch_bytes",
                 &mut limits.max_batch_bytes,
@@ -86,6 +87,13 @@ impl Walk<'_> {
                 1_000_000,
             ),
             ("max_topic_labels", &mut limits.max_topic_labels, 0, 100_000),
+            // Below a producer's request.timeout.ms: waiting longer only times it out.
+            (
+                "max_rewrite_wait_ms",
+                &mut limits.max_rewrite_wait_ms,
+                1,
+                30_000,
+            ),
         ];
         for (name, field, min, max) in fields {
             if let Some((_, v)) = keys.get(name) {
@@ -147,7 +155,7 @@ mod tests {
     use super::KEYS;
 
     /// Each key with its range, as a problem's "allowed" shows it.
-    const RANGES: [(&str, i64, i64); 11] = [
+    const RANGES: [(&str, i64, i64); 12] = [
         ("max_batch_bytes", 61, i32::MAX as i64),
         ("max_decompressed_bytes", 1024, i32::MAX as i64),
         ("max_frame_bytes", 1024, i32::MAX as i64),
@@ -159,6 +167,7 @@ mod tests {
         ("max_request_decompressed_bytes", 1 << 20, 1 << 40),
         ("max_decompression_ratio", 10, 1_000_000),
         ("max_topic_labels", 0, 100_000),
+        ("max_rewrite_wait_ms", 1, 30_000),
     ];
 
     fn with(key: &str, value: impl std::fmt::Display) -> String {

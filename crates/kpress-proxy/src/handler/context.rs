@@ -3,8 +3,11 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
+
+use kpress_measure::thread_cpu_time;
 
 use bytes::BytesMut;
 use kpress_protocol::frame::{response_header_len, RequestHeader};
@@ -14,12 +17,16 @@ use crate::budget::{BudgetPermit, ConnectionPool, Direction};
 use crate::error::ConnectionError;
 use crate::frame_io::Frame;
 use crate::handler::{HandlerError, Message};
+use crate::scheduler::{Overloaded, WorkKey, WorkPermit};
 use crate::shared::{Shared, UpstreamTarget};
 use crate::topic_ids::LookupResult;
 use crate::PolicySnapshot;
 
 /// One client connection, as its handlers see it.
 pub struct ConnectionContext {
+    /// Distinct per connection in this process: its turn among a topic's connections
+    /// for the work slots.
+    id: u64,
     client: SocketAddr,
     upstream: UpstreamTarget,
     /// The client's SASL exchange, watched only when batches wait for authentication.
@@ -46,8 +53,10 @@ impl ConnectionContext {
         client: SocketAddr,
         upstream: UpstreamTarget,
     ) -> ConnectionContext {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         let auth = (!shared.policy.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
         ConnectionContext {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             client,
             upstream,
             auth,
@@ -100,18 +109,53 @@ impl ConnectionContext {
     }
 
     /// Runs `work` on the blocking pool once one of the global work slots (one per
-    /// CPU, shared by both directions of every connection) is free; `queued` is when
-    /// the work began waiting for it.
+    /// CPU, shared by both directions of every connection) is free, in the turn of
+    /// work with no topic; `queued` is when the work began waiting for it.
     pub async fn offload<T, F>(&self, work: F) -> Result<T, HandlerError>
     where
         F: FnOnce(Instant) -> T + Send + 'static,
         T: Send + 'static,
     {
         let queued = Instant::now();
-        let slot = self.shared.work_slots.acquire().await?;
+        let slot = self
+            .work_slot(None, None)
+            .await
+            .map_err(|err| HandlerError(ConnectionError::RewriteTask(err.to_string())))?;
+        self.run_blocking(slot, queued, work).await
+    }
+
+    /// Waits for a work slot in the turn of `lane` (a topic; `None`: work with no
+    /// topic) and of this connection within it; with a `deadline`, at most until then.
+    pub(crate) async fn work_slot(
+        &self,
+        lane: Option<Arc<str>>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<WorkPermit, Overloaded> {
+        let key = WorkKey {
+            lane,
+            connection: self.id,
+        };
+        self.shared.work_slots.acquire(&key, deadline).await
+    }
+
+    /// Runs `work` on the blocking pool under `slot`, whose lane is charged the
+    /// thread CPU time it takes; `queued` is when the work began waiting for the slot.
+    pub(crate) async fn run_blocking<T, F>(
+        &self,
+        mut slot: WorkPermit,
+        queued: Instant,
+        work: F,
+    ) -> Result<T, HandlerError>
+    where
+        F: FnOnce(Instant) -> T + Send + 'static,
+        T: Send + 'static,
+    {
         tokio::task::spawn_blocking(move || {
-            let _slot = slot;
-            work(queued)
+            let started = thread_cpu_time();
+            let out = work(queued);
+            slot.charge(thread_cpu_time().saturating_sub(started));
+            drop(slot);
+            out
         })
         .await
         .map_err(|err| HandlerError(ConnectionError::RewriteTask(err.to_string())))

@@ -178,6 +178,7 @@ fn limits_json(config: &Config) -> Value {
         "max_request_decompressed_bytes": limits.max_request_decompressed_bytes,
         "max_decompression_ratio": limits.max_decompression_ratio,
         "max_topic_labels": limits.max_topic_labels,
+        "max_rewrite_wait_ms": limits.max_rewrite_wait_ms,
     })
 }
 

@@ -7,9 +7,12 @@
 //!    work is classified on the connection's task: counted, sampled for the shadow
 //!    trials, and forwarded as sent, with no task, slot or thread to wait for.
 //! 3. Any other is rewritten off the async threads, under a global work slot
-//!    ([`rewrite::rewrite_produce`]). v13 topic ids kpress cannot name are looked up
-//!    (kpress's own Metadata request, waiting briefly) and the rewrite is tried once
-//!    more.
+//!    ([`rewrite::rewrite_produce`]), waiting in the turn of the request's topic with
+//!    the most bytes (the scheduler shares the slots fairly between topics and their
+//!    connections). If no slot is free within `[limits] max_rewrite_wait_ms`, the
+//!    request goes on as sent, its batches counted `overloaded_passed`. v13 topic ids
+//!    kpress cannot name are looked up (kpress's own Metadata request, waiting
+//!    briefly) and the rewrite is tried once more.
 //! 4. The outcome is counted and sampled; the rewritten request goes on if it fits the
 //!    budget and `max_frame_bytes`, else the original does. Any problem forwards the
 //!    original bytes: the broker answers the client as it would without kpress.
@@ -26,7 +29,8 @@ use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
 use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
 
 use self::rewrite::{
-    rewrite_produce, try_without_codec_work, BatchReports, ProduceRewrite, RewriteLimits,
+    rewrite_produce, survey, try_without_codec_work, BatchReports, ProduceRewrite, RewriteLimits,
+    Survey,
 };
 use super::addresses;
 use crate::error::ConnectionError;
@@ -141,7 +145,12 @@ async fn rewrite_request(
     header: RequestHeader,
     header_len: usize,
 ) -> Result<Message, HandlerError> {
-    let (frame, result) = run_rewrite(conn, frame, header, header_len).await?;
+    let (frame, result) = match run_rewrite(conn, frame, header, header_len).await? {
+        Attempt::Done(frame, result) => (frame, result),
+        Attempt::Overloaded(frame, survey) => {
+            return Ok(pass_overloaded(conn, frame, survey, &header))
+        }
+    };
     let to_resolve = match &result {
         Ok(rewrite) => conn
             .shared
@@ -161,21 +170,47 @@ async fn rewrite_request(
         return Ok(finish(conn, frame, result, &header));
     }
     // Once more, now that the ids may have names.
-    let (frame, retried) = run_rewrite(conn, frame, header, header_len).await?;
-    Ok(finish(conn, frame, retried, &header))
+    Ok(match run_rewrite(conn, frame, header, header_len).await? {
+        Attempt::Done(frame, retried) => finish(conn, frame, retried, &header),
+        Attempt::Overloaded(frame, survey) => pass_overloaded(conn, frame, survey, &header),
+    })
 }
 
 type RewriteResult = Result<ProduceRewrite, ProtocolError>;
 
-/// The CPU-bound rewrite, under a global work slot; the frame travels there and back.
+/// A rewrite tried, or not begun: no work slot within `max_rewrite_wait`. The frame
+/// travels there and back either way.
+enum Attempt {
+    Done(Frame, RewriteResult),
+    /// The request's batches, untried, for counting.
+    Overloaded(Frame, Survey),
+}
+
+/// The CPU-bound rewrite, under a global work slot taken in the turn of the request's
+/// largest topic, if one is free within `max_rewrite_wait`.
 async fn run_rewrite(
     conn: &Arc<ConnectionContext>,
     frame: Frame,
     header: RequestHeader,
     header_len: usize,
-) -> Result<(Frame, RewriteResult), HandlerError> {
+) -> Result<Attempt, HandlerError> {
+    let queued = Instant::now();
+    let deadline = tokio::time::Instant::now() + conn.shared.limits.max_rewrite_wait;
+    // Framing and batch headers only: cheap enough for the connection's task.
+    let batches = survey(
+        &frame.bytes[SIZE_PREFIX_LEN..],
+        header_len,
+        header.api_version,
+        &|id| conn.shared.cluster.topic_name(id),
+    );
+    let Ok(slot) = conn
+        .work_slot(batches.reports.largest_topic(), Some(deadline))
+        .await
+    else {
+        return Ok(Attempt::Overloaded(frame, batches));
+    };
     let task = Arc::clone(conn);
-    conn.offload(move |queued| {
+    conn.run_blocking(slot, queued, move |queued| {
         let started = Instant::now();
         let result = rewrite_produce(
             &frame.bytes[SIZE_PREFIX_LEN..],
@@ -186,9 +221,35 @@ async fn run_rewrite(
             &|id| task.shared.cluster.topic_name(id),
         );
         metrics::produce_rewrite_times(started - queued, started.elapsed());
-        (frame, result)
+        Attempt::Done(frame, result)
     })
     .await
+}
+
+/// No work slot within `max_rewrite_wait`: the request goes on as sent (every batch
+/// in it is valid as the client made it), its batches counted `overloaded_passed`.
+fn pass_overloaded(
+    conn: &ConnectionContext,
+    frame: Frame,
+    survey: Survey,
+    header: &RequestHeader,
+) -> Message {
+    let Survey {
+        reports,
+        unknown_topic_ids,
+    } = survey;
+    if unknown_topic_ids > 0 {
+        metrics::unknown_topic_ids(unknown_topic_ids);
+    }
+    tracing::debug!(
+        correlation_id = header.correlation_id,
+        client = %conn.client(),
+        "no rewrite slot within [limits] max_rewrite_wait_ms; forwarding the Produce request as sent"
+    );
+    let batches = reports.outcomes.iter().map(|(_, r)| r.len() as u64).sum();
+    metrics::batches_overloaded(batches);
+    record(conn, reports, Some(BatchFate::Overloaded));
+    Message::original(frame)
 }
 
 /// What goes on after a rewrite: the rewritten request, or the original when the

@@ -501,6 +501,75 @@ impl RecordsRewriter for PassChecker<'_> {
     }
 }
 
+/// A Produce request's batches as sent, each untried, by topic, read from the request's
+/// framing and batch headers only (no CRC, no codec): what is counted when the request
+/// goes on without a rewrite attempt.
+#[derive(Debug)]
+pub(crate) struct Survey {
+    pub(crate) reports: BatchReports,
+    /// v13 topic ids without a name (their batches are in no report).
+    pub(crate) unknown_topic_ids: usize,
+}
+
+/// Surveys a Produce request payload (header + body, no size prefix).
+pub(crate) fn survey(
+    payload: &[u8],
+    header_len: usize,
+    api_version: i16,
+    topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
+) -> Survey {
+    let mut surveyor = Surveyor {
+        outcomes: Vec::new(),
+    };
+    // A request that does not parse is the rewrite's to report.
+    let unknown_topic_ids =
+        rewrite_produce_with(payload, header_len, api_version, topic_name, &mut surveyor)
+            .map_or(0, |splice| {
+                splice.unknown_topic_ids.len() + splice.unknown_topic_ids_omitted
+            });
+    Survey {
+        reports: BatchReports {
+            outcomes: surveyor.outcomes,
+            shadow: None,
+        },
+        unknown_topic_ids,
+    }
+}
+
+struct Surveyor {
+    outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
+}
+
+impl RecordsRewriter for Surveyor {
+    fn rewrite_records(&mut self, topic: &str, records: &[u8], _out: &mut Vec<u8>) -> bool {
+        let (_, reports) = topic_outcomes(&mut self.outcomes, topic);
+        reports.push(BatchReport::untried(records));
+        false
+    }
+}
+
+impl BatchReports {
+    /// The topic whose batches hold the most bytes (the first of equals), if any: the
+    /// lane a request naming several topics waits in for a work slot.
+    pub(crate) fn largest_topic(&self) -> Option<Arc<str>> {
+        let mut totals: Vec<(&Arc<str>, usize)> = Vec::new();
+        for (topic, reports) in &self.outcomes {
+            let bytes: usize = reports.iter().map(|r| r.bytes_in).sum();
+            match totals.iter_mut().find(|(t, _)| *t == topic) {
+                Some((_, total)) => *total += bytes,
+                None => totals.push((topic, bytes)),
+            }
+        }
+        let mut largest: Option<(&Arc<str>, usize)> = None;
+        for (topic, bytes) in totals {
+            if largest.is_none_or(|(_, most)| bytes > most) {
+                largest = Some((topic, bytes));
+            }
+        }
+        largest.map(|(topic, _)| Arc::clone(topic))
+    }
+}
+
 impl std::fmt::Debug for PolicyRewriter<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyRewriter")
@@ -551,6 +620,46 @@ mod tests {
             .map(|i| Record::value(format!("record {i} of a batch worth compressing").into_bytes()))
             .collect();
         BatchBuilder::codec(Codec::Gzip).build(&records).unwrap()
+    }
+
+    #[test]
+    fn a_survey_counts_every_batch_untried_and_names_the_largest_topic() {
+        let (payload, header_len) = produce_v7(&gzip_batch(20));
+        let survey = survey(&payload, header_len, 7, &|_| None);
+        assert_eq!(survey.unknown_topic_ids, 0);
+        let [(topic, reports)] = &survey.reports.outcomes[..] else {
+            panic!("one topic: {:?}", survey.reports.outcomes);
+        };
+        assert_eq!(&**topic, "t");
+        assert_eq!(reports.len(), 1);
+        assert!(reports[0].outcome.is_none());
+        assert_eq!(reports[0].records, 20);
+        assert_eq!(survey.reports.largest_topic().as_deref(), Some("t"));
+        // Several topics: the one with the most bytes, summed over its partitions,
+        // the first of equals.
+        let report = |bytes_in| BatchReport {
+            bytes_in,
+            ..BatchReport::untried(&[])
+        };
+        let reports = BatchReports {
+            outcomes: vec![
+                (Arc::from("a"), vec![report(300)]),
+                (Arc::from("b"), vec![report(200), report(150)]),
+                (Arc::from("a"), vec![report(10)]),
+                (Arc::from("c"), vec![report(340)]),
+            ],
+            shadow: None,
+        };
+        assert_eq!(reports.largest_topic().as_deref(), Some("b"));
+        let tied = BatchReports {
+            outcomes: vec![
+                (Arc::from("x"), vec![report(10)]),
+                (Arc::from("y"), vec![report(10)]),
+            ],
+            shadow: None,
+        };
+        assert_eq!(tied.largest_topic().as_deref(), Some("x"));
+        assert_eq!(BatchReports::default().largest_topic(), None);
     }
 
     fn compressors_held() -> usize {
