@@ -2,6 +2,8 @@
 
 use kpress_codec::{Codec, CompressionOptions};
 use std::fmt;
+
+use crate::stats::PassReason;
 use std::str::FromStr;
 
 /// Kafka's `max.message.bytes` default: 1 MiB plus the 12-byte log overhead.
@@ -70,6 +72,9 @@ pub enum Target {
         codec: Codec,
         options: CompressionOptions,
     },
+    /// The target is not known (the topic's own configuration was not learned yet, or
+    /// cannot be): batches pass as sent, counted under the reason.
+    Unresolved(PassReason),
 }
 
 impl Target {
@@ -91,12 +96,18 @@ impl Target {
         Ok(Target::new(name.parse()?, options))
     }
 
-    /// `producer` or the codec's name.
+    /// `producer`, the codec's name, or the reason an unresolved target passes.
     pub fn name(&self) -> &'static str {
         match self {
             Target::Producer => "producer",
             Target::Codec { codec, .. } => codec.name(),
+            Target::Unresolved(reason) => reason.as_str(),
         }
+    }
+
+    /// Whether batches pass as sent without looking past their header.
+    pub fn keeps_batches(&self) -> bool {
+        matches!(self, Target::Producer | Target::Unresolved(_))
     }
 }
 
@@ -188,6 +199,48 @@ impl RewritePolicy {
     }
 }
 
+/// Where a topic's target codec came from, for the `target_source` metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetSource {
+    /// A policy rule (or `[defaults]`) names the codec.
+    Rule,
+    /// The topic's own `compression.type`.
+    Topic,
+    /// A broker's configuration (dynamic, dynamic default or static) the topic inherits.
+    BrokerDefault,
+    /// Kafka's built-in default the topic inherits.
+    Default,
+    /// Topic mode, but the topic's configuration is not known (pending or failed).
+    Unresolved,
+}
+
+impl TargetSource {
+    pub const ALL: [TargetSource; 5] = [
+        TargetSource::Rule,
+        TargetSource::Topic,
+        TargetSource::BrokerDefault,
+        TargetSource::Default,
+        TargetSource::Unresolved,
+    ];
+
+    /// snake_case label for metrics and `/policy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetSource::Rule => "rule",
+            TargetSource::Topic => "topic",
+            TargetSource::BrokerDefault => "broker_default",
+            TargetSource::Default => "default",
+            TargetSource::Unresolved => "unresolved",
+        }
+    }
+}
+
+impl fmt::Display for TargetSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Finds the policy of a topic; the proxy asks it once per topic per Produce request.
 pub trait PolicyLookup: Send + Sync {
     fn policy_for(&self, topic: &str) -> &RewritePolicy;
@@ -202,6 +255,13 @@ pub trait PolicyLookup: Send + Sync {
     /// Whether some topic's policy compresses into `codec` with `options`: compressors
     /// for settings no policy uses any more can be dropped.
     fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool;
+
+    /// Where `topic`'s target comes from: a rule unless the policy follows the
+    /// topic's own configuration.
+    fn target_source(&self, topic: &str) -> TargetSource {
+        let _ = topic;
+        TargetSource::Rule
+    }
 }
 
 /// One policy for every topic.

@@ -394,6 +394,7 @@ fn header_verdict<'p>(
     let from = batch.codec().ok_or(PassReason::UnknownCodec)?;
     let (to, options) = match &policy.target {
         Target::Producer => return Err(PassReason::PolicyProducer),
+        Target::Unresolved(reason) => return Err(*reason),
         Target::Codec { codec, options } => (*codec, options),
     };
     // Re-encoding uncompressed records as uncompressed would copy them unchanged.

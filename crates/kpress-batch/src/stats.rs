@@ -66,10 +66,19 @@ pub enum PassReason {
     /// The records would inflate more than `max_decompression_ratio` times their
     /// compressed size.
     DecompressRatio,
+    /// The target is the topic's own configuration and its lookup has not answered
+    /// yet: batches never wait for it.
+    TopicConfigPending,
+    /// The target is the topic's own configuration and kpress may not read it (the
+    /// broker answered an authorization error).
+    TopicConfigDenied,
+    /// The target is the topic's own configuration and kpress could not learn it (a
+    /// timeout, a broker without DescribeConfigs, a value kpress does not take).
+    TopicConfigUnavailable,
 }
 
 impl PassReason {
-    pub const ALL: [PassReason; 18] = [
+    pub const ALL: [PassReason; 21] = [
         PassReason::PolicyProducer,
         PassReason::SameCodec,
         PassReason::NotMagicV2,
@@ -88,6 +97,9 @@ impl PassReason {
         PassReason::MultipleBatches,
         PassReason::RequestDecompressBudget,
         PassReason::DecompressRatio,
+        PassReason::TopicConfigPending,
+        PassReason::TopicConfigDenied,
+        PassReason::TopicConfigUnavailable,
     ];
 
     /// snake_case label for metrics and summaries.
@@ -111,6 +123,9 @@ impl PassReason {
             PassReason::MultipleBatches => "multiple_batches",
             PassReason::RequestDecompressBudget => "request_decompress_budget",
             PassReason::DecompressRatio => "decompress_ratio",
+            PassReason::TopicConfigPending => "topic_config_pending",
+            PassReason::TopicConfigDenied => "topic_config_denied",
+            PassReason::TopicConfigUnavailable => "topic_config_unavailable",
         }
     }
 

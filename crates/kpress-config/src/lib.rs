@@ -22,6 +22,7 @@
 //! min_version = "1.2"             # "1.2" (default) or "1.3"
 //! [upstream]
 //! bootstrap_servers = ["127.0.0.1:9092"]
+//! topic_config_refresh_ms = 30000 # topic mode: how often topics' configs are read (1000..3600000)
 //! [upstream.tls]                  # optional: TLS to the brokers
 //! ca = "certs/kafka-ca.pem"       # optional; absent: the system's roots
 //! cert = "certs/kpress-client.pem"     # optional, with key: a client certificate for brokers
@@ -46,7 +47,7 @@
 //! threads = 1                     # low-priority trial threads (1..64)
 //! max_queue_bytes = 4194304       # sampled bytes waiting for a thread (65536..1073741824)
 //! [defaults]
-//! compression.type = "producer"
+//! compression.type = "topic"      # the default: what each topic's own config names
 //! [[topics]]
 //! match = "logs.*"                # exact name, glob, or "re:<regex>"; first match wins
 //! compression.type = "zstd"
@@ -61,7 +62,9 @@
 //!
 //! `compression.type` takes Kafka's names: `producer`, `gzip`, `snappy`, `lz4`, `zstd`,
 //! and `none` (the producer's name) or `uncompressed` (the topic config's name) for no
-//! codec. As Kafka's topic `compression.type` does, kpress stores the codec a policy names
+//! codec, and `topic` (the default of `[defaults]`): the codec and level the topic's own
+//! configuration names, which [`PolicySet::with_topic_configs`] resolves per topic from
+//! a [`TopicConfigSource`]; without one, such topics pass as sent. As Kafka's topic `compression.type` does, kpress stores the codec a policy names
 //! whatever its size (limited by `max_batch_bytes`) unless `only_if_smaller = true`.
 //! Every `compression.*` option of `kpress_codec` is accepted, with its range;
 //! `compression.gzip.provider` (KIP-1121) is a string and also selects the provider that
@@ -101,6 +104,7 @@ mod policy_set;
 mod problem;
 mod settings;
 mod topic_match;
+mod topic_mode;
 
 pub use host_name::{
     check_dns_name, HostNameError, HostPattern, DNS_LABEL_MAX_CHARS, DNS_NAME_MAX_CHARS,
@@ -115,6 +119,7 @@ pub use settings::{
     MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT,
     MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
     MAX_REWRITE_WAIT_MS_DEFAULT, MAX_TOPIC_LABELS_DEFAULT, READINESS_WINDOW_SECS_DEFAULT,
+    TOPIC_CONFIG_REFRESH_MS_DEFAULT,
 };
 pub use settings::{
     ShadowSettings, SHADOW_CANDIDATES_MAX, SHADOW_CPU_WINDOW, SHADOW_MAX_CPU_FRACTION_DEFAULT,
@@ -122,6 +127,7 @@ pub use settings::{
     SHADOW_THREADS_DEFAULT,
 };
 pub use topic_match::{is_legal_topic_char, PatternError, TopicPattern, TOPIC_NAME_MAX_CHARS};
+pub use topic_mode::{TopicCompression, TopicConfigSource, TopicModePolicies};
 
 use std::path::Path;
 

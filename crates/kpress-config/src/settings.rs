@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kpress_batch::RecompressMode;
+use kpress_batch::{CompressionType, RecompressMode};
 use kpress_codec::gzip_providers::{ProviderChoice, Registry};
 use kpress_codec::options::GZIP_PROVIDER;
 use kpress_codec::{Codec, CompressionOptions};
@@ -21,6 +21,8 @@ pub const MAX_DECOMPRESSED_BYTES_DEFAULT: usize = kpress_batch::DEFAULT_MAX_DECO
 pub const MAX_FRAME_BYTES_DEFAULT: usize = 100 << 20;
 /// One memory budget for the requests and responses of all connections together.
 pub const MAX_INFLIGHT_BYTES_DEFAULT: usize = 256 << 20;
+/// How often the cluster's topics and their compression configs are read again.
+pub const TOPIC_CONFIG_REFRESH_MS_DEFAULT: u64 = 30_000;
 /// Client connections open at once.
 pub const MAX_CONNECTIONS_DEFAULT: usize = 10_000;
 /// A frame once begun must arrive (or a response be written) within this.
@@ -214,6 +216,9 @@ impl TlsVersion {
 pub struct UpstreamSettings {
     /// `host:port` entries, as in Kafka's `bootstrap.servers`.
     pub bootstrap_servers: Vec<String>,
+    /// `topic_config_refresh_ms`: how often kpress reads the cluster's topics and their
+    /// compression configs again (topic mode, topic labels).
+    pub topic_config_refresh: Duration,
     /// `[upstream.tls]`: `None` is plaintext to the brokers.
     pub tls: Option<UpstreamTls>,
     /// `[upstream.sasl]` with a username and password (PLAIN, SCRAM): kpress's own
@@ -341,8 +346,62 @@ pub struct AdminSettings {
     pub readiness_window: Duration,
 }
 
-/// `compression.type`: keep what the producer sent, or one of Kafka's codecs.
-pub use kpress_batch::CompressionType as Compression;
+/// `compression.type` of a policy: keep what the producer sent, one of Kafka's codecs,
+/// or `topic`: whatever the topic's own configuration names, at its own level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `producer`: keep whatever the producer sent.
+    Producer,
+    /// A codec; `none` and `uncompressed` are both [`Codec::None`].
+    Codec(Codec),
+    /// `topic`: the topic's own `compression.type` and `compression.<codec>.level`,
+    /// learned from the cluster.
+    Topic,
+}
+
+impl Compression {
+    /// The values [`FromStr`](std::str::FromStr) accepts, for error messages.
+    pub const ALLOWED: &'static str =
+        "topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd";
+
+    /// `topic`, `producer` or the codec's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Producer => "producer",
+            Compression::Codec(codec) => codec.name(),
+            Compression::Topic => "topic",
+        }
+    }
+
+    /// The fixed `compression.type` a policy names; `None` in topic mode.
+    pub fn fixed(self) -> Option<CompressionType> {
+        match self {
+            Compression::Producer => Some(CompressionType::Producer),
+            Compression::Codec(codec) => Some(CompressionType::Codec(codec)),
+            Compression::Topic => None,
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = kpress_batch::UnknownTarget;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "topic" {
+            return Ok(Compression::Topic);
+        }
+        Ok(match s.parse::<CompressionType>()? {
+            CompressionType::Producer => Compression::Producer,
+            CompressionType::Codec(codec) => Compression::Codec(codec),
+        })
+    }
+}
 
 /// What happens to the batches of one topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,7 +420,7 @@ pub struct TopicPolicy {
 impl Default for TopicPolicy {
     fn default() -> Self {
         TopicPolicy {
-            compression: Compression::Producer,
+            compression: Compression::Topic,
             options: CompressionOptions::default(),
             recompress: RecompressMode::default(),
             only_if_smaller: false,
@@ -372,8 +431,10 @@ impl Default for TopicPolicy {
 /// Prints the policy as an operator reads it: the codec with its own options only.
 impl fmt::Display for TopicPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Compression::Codec(codec) = self.compression else {
-            return f.write_str("producer (batches pass as sent)");
+        let codec = match self.compression {
+            Compression::Producer => return f.write_str("producer (batches pass as sent)"),
+            Compression::Codec(codec) => codec,
+            Compression::Topic => return self.fmt_topic_mode(f),
         };
         f.write_str(codec.name())?;
         let prefix = format!("compression.{}.", codec.name());
@@ -401,6 +462,33 @@ impl fmt::Display for TopicPolicy {
             write!(f, ", gzip input read by {provider_text}")?;
         }
         write!(f, ", recompress {}", self.recompress.name())?;
+        if self.only_if_smaller {
+            f.write_str(", only if smaller")?;
+        }
+        Ok(())
+    }
+}
+
+impl TopicPolicy {
+    /// Topic mode: the codec and level come from the topic, the rest from the policy.
+    fn fmt_topic_mode(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("topic (the topic's own compression.type and level")?;
+        let own: Vec<String> = kpress_codec::options::OPTION_KEYS
+            .iter()
+            .filter(|key| !key.ends_with(".level"))
+            .filter(|key| {
+                let default = CompressionOptions::default();
+                self.options.get(key) != default.get(key)
+            })
+            .filter_map(|key| Some(format!("{key}={}", self.options.get(key)?)))
+            .collect();
+        if !own.is_empty() {
+            write!(f, "; {}", own.join(", "))?;
+        }
+        if self.options.gzip_provider() != ProviderChoice::Default {
+            write!(f, "; {GZIP_PROVIDER}={}", self.options.gzip_provider())?;
+        }
+        write!(f, "), recompress {}", self.recompress.name())?;
         if self.only_if_smaller {
             f.write_str(", only if smaller")?;
         }

@@ -1,13 +1,14 @@
 //! The policy file format: every key, every kind of error, and where errors point.
 
-use kpress_batch::{PolicyLookup, RecompressMode, Target};
+use kpress_batch::{PassReason, PolicyLookup, RecompressMode, Target, TargetSource};
 use kpress_codec::options::{allowed_values, OPTION_KEYS};
-use kpress_codec::Codec;
+use kpress_codec::{Codec, CompressionOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use kpress_config::{
-    parse, Compression, Config, ConfigError, PasswordSource, PolicySet, UpstreamSasl,
+    parse, Compression, Config, ConfigError, PasswordSource, PolicySet, TopicCompression,
+    TopicConfigSource, UpstreamSasl,
 };
 
 mod common;
@@ -30,7 +31,9 @@ fn minimal_file_gets_kafka_defaults() {
     assert_eq!(c.limits.max_inflight_bytes, 256 << 20);
     assert!(c.admin.is_none());
     assert!(c.warnings.is_empty());
-    assert_eq!(c.defaults.compression, Compression::Producer);
+    // Topic mode: what the topic's own compression.type names, at its own level.
+    assert_eq!(c.defaults.compression, Compression::Topic);
+    assert_eq!(c.upstream.topic_config_refresh.as_millis(), 30_000);
     assert!(!c.defaults.only_if_smaller, "the policy's codec is stored");
     assert!(c.topics.is_empty());
 }
@@ -124,6 +127,7 @@ fn every_option_key_at_its_bounds_and_one_past() {
 #[test]
 fn compression_types_and_recompress_modes() {
     for (name, expect) in [
+        ("topic", Compression::Topic),
         ("producer", Compression::Producer),
         ("none", Compression::Codec(Codec::None)),
         ("uncompressed", Compression::Codec(Codec::None)),
@@ -138,7 +142,7 @@ fn compression_types_and_recompress_modes() {
     assert_eq!(
         one_problem(&format!("{HEAD}[defaults]\ncompression.type = \"ZSTD\"\n")),
         "t.toml:8:20: compression.type = \"ZSTD\": unknown compression type \
-         (allowed: producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
+         (allowed: topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
     );
     let text = format!("{HEAD}[defaults]\nrecompress = \"always\"\nonly_if_smaller = true\n");
     let c = parse(&text, "t").unwrap();
@@ -276,7 +280,7 @@ compression.lz4.level = "3"
         "t.toml:5:22: upstream.bootstrap_servers = \"nohost\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
         "t.toml:5:42: upstream.bootstrap_servers = \"c:0\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
         "t.toml:7:19: limits.max_batch_bytes = 10: out of range (allowed: 61..2147483647)",
-        "t.toml:9:20: compression.type = \"brotli\": unknown compression type (allowed: producer, none (or uncompressed), gzip, snappy, lz4, zstd)",
+        "t.toml:9:20: compression.type = \"brotli\": unknown compression type (allowed: topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd)",
         "t.toml:10:26: compression.zstd.level = 99: out of range (allowed: -131072..22)",
         "t.toml:11:1: match: missing key in [[topics]]: which topics does this rule apply to? (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)",
         "t.toml:14:9: match = \"bad name\": ' ' cannot be in a Kafka topic name, so this rule would never match (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)",
@@ -601,6 +605,7 @@ only_if_smaller = true
     let codec = |topic: &str| match &set.policy_for(topic).target {
         Target::Producer => "producer".to_owned(),
         Target::Codec { codec, .. } => codec.name().to_owned(),
+        Target::Unresolved(reason) => reason.as_str().to_owned(),
     };
     assert_eq!(codec("logs.audit"), "gzip");
     assert_eq!(codec("logs.x"), "zstd", "the glob comes before the regex");
@@ -749,5 +754,110 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
     assert!(
         p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, defaults, topics); did you mean topics?"),
         "{p}"
+    );
+}
+
+#[test]
+fn topic_config_refresh_ms_is_1000_to_3600000() {
+    let with = |ms: i64| {
+        HEAD.replacen(
+            "bootstrap_servers",
+            &format!("topic_config_refresh_ms = {ms}\nbootstrap_servers"),
+            1,
+        )
+    };
+    for ms in [1_000, 3_600_000] {
+        let c = parse(&with(ms), "t").unwrap();
+        assert_eq!(c.upstream.topic_config_refresh.as_millis(), ms as u128);
+    }
+    for ms in [999, 3_600_001] {
+        let p = one_problem(&with(ms));
+        assert!(
+            p.ends_with(&format!(
+                "upstream.topic_config_refresh_ms = {ms}: out of range (allowed: 1000..3600000)"
+            )),
+            "{p}"
+        );
+    }
+}
+
+/// Answers from a fixed table, as the proxy's cache would after a refresh.
+struct Answers(Vec<(&'static str, TopicCompression)>);
+
+impl TopicConfigSource for Answers {
+    fn topic_compression(&self, topic: &str) -> TopicCompression {
+        self.0
+            .iter()
+            .find(|(t, _)| *t == topic)
+            .map_or(TopicCompression::Pending, |(_, c)| *c)
+    }
+}
+
+#[test]
+fn topic_mode_resolves_each_topic_to_its_own_codec_and_level() {
+    let text = format!(
+        "{HEAD}[[topics]]\nmatch = \"fixed\"\ncompression.type = \"lz4\"\n\
+         [[topics]]\nmatch = \"smaller.*\"\nonly_if_smaller = true\n"
+    );
+    let config = parse(&text, "t").unwrap();
+    let known = |compression: &str, level, source| TopicCompression::Known {
+        compression: compression.parse().unwrap(),
+        level,
+        source,
+    };
+    let answers = Answers(vec![
+        ("z10", known("zstd", Some(10), TargetSource::Topic)),
+        (
+            "inherits",
+            known("gzip", Some(1), TargetSource::BrokerDefault),
+        ),
+        ("as-sent", known("producer", None, TargetSource::Default)),
+        ("plain", known("uncompressed", None, TargetSource::Topic)),
+        ("denied", TopicCompression::Denied),
+        ("smaller.z", known("zstd", None, TargetSource::Topic)),
+        ("fixed", known("zstd", None, TargetSource::Topic)),
+    ]);
+    let set = PolicySet::with_topic_configs(&config, std::sync::Arc::new(answers));
+    assert!(set.has_topic_mode());
+    let level = |topic: &str, key: &str| match &set.policy_for(topic).target {
+        Target::Codec { options, .. } => options.get(key),
+        other => panic!("{topic}: {other:?}"),
+    };
+    assert_eq!(set.policy_for("z10").target.name(), "zstd");
+    assert_eq!(level("z10", "compression.zstd.level"), Some(10));
+    assert_eq!(level("inherits", "compression.gzip.level"), Some(1));
+    assert_eq!(set.policy_for("as-sent").target, Target::Producer);
+    assert_eq!(set.policy_for("plain").target.name(), "none");
+    assert_eq!(
+        set.policy_for("denied").target,
+        Target::Unresolved(PassReason::TopicConfigDenied)
+    );
+    assert_eq!(
+        set.policy_for("new-topic").target,
+        Target::Unresolved(PassReason::TopicConfigPending)
+    );
+    // A rule naming a codec wins over the topic's config; a topic-mode rule keeps its
+    // other settings.
+    assert_eq!(set.policy_for("fixed").target.name(), "lz4");
+    assert!(!set.follows_topic("fixed"));
+    assert!(set.policy_for("smaller.z").only_if_smaller);
+    assert_eq!(level("smaller.z", "compression.zstd.level"), Some(3));
+    for (topic, source) in [
+        ("fixed", TargetSource::Rule),
+        ("z10", TargetSource::Topic),
+        ("inherits", TargetSource::BrokerDefault),
+        ("denied", TargetSource::Unresolved),
+    ] {
+        assert_eq!(set.target_source(topic), source, "{topic}");
+    }
+    // Every codec setting a topic may resolve to is in use: its compressors are kept.
+    let mut zstd10 = CompressionOptions::default();
+    zstd10.set_int("compression.zstd.level", 10).unwrap();
+    assert!(set.uses(Codec::Zstd, &zstd10));
+    // Without a source, topic-mode topics pass as sent, counted.
+    let alone = PolicySet::new(&config);
+    assert_eq!(
+        alone.policy_for("z10").target,
+        Target::Unresolved(PassReason::TopicConfigUnavailable)
     );
 }

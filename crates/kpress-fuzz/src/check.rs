@@ -121,7 +121,9 @@ fn check_rewritten(
             );
             options
         }
-        Target::Producer => panic!("the producer policy rewrote a batch"),
+        Target::Producer | Target::Unresolved(_) => {
+            panic!("a policy that keeps batches rewrote one")
+        }
     };
     assert!(
         from != to || (policy.mode == RecompressMode::Always && to != Codec::None),

@@ -243,6 +243,19 @@ impl std::fmt::Debug for ClusterClient {
 }
 
 impl ClusterClient {
+    /// A client on a new side connection of the running proxy `shared` (the first
+    /// bootstrap server that accepts and logs kpress in).
+    pub(crate) async fn side(shared: &Arc<Shared>) -> Result<ClusterClient, ClusterClientError> {
+        let (stream, _) = upstream::side_session_any(shared)
+            .await
+            .map_err(|err| broker_error("bootstrap", &err))?;
+        Ok(ClusterClient {
+            shared: Arc::clone(shared),
+            stream,
+            address: "bootstrap".to_owned(),
+        })
+    }
+
     pub fn address(&self) -> &str {
         &self.address
     }

@@ -51,6 +51,7 @@ pub mod shadow;
 mod shared;
 mod status;
 pub mod tls;
+mod topic_configs;
 mod topic_ids;
 mod transport;
 mod upstream;
@@ -67,6 +68,7 @@ pub use kpress_protocol::{ConfigEntry, ConfigSource, TopicConfigs};
 pub use probe::{probe_upstream, ProbeError};
 pub use shadow::ShadowTrials;
 pub use status::ProxyStatus;
+pub use topic_configs::{LearnedTopic, TopicConfigCache, TOPIC_CONFIG_CAPACITY};
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
@@ -158,6 +160,10 @@ pub struct ProxySettings {
     pub max_rewrite_wait: Duration,
     /// How long in-flight requests may take to finish once shutdown begins.
     pub shutdown_grace: Duration,
+    /// The cluster's topics and their own compression configs, which the proxy keeps
+    /// filled on its side connection (`compression.type = "topic"` reads them through
+    /// the policy, `/policy` shows them); refreshed on the cache's interval.
+    pub topic_configs: Arc<TopicConfigCache>,
 }
 
 impl ProxySettings {
@@ -194,6 +200,7 @@ impl ProxySettings {
             max_topic_labels: 1000,
             max_rewrite_wait: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(30),
+            topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
         }
     }
 }
@@ -322,6 +329,7 @@ where
         "kpress bootstrap listener ready"
     );
     listeners::spawn_accept_loop(&shared, bootstrap, role);
+    topic_configs::spawn(&shared);
     status.set_listening(true);
 
     {

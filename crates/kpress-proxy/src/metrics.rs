@@ -45,6 +45,24 @@ pub const CONNECTIONS_REFUSED: &str = "kpress_connections_refused_total";
 /// `named` (every id), `unnamed` (some left), `failed` (no answer), `queue_full`
 /// (not asked: too many lookups waiting).
 pub const TOPIC_ID_LOOKUPS: &str = "kpress_topic_id_lookups_total";
+/// Topics whose `compression.type` and level kpress asked the cluster about
+/// (DescribeConfigs on its side connection, for `compression.type = "topic"`), labelled
+/// `result`: `ok`, `denied` (no `DESCRIBE_CONFIGS` for kpress's principal),
+/// `unknown_topic`, `error` (another error code for the topic), `failed` (no answer:
+/// connection, login, timeout), `unsupported` (no DescribeConfigs version kpress reads),
+/// `cache_full` (not asked: the cache holds its bound of topics).
+pub const TOPIC_CONFIG_LOOKUPS: &str = "kpress_topic_config_lookups_total";
+/// Full reads of the cluster's topics and their configs, labelled `result` (`ok`,
+/// `failed`: the previous answers stay).
+pub const TOPIC_CONFIG_REFRESHES: &str = "kpress_topic_config_refreshes_total";
+/// Topics the cluster had at the last full read (they get `topic` labels of their own,
+/// up to `[limits] max_topic_labels`).
+pub const CLUSTER_TOPICS: &str = "kpress_cluster_topics";
+/// Batches by where their target codec came from, labelled `target_source`: `rule` (a
+/// rule or `[defaults]` names it), `topic` (the topic's own `compression.type`),
+/// `broker_default` (a broker config the topic inherits), `default` (Kafka's built-in
+/// default), `unresolved` (topic mode, the topic's config not known: passed as sent).
+pub const BATCHES_BY_TARGET_SOURCE: &str = "kpress_batches_by_target_source_total";
 /// Requests kpress answered itself instead of forwarding, labelled `api`
 /// (ApiVersions at a version kpress cannot parse: UNSUPPORTED_VERSION, as a broker
 /// answers, so the client retries lower).
@@ -221,6 +239,16 @@ impl TopicLabels {
             labelled: Default::default(),
             other: OnceLock::new(),
         }
+    }
+
+    /// Drops the labels of topics `known` no longer names (deleted from the cluster),
+    /// so the slots under the cap go to topics that exist. A topic that comes back
+    /// gets its label again, its counters going on from where they were.
+    pub(crate) fn forget_unknown(&self, known: impl Fn(&str) -> bool) {
+        self.labelled
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|topic, _| known(topic));
     }
 
     /// The series of `topic`; `known` says whether a rule or the brokers name it.
@@ -553,6 +581,33 @@ pub(crate) fn connection_refused(reason: &'static str) {
 
 pub(crate) fn topic_id_lookup(result: &'static str) {
     metrics::counter!(TOPIC_ID_LOOKUPS, "result" => result).increment(1);
+}
+
+pub(crate) fn topic_config_lookups(result: &'static str, topics: usize) {
+    metrics::counter!(TOPIC_CONFIG_LOOKUPS, "result" => result).increment(topics as u64);
+}
+
+pub(crate) fn topic_config_refresh(result: &'static str) {
+    metrics::counter!(TOPIC_CONFIG_REFRESHES, "result" => result).increment(1);
+}
+
+pub(crate) fn cluster_topics(count: usize) {
+    metrics::gauge!(CLUSTER_TOPICS).set(count as f64);
+}
+
+/// Counts `batches` whose target came from `source`.
+pub(crate) fn batches_by_target_source(source: kpress_batch::TargetSource, batches: usize) {
+    static COUNTERS: [OnceLock<Counter>; kpress_batch::TargetSource::ALL.len()] =
+        [const { OnceLock::new() }; kpress_batch::TargetSource::ALL.len()];
+    let index = kpress_batch::TargetSource::ALL
+        .iter()
+        .position(|s| *s == source)
+        .unwrap_or(0);
+    COUNTERS[index]
+        .get_or_init(
+            || metrics::counter!(BATCHES_BY_TARGET_SOURCE, "target_source" => source.as_str()),
+        )
+        .increment(batches as u64);
 }
 
 pub(crate) fn answered_locally(api: &'static str) {

@@ -21,6 +21,7 @@ use crate::routing::SniRouting;
 use crate::scheduler::Scheduler;
 use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
+use crate::topic_configs::TopicConfigCache;
 use crate::topic_ids::TopicIdResolver;
 use crate::transport::{Acceptor, Connector, Stream};
 use crate::{upstream, PolicySnapshot, ProxySettings, SaslLogin};
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     /// kpress's own requests to the cluster (naming Produce v13 topic ids), on a side
     /// connection of their own; handlers reach them through their connection context.
     pub(crate) cluster_requests: TopicIdResolver,
+    /// The cluster's topics and their own compression configs (topic mode, labels).
+    pub(crate) topic_configs: Arc<TopicConfigCache>,
     pub(crate) limits: Limits,
     /// The bytes of all frames in flight.
     pub(crate) budget: Budget,
@@ -80,6 +83,13 @@ impl PolicyState {
     /// rewrite and its shadow sampling.
     pub(crate) fn snapshot(&self) -> PolicySnapshot {
         self.policies.borrow().clone()
+    }
+
+    /// A receiver of the snapshots to come (the topic config task refreshes on each).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<PolicySnapshot> {
+        let mut receiver = self.policies.clone();
+        receiver.mark_unchanged();
+        receiver
     }
 
     /// Whether a rule names `topic` (the brokers may, too: see
@@ -215,6 +225,7 @@ impl Shared {
             },
             cluster: Cluster::new(settings.routing),
             cluster_requests: TopicIdResolver::default(),
+            topic_configs: Arc::clone(&settings.topic_configs),
             limits: Limits {
                 max_frame_bytes: settings.max_frame_bytes,
                 frame_timeout: settings.frame_timeout,
@@ -279,7 +290,9 @@ impl Shared {
 
     /// Whether a rule or the brokers name `topic` (it may get a metric label).
     pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
-        self.policy.has_rule_for(topic) || self.cluster.is_named_topic(topic)
+        self.policy.has_rule_for(topic)
+            || self.cluster.is_named_topic(topic)
+            || self.topic_configs.is_cluster_topic(topic)
     }
 
     /// Opens the upstream connection for a client of `target`: a bootstrap server, or

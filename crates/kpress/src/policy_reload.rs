@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use kpress_config::{Config, PolicySet};
-use kpress_proxy::{PolicySnapshot, ShadowTrials};
+use kpress_config::{Config, PolicySet, TopicConfigSource};
+use kpress_proxy::{PolicySnapshot, ShadowTrials, TopicConfigCache};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -49,9 +49,15 @@ fn hex_sha256(bytes: &[u8]) -> String {
 /// What the proxy runs `config` under: its rules, and its shadow trials (`running`'s
 /// kept when `[shadow]` and the limits are the same, so a reload of the rules alone
 /// leaves the trial threads running).
-pub(crate) fn snapshot(config: &Config, running: Option<&PolicySnapshot>) -> PolicySnapshot {
+/// Topic mode reads `topic_configs`, which the proxy keeps filled.
+pub(crate) fn snapshot(
+    config: &Config,
+    running: Option<&PolicySnapshot>,
+    topic_configs: &Arc<TopicConfigCache>,
+) -> PolicySnapshot {
+    let source: Arc<dyn TopicConfigSource> = Arc::clone(topic_configs) as _;
     PolicySnapshot {
-        rules: Arc::new(PolicySet::new(config)),
+        rules: Arc::new(PolicySet::with_topic_configs(config, source)),
         shadow: ShadowTrials::follow(
             running.and_then(|running| running.shadow.as_ref()),
             config.shadow.as_ref(),
@@ -67,6 +73,7 @@ pub(crate) fn spawn(
     applied: AppliedPolicy,
     mut reload: watch::Receiver<u64>,
     snapshots: watch::Sender<PolicySnapshot>,
+    topic_configs: Arc<TopicConfigCache>,
 ) -> watch::Receiver<Arc<AppliedPolicy>> {
     record_loaded(&applied);
     let (applied_tx, applied_rx) = watch::channel(Arc::new(applied));
@@ -95,7 +102,7 @@ pub(crate) fn spawn(
                         tracing::warn!("{warning}");
                     }
                     crate::logging::apply_policy_level(policy.config.log.level);
-                    let next = snapshot(&policy.config, Some(&snapshots.borrow()));
+                    let next = snapshot(&policy.config, Some(&snapshots.borrow()), &topic_configs);
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
@@ -205,6 +212,11 @@ mod tests {
 
     fn config(extra: &str) -> Config {
         crate::test_policy::with(extra)
+    }
+
+    fn snapshot(config: &Config, running: Option<&PolicySnapshot>) -> PolicySnapshot {
+        let cache = Arc::new(TopicConfigCache::new(std::time::Duration::from_secs(30)));
+        super::snapshot(config, running, &cache)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_config::Config;
-use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin};
+use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin, TopicConfigCache};
 use tokio::sync::watch;
 
 use crate::admin::{self, Admin, AdminServer, PortWait};
@@ -79,13 +79,16 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
-        let (snapshots, policies) = watch::channel(policy_reload::snapshot(&config, None));
+        let topic_configs = Arc::clone(&settings.topic_configs);
+        let (snapshots, policies) =
+            watch::channel(policy_reload::snapshot(&config, None, &topic_configs));
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
         let applied = policy_reload::spawn(
             AppliedPolicy::at_start(&args.config, config.clone()),
             reload.clone(),
             snapshots,
+            topic_configs,
         );
         let status = Arc::new(ProxyStatus::default());
         // With reuse_port, a restart's new process runs beside the old one with the same
@@ -194,6 +197,7 @@ pub(crate) fn proxy_settings(
         max_topic_labels: config.limits.max_topic_labels,
         max_rewrite_wait: Duration::from_millis(config.limits.max_rewrite_wait_ms as u64),
         shutdown_grace,
+        topic_configs: Arc::new(TopicConfigCache::new(config.upstream.topic_config_refresh)),
     })
 }
 

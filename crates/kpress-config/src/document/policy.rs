@@ -137,6 +137,8 @@ impl Walk<'_> {
         let mut pattern = None;
         let mut ok = true;
         let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
+        // A level this table sets, which topic mode takes from the topic instead.
+        let mut level_set: Option<(&str, Range<usize>)> = None;
         for FlatKey { name, key, value } in &flat {
             let name = name.as_str();
             // `compression.type` and `"compression.type"` are different TOML keys.
@@ -217,10 +219,14 @@ impl Walk<'_> {
                     .boolean(name, value)
                     .map(|b| policy.only_if_smaller = b),
                 option if OPTION_KEYS.contains(&option) => {
+                    let level = option.ends_with(".level").then(|| (option, span.clone()));
                     let allowed = allowed_values(option).map(|a| a.to_string());
                     self.integer(name, value, allowed.clone()).and_then(|n| {
                         match policy.options.set_int(option, n) {
-                            Ok(()) => Some(()),
+                            Ok(()) => {
+                                level_set = level.or(level_set.take());
+                                Some(())
+                            }
                             Err(e) => {
                                 let message = match e {
                                     kpress_codec::OptionError::OutOfRange { .. } => {
@@ -278,6 +284,21 @@ impl Walk<'_> {
                 }
             };
             ok &= read.is_some();
+        }
+        // Only a table that names topic mode itself: a level beside an inherited one
+        // goes unused, as it did beside an inherited `producer`.
+        let names_topic_mode = seen.contains_key("compression.type");
+        if let (Compression::Topic, true, Some((name, span))) =
+            (policy.compression, names_topic_mode, level_set)
+        {
+            self.sink.bad_value(
+                name,
+                &span,
+                "compression.type = \"topic\" stores the topic's own level \
+                 (its compression.<codec>.level): name a codec to set a level here",
+                None,
+            );
+            ok = false;
         }
         if let Some(rule) = rule {
             if !seen.contains_key("match") {
@@ -417,6 +438,25 @@ mod tests {
             one_problem(&defaults("compression.type = 1")),
             "t.toml:6:20: compression.type = 1: must be a string, not integer"
         );
+    }
+
+    #[test]
+    fn topic_mode_is_the_default_and_takes_no_level_of_its_own() {
+        assert_eq!(config(HEAD).defaults.compression, Compression::Topic);
+        let c = config(&rule(
+            "match = \"a\"\ncompression.type = \"topic\"\ncompression.gzip.provider = \"zlib\"",
+        ));
+        assert_eq!(c.topics[0].policy.compression, Compression::Topic);
+        assert_eq!(
+            one_problem(&rule(
+                "match = \"a\"\ncompression.type = \"topic\"\ncompression.zstd.level = 9"
+            )),
+            "t.toml:8:26: compression.zstd.level = 9: compression.type = \"topic\" stores the \
+             topic's own level (its compression.<codec>.level): name a codec to set a level here"
+        );
+        // A level beside an inherited topic mode goes unused, as beside `producer`.
+        let c = config(&rule("match = \"a\"\ncompression.zstd.level = 9"));
+        assert_eq!(c.topics[0].policy.compression, Compression::Topic);
     }
 
     #[test]

@@ -5,14 +5,24 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use super::{Entry, Walk, FILE_START};
 use crate::host_name::{check_dns_name, DNS_NAME_ALLOWED};
 use crate::settings::{
     BearerTokenSource, PasswordSource, SaslMechanism, UpstreamSasl, UpstreamSettings, UpstreamTls,
+    TOPIC_CONFIG_REFRESH_MS_DEFAULT,
 };
 
-pub(super) const KEYS: [&str; 3] = ["bootstrap_servers", "tls", "sasl"];
+pub(super) const KEYS: [&str; 4] = [
+    "bootstrap_servers",
+    "topic_config_refresh_ms",
+    "tls",
+    "sasl",
+];
+/// `[upstream] topic_config_refresh_ms`'s range.
+const TOPIC_CONFIG_REFRESH_MS_MIN: i64 = 1_000;
+const TOPIC_CONFIG_REFRESH_MS_MAX: i64 = 3_600_000;
 pub(super) const TLS_KEYS: [&str; 5] = ["ca", "cert", "key", "server_name", "verify"];
 pub(super) const SASL_KEYS: [&str; 12] = [
     "mechanism",
@@ -82,6 +92,18 @@ impl Walk<'_> {
                 None
             }
         };
+        let refresh = match keys.get("topic_config_refresh_ms") {
+            Some((_, v)) => self
+                .integer_in(
+                    "upstream.topic_config_refresh_ms",
+                    v,
+                    TOPIC_CONFIG_REFRESH_MS_MIN,
+                    TOPIC_CONFIG_REFRESH_MS_MAX,
+                    &format!("{TOPIC_CONFIG_REFRESH_MS_MIN}..{TOPIC_CONFIG_REFRESH_MS_MAX}"),
+                )
+                .map(|ms| Duration::from_millis(ms as u64)),
+            None => Some(Duration::from_millis(TOPIC_CONFIG_REFRESH_MS_DEFAULT)),
+        };
         // `Some(None)`: no such table; `None`: one with problems.
         let tls = match keys.get("tls") {
             Some((_, v)) => self
@@ -104,6 +126,7 @@ impl Walk<'_> {
         };
         Some(UpstreamSettings {
             bootstrap_servers: servers?,
+            topic_config_refresh: refresh?,
             tls: tls?,
             sasl,
             oauthbearer,

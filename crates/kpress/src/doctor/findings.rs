@@ -87,7 +87,7 @@ pub(crate) struct TopicSettings {
 /// larger than they are, so for codecs only `max_batch_bytes` is a safe bound.
 pub(crate) fn largest_write(policy: &RewritePolicy) -> Option<usize> {
     match &policy.target {
-        Target::Producer => None,
+        Target::Producer | Target::Unresolved(_) => None,
         Target::Codec {
             codec: Codec::None, ..
         } => Some(
@@ -123,7 +123,8 @@ pub(crate) fn topic_findings(
                     CompressionType::ALLOWED
                 ),
             )),
-            (Ok(CompressionType::Producer), _) => {}
+            // Topic mode resolves to the topic's own codec, or passes batches as sent.
+            (Ok(CompressionType::Producer), _) | (Ok(_), Target::Unresolved(_)) => {}
             (Ok(CompressionType::Codec(stored)), Target::Producer) => findings.push(Finding::info(
                 "broker_decides",
                 topic,

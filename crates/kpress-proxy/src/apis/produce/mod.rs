@@ -326,6 +326,10 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
     let known = |topic: &str| shared.is_known_topic(topic);
     reports.send_shadow_samples(&shared.policy.topic_labels, known);
     reports.record_metrics(&shared.policy.topic_labels, known, dropped);
+    crate::topic_configs::count_target_sources(
+        &*shared.policy.snapshot().rules,
+        reports.outcomes.iter().map(|(t, r)| (&**t, r.len())),
+    );
 }
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use kpress_batch::{
     batches, pass_without_codec_work, Outcome, PassReason, PolicyLookup, ProduceAllowance,
-    Recompressor, RewritePolicy, Target,
+    Recompressor, RewritePolicy,
 };
 use kpress_measure::thread_cpu_time;
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
@@ -116,7 +116,7 @@ impl BatchReport {
         let mut report = BatchReport::untried(records);
         // A batch the policy keeps as sent costs a header check: no CPU clock reads for
         // it (reading the thread CPU clock costs about 0.5 µs).
-        let timed = !matches!(policy.target, Target::Producer);
+        let timed = !policy.target.keeps_batches();
         let cpu_start = if timed {
             thread_cpu_time()
         } else {
@@ -583,7 +583,7 @@ impl std::fmt::Debug for PolicyRewriter<'_> {
 mod tests {
     use super::*;
     use kpress_batch::builder::{BatchBuilder, Record};
-    use kpress_batch::RewritePolicy;
+    use kpress_batch::{RewritePolicy, Target};
     use kpress_codec::{Codec, CompressionOptions};
 
     /// A Produce v7 payload (header v1 with client id "t", no size prefix) of one

@@ -1,0 +1,695 @@
+//! What each topic of the cluster stores: its own `compression.type` and
+//! `compression.<codec>.level` (KIP-390), for `compression.type = "topic"`, and the
+//! list of the cluster's topics, which also decides which topics get metric labels.
+//!
+//! One task per proxy asks the cluster, on kpress's side connection: every
+//! `topic_config_refresh_ms` (and at once after a policy reload) it reads the whole
+//! topic list (Metadata) and the configs of every topic (DescribeConfigs, many topics
+//! per request), replacing what it knew, so deleted topics are forgotten and a topic
+//! created again is seen anew. Between refreshes, a topic not known yet is looked up
+//! once (single-flight: it is marked pending and queued; topics queued together share
+//! one request). Nothing here ever makes a producer wait: a topic not known yet is
+//! answered [`TopicCompression::Pending`] at once and its batches pass as sent.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::time::Duration;
+
+use kpress_batch::{CompressionType, PolicyLookup, TargetSource};
+use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
+use kpress_codec::Codec;
+use kpress_config::{is_legal_topic_char, TopicCompression, TopicConfigSource};
+use kpress_protocol::{ConfigSource, TopicConfigs};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::cluster_client::{ClusterClient, ClusterClientError};
+use crate::metrics;
+use crate::shared::Shared;
+
+/// Topics remembered at most (the cluster's and those asked about). Past it a topic
+/// not known passes as sent (`topic_config_unavailable`) until a refresh makes room:
+/// clients inventing names cannot grow the cache or the lookups without bound.
+pub const TOPIC_CONFIG_CAPACITY: usize = 50_000;
+
+/// Topics one DescribeConfigs request names: an answer of a few hundred KiB at most.
+const TOPICS_PER_REQUEST: usize = 200;
+
+/// The config keys asked for: the codec and the level of each codec that has one.
+const KEYS: [&str; 4] = ["compression.type", GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL];
+
+/// Kafka's error codes a DescribeConfigs answer gives a topic.
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+
+/// The cluster's topics and what each stores, as last learned.
+#[derive(Debug)]
+pub struct TopicConfigCache {
+    refresh: Duration,
+    capacity: usize,
+    state: RwLock<State>,
+    /// Wakes the task: a topic to look up, or the first demand.
+    wake: Notify,
+    /// Set when a refresh should run at once (a policy reload).
+    refresh_now: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// What kpress knows of each topic (the cluster's, and names asked about).
+    topics: HashMap<Arc<str>, TopicCompression>,
+    /// The names the cluster itself listed or confirmed: never one a client made up.
+    cluster: HashSet<Arc<str>>,
+    /// Marked pending, not yet asked about.
+    queued: Vec<Arc<str>>,
+}
+
+/// One topic's answer, as `/policy` and `kpress doctor` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnedTopic {
+    pub topic: String,
+    pub compression: TopicCompression,
+    /// Whether the cluster listed the topic (or confirmed it in an answer).
+    pub in_cluster: bool,
+}
+
+impl TopicConfigCache {
+    /// An empty cache refreshed every `refresh` once the proxy runs.
+    pub fn new(refresh: Duration) -> TopicConfigCache {
+        TopicConfigCache::with_capacity(refresh, TOPIC_CONFIG_CAPACITY)
+    }
+
+    fn with_capacity(refresh: Duration, capacity: usize) -> TopicConfigCache {
+        TopicConfigCache {
+            refresh,
+            capacity,
+            state: RwLock::default(),
+            wake: Notify::new(),
+            refresh_now: AtomicBool::new(false),
+        }
+    }
+
+    pub fn refresh_interval(&self) -> Duration {
+        self.refresh
+    }
+
+    /// Whether the cluster has `topic` (as of the last refresh or lookup).
+    pub fn is_cluster_topic(&self, topic: &str) -> bool {
+        self.read().cluster.contains(topic)
+    }
+
+    /// Every topic known, sorted by name.
+    pub fn learned(&self) -> Vec<LearnedTopic> {
+        let state = self.read();
+        let mut out: Vec<LearnedTopic> = state
+            .topics
+            .iter()
+            .map(|(topic, compression)| LearnedTopic {
+                topic: topic.to_string(),
+                compression: *compression,
+                in_cluster: state.cluster.contains(topic),
+            })
+            .collect();
+        out.sort_by(|a, b| a.topic.cmp(&b.topic));
+        out
+    }
+
+    /// Asks for a refresh as soon as the task is free (after a policy reload).
+    pub fn refresh_soon(&self) {
+        self.refresh_now.store(true, Ordering::Relaxed);
+        self.wake.notify_one();
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks `topic` pending and queues it for the task; `Unavailable` when the cache
+    /// is full or the name is none Kafka allows (no broker could answer for it).
+    fn queue(&self, topic: &str) -> TopicCompression {
+        if !is_topic_name(topic) {
+            return TopicCompression::Unavailable;
+        }
+        let mut state = self.write();
+        if let Some(known) = state.topics.get(topic) {
+            return *known;
+        }
+        if state.topics.len() >= self.capacity {
+            drop(state);
+            metrics::topic_config_lookups("cache_full", 1);
+            return TopicCompression::Unavailable;
+        }
+        let name: Arc<str> = Arc::from(topic);
+        state
+            .topics
+            .insert(Arc::clone(&name), TopicCompression::Pending);
+        state.queued.push(name);
+        drop(state);
+        self.wake.notify_one();
+        TopicCompression::Pending
+    }
+
+    /// Up to `max` queued topics, taken off the queue (they stay pending).
+    fn take_queued(&self, max: usize) -> Vec<Arc<str>> {
+        let mut state = self.write();
+        let n = state.queued.len().min(max);
+        state.queued.drain(..n).collect()
+    }
+
+    /// Stores the answers of a lookup of some topics.
+    fn store(&self, answers: Vec<(Arc<str>, Answer)>) {
+        let mut state = self.write();
+        for (topic, answer) in answers {
+            if answer.exists {
+                state.cluster.insert(Arc::clone(&topic));
+            }
+            state.topics.insert(topic, answer.compression);
+        }
+    }
+
+    /// Replaces everything known with a full read of the cluster: topics it no longer
+    /// has are forgotten; names queued meanwhile stay queued and pending.
+    fn replace(&self, answers: Vec<(Arc<str>, Answer)>) {
+        let mut state = self.write();
+        let mut topics = HashMap::with_capacity(answers.len());
+        let mut cluster = HashSet::with_capacity(answers.len());
+        for (topic, answer) in answers {
+            if answer.exists {
+                cluster.insert(Arc::clone(&topic));
+            }
+            topics.insert(topic, answer.compression);
+        }
+        let queued: Vec<Arc<str>> = std::mem::take(&mut state.queued)
+            .into_iter()
+            .filter(|t| !topics.contains_key(t))
+            .collect();
+        for topic in &queued {
+            topics.insert(Arc::clone(topic), TopicCompression::Pending);
+        }
+        *state = State {
+            topics,
+            cluster,
+            queued,
+        };
+    }
+
+    /// Pending topics whose lookup got no answer: they pass as sent until the next
+    /// refresh asks again.
+    fn unanswered(&self, topics: &[Arc<str>]) {
+        let mut state = self.write();
+        for topic in topics {
+            if let Some(known) = state.topics.get_mut(topic) {
+                if *known == TopicCompression::Pending {
+                    *known = TopicCompression::Unavailable;
+                }
+            }
+        }
+    }
+}
+
+impl TopicConfigSource for TopicConfigCache {
+    fn topic_compression(&self, topic: &str) -> TopicCompression {
+        if let Some(known) = self.read().topics.get(topic) {
+            return *known;
+        }
+        self.queue(topic)
+    }
+}
+
+/// Whether Kafka allows `topic` as a name (a broker answers nothing else).
+fn is_topic_name(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= kpress_config::TOPIC_NAME_MAX_CHARS
+        && topic != "."
+        && topic != ".."
+        && topic.chars().all(is_legal_topic_char)
+}
+
+/// What one topic's DescribeConfigs entry says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Answer {
+    compression: TopicCompression,
+    /// The broker knows the topic (it answered without UNKNOWN_TOPIC_OR_PARTITION).
+    exists: bool,
+}
+
+/// Reads one topic's answer; the label of the lookups metric with it.
+fn answer(configs: &TopicConfigs) -> (Answer, &'static str) {
+    let failed = |compression, exists, result| {
+        (
+            Answer {
+                compression,
+                exists,
+            },
+            result,
+        )
+    };
+    match configs.error_code {
+        0 => {}
+        TOPIC_AUTHORIZATION_FAILED | CLUSTER_AUTHORIZATION_FAILED => {
+            // An unauthorized principal cannot tell whether the topic exists.
+            return failed(TopicCompression::Denied, false, "denied");
+        }
+        UNKNOWN_TOPIC_OR_PARTITION => {
+            return failed(TopicCompression::Unavailable, false, "unknown_topic")
+        }
+        _ => return failed(TopicCompression::Unavailable, true, "error"),
+    }
+    let entry = |key: &str| configs.entries.iter().find(|e| e.name == key);
+    let Some(codec_entry) = entry("compression.type") else {
+        return failed(TopicCompression::Unavailable, true, "error");
+    };
+    let Some(compression) = codec_entry
+        .value
+        .as_deref()
+        .and_then(|v| v.parse::<CompressionType>().ok())
+    else {
+        return failed(TopicCompression::Unavailable, true, "error");
+    };
+    let level_key = match compression {
+        CompressionType::Codec(Codec::Gzip) => Some(GZIP_LEVEL),
+        CompressionType::Codec(Codec::Lz4) => Some(LZ4_LEVEL),
+        CompressionType::Codec(Codec::Zstd) => Some(ZSTD_LEVEL),
+        _ => None,
+    };
+    let level = match level_key.and_then(entry).map(|e| e.value.as_deref()) {
+        // Brokers before 3.8 have no levels: the codec's default is what they store.
+        None | Some(None) => None,
+        Some(Some(text)) => match text.trim().parse::<i32>() {
+            Ok(level) => Some(level),
+            Err(_) => return failed(TopicCompression::Unavailable, true, "error"),
+        },
+    };
+    (
+        Answer {
+            compression: TopicCompression::Known {
+                compression,
+                level,
+                source: target_source(codec_entry.source),
+            },
+            exists: true,
+        },
+        "ok",
+    )
+}
+
+fn target_source(source: ConfigSource) -> TargetSource {
+    match source {
+        ConfigSource::Topic => TargetSource::Topic,
+        ConfigSource::DynamicBroker
+        | ConfigSource::DynamicDefaultBroker
+        | ConfigSource::StaticBroker => TargetSource::BrokerDefault,
+        ConfigSource::Default | ConfigSource::Other(_) => TargetSource::Default,
+    }
+}
+
+/// Counts a Produce request's batches, given per topic, by where their target came from.
+pub(crate) fn count_target_sources<'a>(
+    rules: &dyn PolicyLookup,
+    topics: impl Iterator<Item = (&'a str, usize)>,
+) {
+    for (topic, batches) in topics {
+        metrics::batches_by_target_source(rules.target_source(topic), batches);
+    }
+}
+
+/// Starts the task that keeps `shared`'s cache filled. It asks the cluster nothing
+/// until a topic-mode lookup first wants an answer (so a proxy whose policy never
+/// follows topics never asks), then refreshes on its interval.
+pub(crate) fn spawn(shared: &Arc<Shared>) {
+    let cache = Arc::clone(&shared.topic_configs);
+    let weak = Arc::downgrade(shared);
+    let mut policies = shared.policy.subscribe();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = cache.wake.notified() => {}
+            _ = closed(&weak) => return,
+        }
+        let mut next_refresh = Instant::now();
+        loop {
+            let Some(shared) = weak.upgrade() else { return };
+            if shared.is_shutting_down() {
+                return;
+            }
+            if cache.refresh_now.swap(false, Ordering::Relaxed) || Instant::now() >= next_refresh {
+                refresh(&shared, &cache).await;
+                next_refresh = Instant::now() + cache.refresh;
+            }
+            let queued = cache.take_queued(TOPICS_PER_REQUEST);
+            if !queued.is_empty() {
+                look_up(&shared, &cache, &queued).await;
+                continue;
+            }
+            drop(shared);
+            tokio::select! {
+                _ = tokio::time::sleep_until(next_refresh) => {}
+                _ = cache.wake.notified() => {}
+                changed = policies.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    cache.refresh_now.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+}
+
+/// Completes when the proxy's shared state is gone (polled: the task holds no strong
+/// reference while it waits).
+async fn closed(shared: &Weak<Shared>) {
+    loop {
+        match shared.upgrade() {
+            Some(s) if !s.is_shutting_down() => {}
+            _ => return,
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A side connection and the DescribeConfigs version its broker reads.
+async fn connect(shared: &Arc<Shared>) -> Result<(ClusterClient, Option<i16>), ClusterClientError> {
+    let mut client = ClusterClient::side(shared).await?;
+    let version = client.api_versions().await?.describe_configs();
+    Ok((client, version))
+}
+
+/// The whole topic list and every topic's configs; what was known stays if it fails.
+async fn refresh(shared: &Arc<Shared>, cache: &TopicConfigCache) {
+    match read_cluster(shared, cache.capacity).await {
+        Ok(answers) => {
+            let listed = answers.iter().filter(|(_, a)| a.exists).count();
+            cache.replace(answers);
+            metrics::topic_config_refresh("ok");
+            metrics::cluster_topics(listed);
+            shared
+                .policy
+                .topic_labels
+                .forget_unknown(|topic| shared.is_known_topic(topic));
+            tracing::debug!(
+                topics = listed,
+                "read the cluster's topics and their configs"
+            );
+        }
+        Err(err) => {
+            metrics::topic_config_refresh("failed");
+            tracing::warn!(
+                error = %err,
+                "cannot read the cluster's topic configs; topic-mode topics not known yet pass as sent"
+            );
+        }
+    }
+}
+
+async fn read_cluster(
+    shared: &Arc<Shared>,
+    capacity: usize,
+) -> Result<Vec<(Arc<str>, Answer)>, ClusterClientError> {
+    let (mut client, version) = connect(shared).await?;
+    let mut names: Vec<Arc<str>> = client
+        .metadata()
+        .await?
+        .topics
+        .into_iter()
+        .filter(|t| is_topic_name(t))
+        .map(Arc::from)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names.truncate(capacity);
+    let Some(version) = version else {
+        metrics::topic_config_lookups("unsupported", names.len());
+        return Ok(names
+            .into_iter()
+            .map(|t| {
+                let answer = Answer {
+                    compression: TopicCompression::Unavailable,
+                    exists: true,
+                };
+                (t, answer)
+            })
+            .collect());
+    };
+    let mut answers = Vec::with_capacity(names.len());
+    for chunk in names.chunks(TOPICS_PER_REQUEST) {
+        answers.extend(describe(&mut client, version, chunk).await?);
+    }
+    // The listing names every topic, even one the describe could not.
+    for (_, answer) in &mut answers {
+        answer.exists = true;
+    }
+    Ok(answers)
+}
+
+/// Looks up `topics` (pending, queued between refreshes).
+async fn look_up(shared: &Arc<Shared>, cache: &TopicConfigCache, topics: &[Arc<str>]) {
+    let result = async {
+        let (mut client, version) = connect(shared).await?;
+        match version {
+            Some(version) => describe(&mut client, version, topics).await.map(Some),
+            None => Ok(None),
+        }
+    }
+    .await;
+    match result {
+        Ok(Some(answers)) => cache.store(answers),
+        Ok(None) => {
+            metrics::topic_config_lookups("unsupported", topics.len());
+            cache.unanswered(topics);
+        }
+        Err(err) => {
+            metrics::topic_config_lookups("failed", topics.len());
+            tracing::warn!(
+                error = %err,
+                topics = topics.len(),
+                "cannot look up topic configs; their batches pass as sent"
+            );
+            cache.unanswered(topics);
+        }
+    }
+}
+
+/// One DescribeConfigs request for `topics`; a topic the answer leaves out is
+/// unavailable.
+async fn describe(
+    client: &mut ClusterClient,
+    version: i16,
+    topics: &[Arc<str>],
+) -> Result<Vec<(Arc<str>, Answer)>, ClusterClientError> {
+    let names: Vec<&str> = topics.iter().map(|t| &**t).collect();
+    let described = client
+        .describe_topic_configs(version, &names, &KEYS)
+        .await?;
+    let mut by_name: HashMap<&str, &TopicConfigs> =
+        described.iter().map(|c| (c.topic.as_str(), c)).collect();
+    let mut out = Vec::with_capacity(topics.len());
+    for topic in topics {
+        let (answer, result) = match by_name.remove(&**topic) {
+            Some(configs) => answer(configs),
+            None => (
+                Answer {
+                    compression: TopicCompression::Unavailable,
+                    exists: false,
+                },
+                "error",
+            ),
+        };
+        metrics::topic_config_lookups(result, 1);
+        out.push((Arc::clone(topic), answer));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kpress_protocol::ConfigEntry;
+
+    fn cache(capacity: usize) -> TopicConfigCache {
+        TopicConfigCache::with_capacity(Duration::from_secs(30), capacity)
+    }
+
+    fn entry(name: &str, value: Option<&str>, source: ConfigSource) -> ConfigEntry {
+        ConfigEntry {
+            name: name.to_owned(),
+            value: value.map(str::to_owned),
+            source,
+        }
+    }
+
+    fn configs(topic: &str, error_code: i16, entries: Vec<ConfigEntry>) -> TopicConfigs {
+        TopicConfigs {
+            topic: topic.to_owned(),
+            error_code,
+            error_message: None,
+            entries,
+        }
+    }
+
+    fn known(compression: &str, level: Option<i32>, source: TargetSource) -> TopicCompression {
+        TopicCompression::Known {
+            compression: compression.parse().unwrap(),
+            level,
+            source,
+        }
+    }
+
+    fn exists(compression: TopicCompression) -> Answer {
+        Answer {
+            compression,
+            exists: true,
+        }
+    }
+
+    #[test]
+    fn a_topic_not_known_is_pending_once_and_queued_once() {
+        let cache = cache(10);
+        assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
+        assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
+        assert_eq!(cache.topic_compression("b"), TopicCompression::Pending);
+        // Single-flight: each name is queued once, and both go in one request.
+        let queued = cache.take_queued(TOPICS_PER_REQUEST);
+        assert_eq!(queued, [Arc::from("a"), Arc::from("b")]);
+        assert!(cache.take_queued(TOPICS_PER_REQUEST).is_empty());
+        assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
+        cache.store(vec![(
+            Arc::from("a"),
+            exists(known("zstd", Some(10), TargetSource::Topic)),
+        )]);
+        assert_eq!(
+            cache.topic_compression("a"),
+            known("zstd", Some(10), TargetSource::Topic)
+        );
+        assert!(cache.is_cluster_topic("a"));
+        // A lookup with no answer: as sent until the next refresh.
+        cache.unanswered(&queued);
+        assert_eq!(cache.topic_compression("b"), TopicCompression::Unavailable);
+        assert!(!cache.is_cluster_topic("b"));
+        assert!(cache.take_queued(TOPICS_PER_REQUEST).is_empty());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_illegal_names_are_never_asked_about() {
+        let cache = cache(2);
+        for name in ["", "a b", "..", &"x".repeat(250)] {
+            assert_eq!(cache.topic_compression(name), TopicCompression::Unavailable);
+        }
+        assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
+        assert_eq!(cache.topic_compression("b"), TopicCompression::Pending);
+        assert_eq!(cache.topic_compression("c"), TopicCompression::Unavailable);
+        assert_eq!(cache.take_queued(100).len(), 2);
+        assert_eq!(cache.learned().len(), 2);
+    }
+
+    #[test]
+    fn a_refresh_replaces_everything_and_forgets_deleted_topics() {
+        let cache = cache(10);
+        cache.replace(vec![
+            (
+                Arc::from("old"),
+                exists(known("lz4", None, TargetSource::Topic)),
+            ),
+            (
+                Arc::from("kept"),
+                exists(known("gzip", Some(1), TargetSource::Topic)),
+            ),
+        ]);
+        // A name a client made up, asked about and unknown to the broker.
+        assert_eq!(
+            cache.topic_compression("made-up"),
+            TopicCompression::Pending
+        );
+        let queued = cache.take_queued(10);
+        cache.store(vec![(
+            Arc::clone(&queued[0]),
+            Answer {
+                compression: TopicCompression::Unavailable,
+                exists: false,
+            },
+        )]);
+        assert!(!cache.is_cluster_topic("made-up"));
+        // Queued between refreshes and not answered yet: stays pending.
+        assert_eq!(cache.topic_compression("new"), TopicCompression::Pending);
+        cache.replace(vec![
+            (
+                Arc::from("kept"),
+                exists(known("zstd", Some(3), TargetSource::Topic)),
+            ),
+            (
+                Arc::from("created"),
+                exists(known("producer", None, TargetSource::Default)),
+            ),
+        ]);
+        assert!(!cache.is_cluster_topic("old"));
+        assert!(cache.is_cluster_topic("created"));
+        assert_eq!(
+            cache.topic_compression("kept"),
+            known("zstd", Some(3), TargetSource::Topic)
+        );
+        let names: Vec<String> = cache.learned().into_iter().map(|l| l.topic).collect();
+        assert_eq!(names, ["created", "kept", "new"]);
+        assert_eq!(cache.take_queued(10), [Arc::from("new")]);
+        // Deleted, then asked about again: looked up anew.
+        assert_eq!(cache.topic_compression("old"), TopicCompression::Pending);
+    }
+
+    #[test]
+    fn answers_read_codec_level_source_and_errors() {
+        let topic = ConfigSource::Topic;
+        let zstd = configs(
+            "t",
+            0,
+            vec![
+                entry("compression.type", Some("zstd"), topic),
+                entry(ZSTD_LEVEL, Some("10"), topic),
+                entry(LZ4_LEVEL, Some("9"), ConfigSource::Default),
+            ],
+        );
+        assert_eq!(
+            answer(&zstd),
+            (exists(known("zstd", Some(10), TargetSource::Topic)), "ok")
+        );
+        let inherited = configs(
+            "t",
+            0,
+            vec![entry(
+                "compression.type",
+                Some("lz4"),
+                ConfigSource::DynamicDefaultBroker,
+            )],
+        );
+        assert_eq!(
+            answer(&inherited).0.compression,
+            known("lz4", None, TargetSource::BrokerDefault)
+        );
+        let uncompressed = configs(
+            "t",
+            0,
+            vec![entry("compression.type", Some("uncompressed"), topic)],
+        );
+        assert_eq!(
+            answer(&uncompressed).0.compression,
+            known("none", None, TargetSource::Topic)
+        );
+        for (code, compression, result) in [
+            (29, TopicCompression::Denied, "denied"),
+            (3, TopicCompression::Unavailable, "unknown_topic"),
+            (7, TopicCompression::Unavailable, "error"),
+        ] {
+            let (answer, label) = answer(&configs("t", code, Vec::new()));
+            assert_eq!((answer.compression, label), (compression, result));
+        }
+        let odd = configs(
+            "t",
+            0,
+            vec![entry("compression.type", Some("brotli"), topic)],
+        );
+        assert_eq!(answer(&odd).1, "error");
+    }
+}
