@@ -68,7 +68,9 @@ pub use kpress_protocol::{ConfigEntry, ConfigSource, TopicConfigs};
 pub use probe::{probe_upstream, ProbeError};
 pub use shadow::ShadowTrials;
 pub use status::ProxyStatus;
-pub use topic_configs::{LearnedTopic, TopicConfigCache, TOPIC_CONFIG_CAPACITY};
+pub use topic_configs::{
+    topic_compression_of, LearnedTopic, TopicConfigCache, TOPIC_CONFIG_CAPACITY,
+};
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;

@@ -299,6 +299,12 @@ fn answer(configs: &TopicConfigs) -> (Answer, &'static str) {
     )
 }
 
+/// What a topic's DescribeConfigs answer (with `compression.type` and the levels)
+/// makes of it for topic mode, as the proxy reads it.
+pub fn topic_compression_of(configs: &TopicConfigs) -> TopicCompression {
+    answer(configs).0.compression
+}
+
 fn target_source(source: ConfigSource) -> TargetSource {
     match source {
         ConfigSource::Topic => TargetSource::Topic,

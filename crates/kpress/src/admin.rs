@@ -31,7 +31,7 @@ use crate::policy_reload::AppliedPolicy;
 
 mod policy;
 
-use policy::policy_json;
+use policy::{learned_topics_json, policy_json};
 
 /// How often the gzip provider fallback counters are copied into the metrics.
 const FALLBACK_REFRESH: Duration = Duration::from_secs(1);
@@ -132,7 +132,11 @@ impl Admin {
             },
             Route::Policy => {
                 let applied = Arc::clone(&self.policy.borrow());
-                let mut body = serde_json::to_string_pretty(&policy_json(&applied))
+                let mut json = policy_json(&applied);
+                let cache = &self.proxy.topic_configs;
+                json["learned_topics"] =
+                    learned_topics_json(&applied.config, &cache.learned(), Arc::clone(cache) as _);
+                let mut body = serde_json::to_string_pretty(&json)
                     .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
                 body.push('\n');
                 text(StatusCode::OK, "application/json", body)

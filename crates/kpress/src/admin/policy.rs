@@ -3,9 +3,14 @@
 
 use std::time::SystemTime;
 
+use std::sync::Arc;
+
+use kpress_batch::{PolicyLookup, Target};
 use kpress_config::{
-    BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource, TopicPolicy,
+    BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource, PolicySet,
+    TopicCompression, TopicConfigSource, TopicPolicy,
 };
+use kpress_proxy::LearnedTopic;
 use serde_json::{json, Map, Value};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
@@ -102,6 +107,7 @@ fn upstream_json(config: &Config) -> Value {
     let upstream = &config.upstream;
     json!({
         "bootstrap_servers": upstream.bootstrap_servers,
+        "topic_config_refresh_ms": upstream.topic_config_refresh.as_millis() as u64,
         "tls": upstream.tls.as_ref().map(|tls| json!({
             "ca": tls.ca.as_ref().map(|p| p.display().to_string()),
             "cert": tls.client_cert.as_ref().map(|(cert, _)| cert.display().to_string()),
@@ -215,6 +221,60 @@ fn rule_json(policy: &TopicPolicy) -> Value {
     })
 }
 
+/// Each topic kpress learned from the cluster, sorted by name, with what the policy
+/// in force makes of it: the rule that covers it (`null`: `[defaults]`), the target
+/// and its level, where the target came from (`target_source`), and what the cluster
+/// said (`topic_config`).
+pub(super) fn learned_topics_json(
+    config: &Config,
+    learned: &[LearnedTopic],
+    source: Arc<dyn TopicConfigSource>,
+) -> Value {
+    let set = PolicySet::with_topic_configs(config, source);
+    learned
+        .iter()
+        .map(|topic| {
+            let name = topic.topic.as_str();
+            let target = &set.policy_for(name).target;
+            json!({
+                "topic": name,
+                "rule": set.rule_index(name).map(|i| config.topics[i].pattern.to_string()),
+                "target": target.name(),
+                "level": target_level(target),
+                "target_source": set.target_source(name).as_str(),
+                "topic_config": topic_config_json(&topic.compression),
+                "in_cluster": topic.in_cluster,
+            })
+        })
+        .collect()
+}
+
+/// The level a target compresses at, for codecs that have one.
+fn target_level(target: &Target) -> Option<i64> {
+    let Target::Codec { codec, options } = target else {
+        return None;
+    };
+    options.get(&format!("compression.{}.level", codec.name()))
+}
+
+fn topic_config_json(compression: &TopicCompression) -> Value {
+    match compression {
+        TopicCompression::Known {
+            compression,
+            level,
+            source,
+        } => json!({
+            "state": "known",
+            "compression.type": compression.name(),
+            "level": level,
+            "source": source.as_str(),
+        }),
+        TopicCompression::Pending => json!({ "state": "pending" }),
+        TopicCompression::Denied => json!({ "state": "denied" }),
+        TopicCompression::Unavailable => json!({ "state": "unavailable" }),
+    }
+}
+
 /// `2026-01-31T12:34:56.789Z`: UTC, milliseconds always three digits (truncated).
 const RFC3339_MILLIS: &[BorrowedFormatItem<'_>] =
     format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
@@ -248,6 +308,65 @@ pub(super) mod tests {
             file_hash: "ab".repeat(32),
             loaded_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123),
         }
+    }
+
+    /// What the proxy's cache would answer after a refresh.
+    struct Learned(Vec<LearnedTopic>);
+
+    impl TopicConfigSource for Learned {
+        fn topic_compression(&self, topic: &str) -> TopicCompression {
+            self.0
+                .iter()
+                .find(|l| l.topic == topic)
+                .map_or(TopicCompression::Pending, |l| l.compression)
+        }
+    }
+
+    #[test]
+    fn learned_topics_show_their_resolution_and_its_source() {
+        use kpress_batch::{CompressionType, TargetSource};
+        let config = config("[[topics]]\nmatch = \"fixed\"\ncompression.type = \"lz4\"\n");
+        let learned = |topic: &str, compression| LearnedTopic {
+            topic: topic.to_owned(),
+            compression,
+            in_cluster: true,
+        };
+        let topics = vec![
+            learned(
+                "events",
+                TopicCompression::Known {
+                    compression: CompressionType::Codec(kpress_codec::Codec::Zstd),
+                    level: Some(10),
+                    source: TargetSource::Topic,
+                },
+            ),
+            learned(
+                "fixed",
+                TopicCompression::Known {
+                    compression: CompressionType::Codec(kpress_codec::Codec::Gzip),
+                    level: None,
+                    source: TargetSource::BrokerDefault,
+                },
+            ),
+            learned("secret", TopicCompression::Denied),
+        ];
+        let json = learned_topics_json(&config, &topics, Arc::new(Learned(topics.clone())));
+        assert_eq!(
+            json[0],
+            json!({
+                "topic": "events", "rule": null, "target": "zstd", "level": 10,
+                "target_source": "topic", "in_cluster": true,
+                "topic_config": {
+                    "state": "known", "compression.type": "zstd", "level": 10, "source": "topic",
+                },
+            })
+        );
+        assert_eq!(json[1]["rule"], "fixed");
+        assert_eq!(json[1]["target"], "lz4");
+        assert_eq!(json[1]["target_source"], "rule");
+        assert_eq!(json[2]["target"], "topic_config_denied");
+        assert_eq!(json[2]["target_source"], "unresolved");
+        assert_eq!(json[2]["topic_config"]["state"], "denied");
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! reachability and versions, then the topics' configs, over kpress's own admin
 //! connections (as `kpress run` connects). Every finding is made by `findings`.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
-use kpress_config::{Config, PolicySet};
+use kpress_config::{Config, PolicySet, TopicCompression, TopicConfigSource};
 
 // The one place the doctor names the proxy's cluster client.
 pub(super) use kpress_proxy::{
@@ -28,6 +30,18 @@ const INTERNAL_TOPICS: [&str; 3] = [
     "__transaction_state",
     "__share_group_state",
 ];
+
+/// The doctor's DescribeConfigs answers, read as topic mode reads them.
+struct Described(HashMap<String, TopicCompression>);
+
+impl TopicConfigSource for Described {
+    fn topic_compression(&self, topic: &str) -> TopicCompression {
+        self.0
+            .get(topic)
+            .copied()
+            .unwrap_or(TopicCompression::Unavailable)
+    }
+}
 
 /// A topic's configs as the broker answered them (value and source).
 fn topic_settings(configs: &TopicConfigs) -> TopicSettings {
@@ -133,7 +147,6 @@ pub(super) async fn examine(config_name: String, config: &Config) -> anyhow::Res
             .brokers
             .push((broker.node_id, reachability, versions));
     }
-    let policies = PolicySet::new(config);
     let topics: Vec<&str> = view
         .topics
         .iter()
@@ -159,6 +172,14 @@ pub(super) async fn examine(config_name: String, config: &Config) -> anyhow::Res
         }
     }
     answered.sort_by(|a, b| a.topic.cmp(&b.topic));
+    // Topic mode resolves each topic from these answers, as the proxy would.
+    let described = Described(
+        answered
+            .iter()
+            .map(|c| (c.topic.clone(), kpress_proxy::topic_compression_of(c)))
+            .collect(),
+    );
+    let policies = PolicySet::with_topic_configs(config, Arc::new(described));
     for configs in answered {
         if configs.error_code != 0 {
             report.findings.push(findings::topic_undescribed(
@@ -176,10 +197,56 @@ pub(super) async fn examine(config_name: String, config: &Config) -> anyhow::Res
         report.topics.push(TopicRow {
             rule: policies.rule_index(&configs.topic),
             target: policy.target.name().to_owned(),
+            target_source: policies.target_source(&configs.topic).as_str(),
             largest_write: largest_write(policy),
             name: configs.topic,
             settings,
         });
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kpress_proxy::{ConfigEntry, ConfigSource};
+
+    #[test]
+    fn a_topic_mode_topic_agrees_with_its_broker_by_construction() {
+        let entry = |name: &str, value: &str| ConfigEntry {
+            name: name.to_owned(),
+            value: Some(value.to_owned()),
+            source: ConfigSource::Topic,
+        };
+        let answered = TopicConfigs {
+            topic: "t".to_owned(),
+            error_code: 0,
+            error_message: None,
+            entries: vec![
+                entry(COMPRESSION_TYPE, "gzip"),
+                entry("compression.gzip.level", "1"),
+                entry(MAX_MESSAGE_BYTES, "1048588"),
+            ],
+        };
+        let described = Described(HashMap::from([(
+            "t".to_owned(),
+            kpress_proxy::topic_compression_of(&answered),
+        )]));
+        // The default policy follows each topic's own configuration.
+        let config = crate::test_policy::with("");
+        let set = PolicySet::with_topic_configs(&config, Arc::new(described));
+        let policy = set.policy_for("t");
+        assert_eq!(policy.target.name(), "gzip");
+        assert_eq!(set.target_source("t").as_str(), "topic");
+        let found = topic_findings("t", policy, &topic_settings(&answered));
+        assert!(
+            found.iter().all(|f| f.kind != "recompressed_by_broker"),
+            "{found:?}"
+        );
+        // A topic the doctor got no answer for passes as sent.
+        assert_eq!(
+            set.policy_for("gone").target.name(),
+            "topic_config_unavailable"
+        );
+    }
 }

@@ -29,6 +29,9 @@ pub(super) struct TopicRow {
     pub(super) name: String,
     pub(super) rule: Option<usize>,
     pub(super) target: String,
+    /// Where the target came from: `rule`, or for topic mode `topic`,
+    /// `broker_default`, `default`, `unresolved`.
+    pub(super) target_source: &'static str,
     pub(super) largest_write: Option<usize>,
     pub(super) settings: TopicSettings,
 }
@@ -100,6 +103,7 @@ struct TopicJson<'a> {
     /// 1-based, as check-config numbers rules; `null` for `[defaults]`.
     rule: Option<usize>,
     policy_compression: &'a str,
+    target_source: &'static str,
     largest_write_bytes: Option<usize>,
     compression_type: Option<ConfigValueJson<'a>>,
     max_message_bytes: Option<ConfigValueJson<'a>>,
@@ -226,6 +230,7 @@ impl Report {
                     name: &t.name,
                     rule: t.rule.map(|i| i + 1),
                     policy_compression: &t.target,
+                    target_source: t.target_source,
                     largest_write_bytes: t.largest_write,
                     compression_type: config_value(&t.settings.compression_type),
                     max_message_bytes: config_value(&t.settings.max_message_bytes),
@@ -281,9 +286,11 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "  {}: kpress {} ({rule}); topic {COMPRESSION_TYPE} {}, {MAX_MESSAGE_BYTES} {}",
+                "  {}: kpress {} ({rule}, target from {}); topic {COMPRESSION_TYPE} {}, \
+                 {MAX_MESSAGE_BYTES} {}",
                 t.name,
                 t.target,
+                t.target_source,
                 shown(&t.settings.compression_type),
                 shown(&t.settings.max_message_bytes),
             );
@@ -345,6 +352,7 @@ mod tests {
                     name: "logs".to_owned(),
                     rule: Some(0),
                     target: "zstd".to_owned(),
+                    target_source: "rule",
                     largest_write: Some(1_048_588),
                     settings: TopicSettings {
                         compression_type: Some(("zstd".to_owned(), "topic")),
@@ -359,6 +367,7 @@ mod tests {
                     name: "raw".to_owned(),
                     rule: None,
                     target: "producer".to_owned(),
+                    target_source: "topic",
                     largest_write: None,
                     settings: TopicSettings::default(),
                 },
@@ -414,6 +423,7 @@ mod tests {
                         "name": "logs",
                         "rule": 1,
                         "policy_compression": "zstd",
+                        "target_source": "rule",
                         "largest_write_bytes": 1_048_588,
                         "compression_type": { "value": "zstd", "source": "topic" },
                         "max_message_bytes": { "value": "1048588", "source": "default" },
@@ -423,6 +433,7 @@ mod tests {
                         "name": "raw",
                         "rule": null,
                         "policy_compression": "producer",
+                        "target_source": "topic",
                         "largest_write_bytes": null,
                         "compression_type": null,
                         "max_message_bytes": null,
