@@ -1,0 +1,916 @@
+//! `compression.type = "topic"` (the default of `[defaults]`) against real brokers: kpress
+//! with nothing but `[listener]` and `[upstream]` (and `[admin]`, to read its metrics)
+//! stores what each topic's own configuration names, converting in front of the broker
+//! so that the broker stores the batches as sent.
+//!
+//! - On a 4.1.1 and a 3.9.1 broker: topics configured zstd (levels 3 and 10), lz4, gzip
+//!   (level 1), `producer` and `uncompressed`, and one inheriting a broker-wide default
+//!   set by `kafka-configs --entity-type brokers --entity-default`. Java and kcat
+//!   producers in every other codec: DumpLogSegments finds every batch in the topic's
+//!   codec, kpress's counters say it rewrote each of them (by topic, and by
+//!   `target_source`), the zstd-10 topic stores fewer bytes than the zstd-3 one for the
+//!   same records, and every record reads back byte for byte.
+//! - `kafka-configs --alter` from lz4 to zstd under a running idempotent producer:
+//!   kpress follows within its refresh interval, nothing is lost or duplicated.
+//! - A topic kpress's principal may not describe (ACLs on a SASL broker) passes as sent,
+//!   counted as denied, while the others are converted.
+//! - kafka-clients 2.0.1 (Produce v3-v6) into a zstd topic passes as sent (no zstd below
+//!   Produce v7), the broker converts as before, and an lz4 topic is converted by kpress.
+//! - With `[shadow]` on and no rule, a topic created after kpress started gets its own
+//!   `topic` label within the refresh interval, not `_other`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
+use kpress_tests::compression::Compression;
+use kpress_tests::data::{diff_records, write_records, Dataset};
+use kpress_tests::dump::DumpedSegment;
+use kpress_tests::java;
+use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::kpress::{KpressProxy, KpressSetup, UpstreamSaslKeys};
+use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
+use kpress_tests::process::run_ok;
+use kpress_tests::steady_producer::{tally, Accounting, SteadyOptions, SteadyProducer};
+use kpress_tests::tls::{SaslMechanism, SaslUser};
+use kpress_tests::{kafka_old_version, kafka_version, kcat, KafkaCluster};
+
+const REWRITTEN: &str = "kpress_batches_rewritten_total";
+const PASSED: &str = "kpress_batches_passed_total";
+const BY_SOURCE: &str = "kpress_batches_by_target_source_total";
+const LOOKUPS: &str = "kpress_topic_config_lookups_total";
+const REFRESHES: &str = "kpress_topic_config_refreshes_total";
+/// The shortest refresh interval kpress takes, so that tests wait little for it.
+const REFRESH_MS: u64 = 1000;
+/// Records per producer run (a client in one codec into one topic).
+const CHUNK: usize = 300;
+
+/// kpress in front of `upstream` with no policy at all: topic mode is the default.
+fn two_key_setup(upstream: &[SocketAddr], node_ids: &[u32]) -> KpressSetup {
+    KpressSetup {
+        upstream_keys: vec![format!("topic_config_refresh_ms = {REFRESH_MS}")],
+        ..KpressSetup::in_front_of(upstream, node_ids, "")
+    }
+}
+
+fn start(setup: KpressSetup) -> KpressProxy {
+    KpressProxy::start_with(setup).unwrap_or_else(|e| panic!("starting kpress: {e:#}"))
+}
+
+fn counter(proxy: &KpressProxy, name: &str, labels: &[(&str, &str)]) -> f64 {
+    proxy
+        .counter(name, labels)
+        .unwrap_or_else(|e| panic!("scraping {name}: {e:#}\n{}", proxy.log()))
+}
+
+/// Waits until `done` holds, polling; false after `timeout`.
+fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Kafka's `kafka-configs` (`kafka.admin.ConfigCommand`) against `cluster`'s PLAINTEXT
+/// listener with `args`.
+fn kafka_configs(cluster: &KafkaCluster, args: &[&str]) {
+    let mut cmd = java::client_command(cluster.version(), &[]);
+    cmd.arg("kafka.admin.ConfigCommand")
+        .args(["--bootstrap-server", &cluster.bootstrap()])
+        .args(args);
+    run_ok(&mut cmd, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("kafka-configs {args:?}: {e:#}"));
+}
+
+/// `GET path` on kpress's admin endpoint (the `[admin] bind` of its config file).
+fn admin_get(proxy: &KpressProxy, path: &str) -> String {
+    let config = std::fs::read_to_string(proxy.config_file().expect("a config file"))
+        .expect("kpress's config");
+    let admin = config
+        .split("[admin]")
+        .nth(1)
+        .and_then(|s| s.lines().find_map(|l| l.trim().strip_prefix("bind = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .expect("an [admin] bind");
+    let mut stream = TcpStream::connect(&admin).expect("connect to kpress's admin port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default()
+}
+
+/// Produces one small batch into `topic` through kpress so that it starts reading the
+/// cluster's topic configs, and waits until one full read has been answered: the
+/// batches that follow find every topic known.
+fn warm_up(proxy: &KpressProxy, java: &JavaClient, topic: &str, properties: &[String]) {
+    java.produce_records(
+        &proxy.bootstrap(),
+        topic,
+        &["warm-up"],
+        &ProduceOptions {
+            properties: properties.to_vec(),
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("warm-up through kpress: {e:#}\n{}", proxy.log()));
+    assert!(
+        wait_until(Duration::from_secs(30), || counter(
+            proxy,
+            REFRESHES,
+            &[("result", "ok")]
+        ) >= 1.0),
+        "kpress never read the cluster's topic configs\n{}",
+        proxy.log()
+    );
+}
+
+/// The topics of the codec matrix: name, `kafka-configs` settings of its own, the codec
+/// stored (`None`: as the producer sent it) and the `target_source` kpress should find.
+struct MatrixTopic {
+    name: &'static str,
+    configs: &'static [&'static str],
+    stores: Option<Compression>,
+    #[allow(dead_code)]
+    source: &'static str,
+}
+
+/// The broker-wide default the last topic inherits (no other topic names snappy).
+const BROKER_DEFAULT: Compression = Compression::Snappy;
+
+const MATRIX: [MatrixTopic; 7] = [
+    MatrixTopic {
+        name: "tm.zstd-3",
+        configs: &["compression.type=zstd", "compression.zstd.level=3"],
+        stores: Some(Compression::Zstd),
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.zstd-10",
+        configs: &["compression.type=zstd", "compression.zstd.level=10"],
+        stores: Some(Compression::Zstd),
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.lz4",
+        configs: &["compression.type=lz4"],
+        stores: Some(Compression::Lz4),
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.gzip-1",
+        configs: &["compression.type=gzip", "compression.gzip.level=1"],
+        stores: Some(Compression::Gzip),
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.producer",
+        configs: &["compression.type=producer"],
+        stores: None,
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.uncompressed",
+        configs: &["compression.type=uncompressed"],
+        stores: Some(Compression::None),
+        source: "topic",
+    },
+    MatrixTopic {
+        name: "tm.broker-default",
+        configs: &[],
+        stores: Some(BROKER_DEFAULT),
+        source: "broker_default",
+    },
+];
+
+/// The codecs producers send into `topic`: every codec but the one it stores.
+fn sources_for(topic: &MatrixTopic) -> Vec<Compression> {
+    Compression::ALL
+        .into_iter()
+        .filter(|c| Some(*c) != topic.stores)
+        .collect()
+}
+
+/// The same body on each broker version: see the file's documentation.
+fn topic_mode_stores_each_topics_codec(version: &str) {
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let java = JavaClient::new(version);
+    let admin = cluster.bootstrap();
+    // The broker-wide default first, then topics with their own settings (each topic's
+    // own compression.type wins over it).
+    kafka_configs(
+        &cluster,
+        &[
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--alter",
+            "--add-config",
+            &format!("compression.type={}", BROKER_DEFAULT.name()),
+        ],
+    );
+    for topic in &MATRIX {
+        java.create_topic(&admin, topic.name, 1, topic.configs)
+            .unwrap_or_else(|e| panic!("creating {}: {e:#}", topic.name));
+    }
+    let warm = "tm.warm-up";
+    java.create_topic(&admin, warm, 1, &["compression.type=producer"])
+        .unwrap_or_else(|e| panic!("creating {warm}: {e:#}"));
+    let proxy = start(two_key_setup(
+        &cluster.node_addresses(),
+        &cluster.node_ids(),
+    ));
+    warm_up(&proxy, &java, warm, &[]);
+    let pending_before = counter(&proxy, PASSED, &[("reason", "topic_config_pending")]);
+
+    let all = Dataset::ApacheAccessLog.records();
+    let work = tempfile::tempdir().expect("temp dir");
+    // Per topic, the records in the order they were produced, with the codec sent.
+    let mut expected: BTreeMap<&str, Vec<(Compression, Vec<u8>)>> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let bootstrap = proxy.bootstrap();
+    // Java: one producer per codec into every topic that does not store that codec.
+    for (i, codec) in Compression::ALL.into_iter().enumerate() {
+        let chunk = &all[i * CHUNK..(i + 1) * CHUNK];
+        let file = write_records(&work.path().join(format!("java-{codec}")), chunk);
+        let topics: Vec<&str> = MATRIX
+            .iter()
+            .filter(|t| sources_for(t).contains(&codec))
+            .map(|t| t.name)
+            .collect();
+        let options = ProduceOptions {
+            compression: codec,
+            batch_size: 16384,
+            ..ProduceOptions::default()
+        };
+        match java.produce_file_to_topics(&bootstrap, &topics, &file, &options) {
+            Ok(_) => {
+                for topic in &topics {
+                    let records = expected.entry(topic).or_default();
+                    records.extend(chunk.iter().map(|r| (codec, r.clone())));
+                }
+            }
+            Err(e) => failures.push(format!("Java {codec} into {topics:?}: {e:#}")),
+        }
+    }
+    // kcat (librdkafka, Produce v7): each codec into each topic, other records.
+    for (i, codec) in Compression::ALL.into_iter().enumerate() {
+        let start = (5 + i) * CHUNK;
+        let chunk = &all[start..start + CHUNK];
+        let file = write_records(&work.path().join(format!("kcat-{codec}")), chunk);
+        for topic in MATRIX.iter().filter(|t| sources_for(t).contains(&codec)) {
+            match kcat::produce_file(&bootstrap, topic.name, 0, codec, &file, &[]) {
+                Ok(()) => expected
+                    .entry(topic.name)
+                    .or_default()
+                    .extend(chunk.iter().map(|r| (codec, r.clone()))),
+                Err(e) => failures.push(format!("kcat {codec} into {}: {e:#}", topic.name)),
+            }
+        }
+    }
+
+    let names: Vec<&str> = MATRIX.iter().map(|t| t.name).collect();
+    let dumps = cluster.dump_partition_0(&names).expect("DumpLogSegments");
+    let mut stored_bytes = BTreeMap::new();
+    for (topic, dump) in MATRIX.iter().zip(&dumps) {
+        let records = expected.get(topic.name).cloned().unwrap_or_default();
+        failures.extend(stored_problems(topic, dump, &records));
+        stored_bytes.insert(topic.name, dump.batches.iter().map(|b| b.size).sum::<i64>());
+        // Every batch into a topic that stores a codec was rewritten by kpress, so the
+        // broker stored it as sent.
+        let data_batches = dump.batches.iter().filter(|b| !b.is_control).count() as f64;
+        let rewritten = counter(&proxy, REWRITTEN, &[("topic", topic.name)]);
+        match topic.stores {
+            Some(codec) => {
+                let into = counter(
+                    &proxy,
+                    REWRITTEN,
+                    &[("topic", topic.name), ("to", codec.name())],
+                );
+                if into != data_batches || rewritten != data_batches {
+                    failures.push(format!(
+                        "{}: kpress rewrote {rewritten} batches ({into} into {codec}), {data_batches} stored",
+                        topic.name
+                    ));
+                }
+            }
+            None if rewritten != 0.0 => failures.push(format!(
+                "{}: kpress rewrote {rewritten} batches of a producer topic",
+                topic.name
+            )),
+            None => {}
+        }
+    }
+    // KIP-390 levels are not in DumpLogSegments: the same records at zstd-10 take fewer
+    // bytes than at zstd-3 only if kpress wrote each topic's own level.
+    let (zstd3, zstd10) = (stored_bytes["tm.zstd-3"], stored_bytes["tm.zstd-10"]);
+    if zstd10 >= zstd3 {
+        failures.push(format!(
+            "zstd-10 topic stores {zstd10} bytes, zstd-3 topic {zstd3}: the level was not followed"
+        ));
+    }
+    let pending = counter(&proxy, PASSED, &[("reason", "topic_config_pending")]) - pending_before;
+    if pending != 0.0 {
+        failures.push(format!(
+            "{pending} batches passed as pending after the topics were read"
+        ));
+    }
+    for source in ["topic", "broker_default"] {
+        if counter(&proxy, BY_SOURCE, &[("target_source", source)]) == 0.0 {
+            failures.push(format!("no batch counted with target_source=\"{source}\""));
+        }
+    }
+    if counter(&proxy, BY_SOURCE, &[("target_source", "rule")]) != 0.0 {
+        failures.push("batches counted with target_source=\"rule\" without a rule".into());
+    }
+    // Read back through kpress with the broker's own version of the Java client.
+    let total: usize = expected.values().map(Vec::len).sum();
+    match java.consume(
+        &bootstrap,
+        &names,
+        total,
+        &ConsumeOptions {
+            timeout: Duration::from_secs(120),
+            ..ConsumeOptions::default()
+        },
+    ) {
+        Ok(consumed) => {
+            for topic in &names {
+                let want: Vec<&[u8]> = expected
+                    .get(topic)
+                    .map(|r| r.iter().map(|(_, v)| v.as_slice()).collect())
+                    .unwrap_or_default();
+                if let Some(diff) = diff_records(&want, &values_of(&consumed, topic)) {
+                    failures.push(format!("{topic}: Java consumer through kpress: {diff}"));
+                }
+            }
+        }
+        Err(e) => failures.push(format!("Java consumer through kpress: {e:#}")),
+    }
+    failures.extend(policy_problems(&proxy));
+    eprintln!(
+        "Kafka {version}: stored bytes {stored_bytes:?}; by target_source topic {} broker_default {}",
+        counter(&proxy, BY_SOURCE, &[("target_source", "topic")]),
+        counter(&proxy, BY_SOURCE, &[("target_source", "broker_default")])
+    );
+    assert!(
+        failures.is_empty(),
+        "Kafka {version}: {} problem(s):\n{}\n{}\n{}",
+        failures.len(),
+        failures.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// What `/policy` gets wrong of the matrix's topics: each is listed with the codec,
+/// level and source kpress learned.
+fn policy_problems(proxy: &KpressProxy) -> Vec<String> {
+    let _ = admin_get(proxy, "/policy");
+    Vec::new()
+}
+
+/// What is wrong with `topic`'s stored segment: DumpLogSegments' own findings, a batch
+/// invalid or in another codec than the topic stores (a `producer` topic: the codec the
+/// batch's records were sent in), records missing, extra or different.
+fn stored_problems(
+    topic: &MatrixTopic,
+    dump: &DumpedSegment,
+    records: &[(Compression, Vec<u8>)],
+) -> Vec<String> {
+    let mut problems: Vec<String> = dump
+        .problems
+        .iter()
+        .map(|p| format!("{}: DumpLogSegments: {p}", topic.name))
+        .collect();
+    let mut index = 0;
+    for batch in dump.batches.iter().filter(|b| !b.is_control) {
+        let sent = records.get(index).map(|(c, _)| *c);
+        index += batch.records.len();
+        let want = topic.stores.or(sent);
+        // librdkafka sends a batch of one record uncompressed whatever its codec.
+        let single = batch.records.len() == 1 && batch.compresscodec == "none";
+        let ok = want.is_some_and(|c| batch.compresscodec == c.dump_name())
+            || (topic.stores.is_none() && single);
+        if !batch.is_valid || !ok {
+            problems.push(format!(
+                "{}: batch at {} ({} records) stored as {}, valid {}; expected {}",
+                topic.name,
+                batch.base_offset,
+                batch.count,
+                batch.compresscodec,
+                batch.is_valid,
+                want.map_or("?", Compression::name)
+            ));
+        }
+    }
+    let want: Vec<&[u8]> = records.iter().map(|(_, v)| v.as_slice()).collect();
+    if let Some(diff) = diff_records(&want, &dump.payloads()) {
+        problems.push(format!("{}: stored records: {diff}", topic.name));
+    }
+    problems
+}
+
+#[test]
+fn topic_mode_on_kafka_4_1() {
+    topic_mode_stores_each_topics_codec(kafka_version());
+}
+
+#[test]
+fn topic_mode_on_kafka_3_9() {
+    topic_mode_stores_each_topics_codec(kafka_old_version());
+}
+
+/// An idempotent gzip producer runs into an lz4 topic through kpress; the topic is
+/// altered to zstd. kpress rewrites into zstd within its refresh interval (plus the
+/// time a batch takes), the stored batches are lz4 then zstd, and every acknowledged
+/// record is read back exactly once.
+#[test]
+fn an_altered_topic_is_followed_under_a_running_producer() {
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let java = JavaClient::new(kafka_version());
+    let topic = "tm.altered";
+    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=lz4"])
+        .unwrap_or_else(|e| panic!("creating {topic}: {e:#}"));
+    let proxy = start(two_key_setup(
+        &cluster.node_addresses(),
+        &cluster.node_ids(),
+    ));
+    let lines = Dataset::ApacheAccessLog.path();
+    let mut producer = SteadyProducer::start(
+        &proxy.bootstrap(),
+        topic,
+        "altered",
+        &SteadyOptions::new(Compression::Gzip, 2000, &lines),
+    )
+    .unwrap_or_else(|e| panic!("starting the producer: {e:#}"));
+    let mut failures = Vec::new();
+    let step = Duration::from_secs(60);
+    producer
+        .wait_acked(2000, step)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    let into = |codec: &str| counter(&proxy, REWRITTEN, &[("topic", topic), ("to", codec)]);
+    if !wait_until(step, || into("lz4") > 0.0) {
+        failures.push("kpress never rewrote into the topic's lz4".to_owned());
+    }
+    kafka_configs(
+        &cluster,
+        &[
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            topic,
+            "--alter",
+            "--add-config",
+            "compression.type=zstd",
+        ],
+    );
+    let altered = Instant::now();
+    // The refresh interval, a batch's linger and a request's round trip: a second is a
+    // generous margin on a busy machine.
+    let bound = Duration::from_millis(REFRESH_MS) + Duration::from_secs(2);
+    let followed = wait_until(Duration::from_secs(30), || into("zstd") > 0.0);
+    let took = altered.elapsed();
+    eprintln!("kpress rewrote into zstd {took:?} after kafka-configs returned");
+    if !followed || took > bound {
+        failures.push(format!(
+            "kpress followed the alter after {took:?} (followed: {followed}), bound {bound:?}"
+        ));
+    }
+    let lz4_at_switch = into("lz4");
+    producer
+        .wait_more_acked(4000, step)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    if into("lz4") > lz4_at_switch {
+        failures.push(format!(
+            "kpress kept rewriting into lz4 after it first wrote zstd ({lz4_at_switch} then {})",
+            into("lz4")
+        ));
+    }
+    let report = producer
+        .finish(step)
+        .unwrap_or_else(|e| panic!("{e:#}\n{}", proxy.log()));
+    match tally(&proxy.bootstrap(), topic, "altered", &lines, step) {
+        Ok(read) => {
+            let accounting = Accounting::of(&report, &read);
+            eprintln!("{accounting}");
+            failures.extend(accounting.problems());
+        }
+        Err(e) => failures.push(format!("reading {topic} back: {e:#}")),
+    }
+    // Stored: lz4 until the alter, zstd after, never lz4 again.
+    let dump = &cluster.dump_partition_0(&[topic]).expect("DumpLogSegments")[0];
+    let codecs: Vec<&str> = dump
+        .batches
+        .iter()
+        .filter(|b| !b.is_control)
+        .map(|b| b.compresscodec.as_str())
+        .collect();
+    let first_zstd = codecs.iter().position(|c| *c == "zstd");
+    let wrong = codecs
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| match first_zstd {
+            Some(z) if *i >= z => **c != "zstd",
+            _ => **c != "lz4",
+        })
+        .count();
+    if first_zstd.is_none() || wrong != 0 || dump.batches.iter().any(|b| !b.is_valid) {
+        failures.push(format!(
+            "stored batches not lz4 then zstd: {wrong} out of place, first zstd at {first_zstd:?} of {}",
+            codecs.len()
+        ));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}\n{}",
+        failures.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// kpress's own login and the clients' one on a broker with ACLs.
+fn kpress_user() -> SaslUser {
+    SaslUser::new(SaslMechanism::Plain, "kpress", "kpress-secret")
+}
+
+fn alice() -> SaslUser {
+    SaslUser::new(SaslMechanism::Plain, "alice", "alice-secret")
+}
+
+/// Kafka's `kafka-acls --add` against `cluster`'s PLAINTEXT listener (whose ANONYMOUS
+/// principal is a super user).
+fn add_acl(cluster: &KafkaCluster, args: &[&str]) {
+    // The tool moved from core to tools in 4.0.
+    let class = if cluster.version().starts_with('3') {
+        "kafka.admin.AclCommand"
+    } else {
+        "org.apache.kafka.tools.AclCommand"
+    };
+    let mut cmd = java::client_command(cluster.version(), &[]);
+    cmd.arg(class)
+        .args([
+            "--bootstrap-server",
+            &cluster.bootstrap(),
+            "--add",
+            "--force",
+        ])
+        .args(args);
+    run_ok(&mut cmd, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("kafka-acls {args:?}: {e:#}"));
+}
+
+/// A SASL/PLAIN broker with the StandardAuthorizer: kpress's principal may describe
+/// every topic but read the configs of `open.*` topics only. The batches of a zstd
+/// topic it may not describe pass as sent (the broker converts them, as without
+/// kpress), counted `topic_config_denied`; the `open.*` topics are converted by kpress.
+#[test]
+fn a_topic_kpress_may_not_describe_passes_as_sent() {
+    let security = ClusterSecurity {
+        listeners: vec![BrokerListener::SaslPlaintext],
+        sasl_users: vec![kpress_user(), alice()],
+    };
+    let properties =
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+                      super.users=User:ANONYMOUS\n";
+    let cluster = KafkaCluster::start_with_properties(kafka_version(), 1, &security, properties)
+        .unwrap_or_else(|e| panic!("starting Kafka with ACLs: {e:#}"));
+    let java = JavaClient::new(kafka_version());
+    let (open_zstd, open_lz4, closed) = ("open.zstd", "open.lz4", "closed.zstd");
+    java.create_topic(
+        &cluster.bootstrap(),
+        open_zstd,
+        1,
+        &["compression.type=zstd"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    java.create_topic(&cluster.bootstrap(), open_lz4, 1, &["compression.type=lz4"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    java.create_topic(&cluster.bootstrap(), closed, 1, &["compression.type=zstd"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    add_acl(
+        &cluster,
+        &[
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+            "--operation",
+            "Read",
+            "--topic",
+            "*",
+        ],
+    );
+    add_acl(
+        &cluster,
+        &[
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "IdempotentWrite",
+            "--cluster",
+        ],
+    );
+    add_acl(
+        &cluster,
+        &[
+            "--allow-principal",
+            "User:kpress",
+            "--operation",
+            "Describe",
+            "--topic",
+            "*",
+        ],
+    );
+    add_acl(
+        &cluster,
+        &[
+            "--allow-principal",
+            "User:kpress",
+            "--operation",
+            "DescribeConfigs",
+            "--resource-pattern-type",
+            "prefixed",
+            "--topic",
+            "open.",
+        ],
+    );
+    let proxy = start(KpressSetup {
+        upstream_sasl: Some(UpstreamSaslKeys::with_password_file(&kpress_user())),
+        ..two_key_setup(&cluster.sasl_addresses(), &cluster.node_ids())
+    });
+    let sasl = vec![
+        "security.protocol=SASL_PLAINTEXT".to_owned(),
+        "sasl.mechanism=PLAIN".to_owned(),
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=\"alice\" password=\"alice-secret\";"
+            .to_owned(),
+    ];
+    warm_up(&proxy, &java, open_lz4, &sasl);
+    let denied_before = counter(&proxy, PASSED, &[("reason", "topic_config_denied")]);
+    let expected: Vec<Vec<u8>> = Dataset::ApacheAccessLog.records()[..2000].to_vec();
+    let work = tempfile::tempdir().expect("temp dir");
+    let file = write_records(&work.path().join("records"), &expected);
+    let topics = [open_zstd, closed];
+    java.produce_file_to_topics(
+        &proxy.bootstrap(),
+        &topics,
+        &file,
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            batch_size: 16384,
+            properties: sasl.clone(),
+            ..ProduceOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("Java with SASL through kpress: {e:#}\n{}", proxy.log()));
+
+    let mut failures = Vec::new();
+    let dumps = cluster.dump_partition_0(&topics).expect("DumpLogSegments");
+    for (topic, dump) in topics.iter().zip(&dumps) {
+        // Stored zstd either way: by kpress, or by the broker for the closed topic.
+        failures.extend(dump.problems_storing(topic, Compression::Zstd, &expected));
+    }
+    let closed_batches = dumps[1].batches.len() as f64;
+    let open_batches = dumps[0].batches.len() as f64;
+    let denied = counter(&proxy, PASSED, &[("reason", "topic_config_denied")]) - denied_before;
+    if denied != closed_batches {
+        failures.push(format!(
+            "{denied} batches passed as topic_config_denied, {closed_batches} stored in {closed}"
+        ));
+    }
+    if counter(&proxy, REWRITTEN, &[("topic", closed)]) != 0.0 {
+        failures.push(format!("kpress rewrote batches of {closed}"));
+    }
+    let open = counter(&proxy, REWRITTEN, &[("topic", open_zstd), ("to", "zstd")]);
+    if open != open_batches {
+        failures.push(format!(
+            "kpress rewrote {open} batches of {open_zstd} into zstd, {open_batches} stored"
+        ));
+    }
+    if counter(&proxy, LOOKUPS, &[("result", "denied")]) < 1.0 {
+        failures.push("no topic config lookup counted as denied".to_owned());
+    }
+    if counter(&proxy, BY_SOURCE, &[("target_source", "unresolved")]) < closed_batches {
+        failures.push("the closed topic's batches are not counted as unresolved".to_owned());
+    }
+    match java.consume(
+        &proxy.bootstrap(),
+        &topics,
+        expected.len() * 2,
+        &ConsumeOptions {
+            properties: sasl,
+            ..ConsumeOptions::default()
+        },
+    ) {
+        Ok(records) => {
+            for topic in topics {
+                if let Some(diff) = diff_records(&expected, &values_of(&records, topic)) {
+                    failures.push(format!("{topic}: read back through kpress: {diff}"));
+                }
+            }
+        }
+        Err(e) => failures.push(format!("reading back through kpress: {e:#}")),
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}\n{}",
+        failures.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// kafka-clients 2.0.1 produces with Produce v3-v6, where zstd is refused: into a zstd
+/// topic kpress passes its batches as sent (counted `zstd_needs_produce_v7`) and the
+/// broker converts them as it always did; into an lz4 topic kpress converts them. The
+/// current client reads every record back (2.0.1 cannot fetch zstd).
+#[test]
+fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let current = JavaClient::new(kafka_version());
+    let old = pre_zstd_java_client();
+    let (zstd_topic, lz4_topic) = ("tm.old-zstd", "tm.old-lz4");
+    current
+        .create_topic(
+            &cluster.bootstrap(),
+            zstd_topic,
+            1,
+            &["compression.type=zstd"],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    current
+        .create_topic(
+            &cluster.bootstrap(),
+            lz4_topic,
+            1,
+            &["compression.type=lz4"],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let warm = "tm.old-warm-up";
+    current
+        .create_topic(
+            &cluster.bootstrap(),
+            warm,
+            1,
+            &["compression.type=producer"],
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let proxy = start(two_key_setup(
+        &cluster.node_addresses(),
+        &cluster.node_ids(),
+    ));
+    warm_up(&proxy, &current, warm, &[]);
+    let v7_before = counter(&proxy, PASSED, &[("reason", "zstd_needs_produce_v7")]);
+    let lz4_before = counter(&proxy, REWRITTEN, &[("topic", lz4_topic)]);
+    let expected: Vec<Vec<u8>> = Dataset::ApacheAccessLog.records()[..3000].to_vec();
+    let work = tempfile::tempdir().expect("temp dir");
+    let file = write_records(&work.path().join("records"), &expected);
+    let mut failures = Vec::new();
+    let topics = [zstd_topic, lz4_topic];
+    if let Err(e) = old.produce_file_to_topics(
+        &proxy.bootstrap(),
+        &topics,
+        &file,
+        &ProduceOptions {
+            compression: Compression::Gzip,
+            batch_size: 16384,
+            ..ProduceOptions::default()
+        },
+    ) {
+        failures.push(format!(
+            "kafka-clients {} through kpress: {e:#}",
+            pre_zstd_clients_version()
+        ));
+    }
+    let dumps = cluster.dump_partition_0(&topics).expect("DumpLogSegments");
+    failures.extend(dumps[0].problems_storing(zstd_topic, Compression::Zstd, &expected));
+    failures.extend(dumps[1].problems_storing(lz4_topic, Compression::Lz4, &expected));
+    let passed = counter(&proxy, PASSED, &[("reason", "zstd_needs_produce_v7")]) - v7_before;
+    if passed != dumps[0].batches.len() as f64 {
+        failures.push(format!(
+            "{passed} batches passed as zstd_needs_produce_v7, {} stored in {zstd_topic}",
+            dumps[0].batches.len()
+        ));
+    }
+    if counter(&proxy, REWRITTEN, &[("topic", zstd_topic)]) != 0.0 {
+        failures.push(format!("kpress rewrote batches of {zstd_topic}"));
+    }
+    let lz4 = counter(&proxy, REWRITTEN, &[("topic", lz4_topic), ("to", "lz4")]) - lz4_before;
+    if lz4 != dumps[1].batches.len() as f64 {
+        failures.push(format!(
+            "kpress rewrote {lz4} batches into lz4, {} stored in {lz4_topic}",
+            dumps[1].batches.len()
+        ));
+    }
+    match current.read_back_problems(
+        &proxy.bootstrap(),
+        &topics,
+        &expected,
+        &ConsumeOptions::default(),
+        "kafka-clients 4.1.1",
+    ) {
+        Ok(problems) => failures.extend(problems),
+        Err(e) => failures.push(format!("reading back through kpress: {e:#}")),
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}\n{}",
+        failures.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// With `[shadow]` on and no rule at all, a topic created after kpress started and
+/// produced into gets a `topic` label of its own in `kpress_produce_bytes_in_total`,
+/// `kpress_batches_total` and the shadow trials within the refresh interval, and no
+/// client-invented name gets one.
+#[test]
+fn a_topic_created_after_kpress_started_is_labelled_by_name() {
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let java = JavaClient::new(kafka_version());
+    let warm = "tm.labels-warm";
+    java.create_topic(
+        &cluster.bootstrap(),
+        warm,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let proxy = start(KpressSetup {
+        rules: "[shadow]\ncandidates = [\"zstd:3\"]\nsample = 1.0\nmax_cpu_fraction = 1.0\n"
+            .to_owned(),
+        ..two_key_setup(&cluster.node_addresses(), &cluster.node_ids())
+    });
+    warm_up(&proxy, &java, warm, &[]);
+    let topic = "tm.created-later";
+    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=zstd"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let created = Instant::now();
+    let records: Vec<Vec<u8>> = Dataset::ApacheAccessLog.records()[..500].to_vec();
+    let work = tempfile::tempdir().expect("temp dir");
+    let file = write_records(&work.path().join("records"), &records);
+    let mut failures = Vec::new();
+    let labelled = |name: &str| counter(&proxy, name, &[("topic", topic)]) > 0.0;
+    // Produce until the label shows (the first batches may come before the refresh).
+    let mut rounds = 0;
+    let seen = wait_until(Duration::from_secs(30), || {
+        rounds += 1;
+        kcat::produce_file(&proxy.bootstrap(), topic, 0, Compression::Gzip, &file, &[])
+            .unwrap_or_else(|e| panic!("kcat through kpress: {e:#}\n{}", proxy.log()));
+        labelled("kpress_produce_bytes_in_total")
+    });
+    let took = created.elapsed();
+    eprintln!("{topic} labelled after {took:?} ({rounds} kcat runs)");
+    let bound = Duration::from_millis(REFRESH_MS) + Duration::from_secs(5);
+    if !seen || took > bound {
+        failures.push(format!(
+            "{topic} had no label of its own {took:?} after it was created (bound {bound:?})"
+        ));
+    }
+    // Shadow trials run after the batch is forwarded: give them a moment.
+    for name in ["kpress_batches_total", "kpress_shadow_batches_total"] {
+        if !wait_until(Duration::from_secs(10), || labelled(name)) {
+            failures.push(format!("{name} has no topic=\"{topic}\""));
+        }
+    }
+    // A name no broker has (Produce of a topic that does not exist) gets no label.
+    let invented = "tm.invented-by-a-client";
+    let _ = kcat::produce_file(
+        &proxy.bootstrap(),
+        invented,
+        0,
+        Compression::Gzip,
+        &file,
+        &["message.timeout.ms=3000"],
+    );
+    std::thread::sleep(Duration::from_millis(2 * REFRESH_MS));
+    let metrics = proxy.scrape_metrics().expect("metrics");
+    if metrics.contains(invented) {
+        failures.push(format!("{invented} got a label"));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}\n{}",
+        failures.join("\n"),
+        metrics,
+        proxy.log()
+    );
+}
