@@ -144,7 +144,6 @@ struct MatrixTopic {
     name: &'static str,
     configs: &'static [&'static str],
     stores: Option<Compression>,
-    #[allow(dead_code)]
     source: &'static str,
 }
 
@@ -376,11 +375,52 @@ fn topic_mode_stores_each_topics_codec(version: &str) {
     );
 }
 
-/// What `/policy` gets wrong of the matrix's topics: each is listed with the codec,
-/// level and source kpress learned.
+/// `/policy`'s `learned_topics` entry for `topic`, if it lists one.
+fn learned_topic(proxy: &KpressProxy, topic: &str) -> Option<serde_json::Value> {
+    let policy: serde_json::Value = serde_json::from_str(&admin_get(proxy, "/policy")).ok()?;
+    policy["learned_topics"]
+        .as_array()?
+        .iter()
+        .find(|t| t["topic"] == topic)
+        .cloned()
+}
+
+/// What `/policy` gets wrong of the matrix's topics: each is listed with the target,
+/// level and source kpress learned (levels are seen nowhere else).
 fn policy_problems(proxy: &KpressProxy) -> Vec<String> {
-    let _ = admin_get(proxy, "/policy");
-    Vec::new()
+    let level = |name: &str| match name {
+        "tm.zstd-3" => Some(3),
+        "tm.zstd-10" => Some(10),
+        "tm.gzip-1" => Some(1),
+        // Kafka's default lz4 level.
+        "tm.lz4" => Some(9),
+        _ => None,
+    };
+    let mut problems = Vec::new();
+    for topic in &MATRIX {
+        let Some(learned) = learned_topic(proxy, topic.name) else {
+            problems.push(format!("/policy lists no learned topic {}", topic.name));
+            continue;
+        };
+        let target = topic.stores.map_or("producer", Compression::name);
+        let wanted = serde_json::json!({
+            "target": target,
+            "level": level(topic.name),
+            "target_source": topic.source,
+        });
+        let got = serde_json::json!({
+            "target": learned["target"],
+            "level": learned["level"],
+            "target_source": learned["target_source"],
+        });
+        if got != wanted {
+            problems.push(format!(
+                "/policy: {} is {got}, want {wanted} ({learned})",
+                topic.name
+            ));
+        }
+    }
+    problems
 }
 
 /// What is wrong with `topic`'s stored segment: DumpLogSegments' own findings, a batch
@@ -702,6 +742,12 @@ fn a_topic_kpress_may_not_describe_passes_as_sent() {
     if open != open_batches {
         failures.push(format!(
             "kpress rewrote {open} batches of {open_zstd} into zstd, {open_batches} stored"
+        ));
+    }
+    let state = learned_topic(&proxy, closed).map(|t| t["topic_config"]["state"].clone());
+    if state != Some(serde_json::json!("denied")) {
+        failures.push(format!(
+            "/policy shows {closed}'s config as {state:?}, not denied"
         ));
     }
     if counter(&proxy, LOOKUPS, &[("result", "denied")]) < 1.0 {
