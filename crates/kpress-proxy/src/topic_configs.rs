@@ -338,6 +338,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
             _ = closed(&weak) => return,
         }
         let mut next_refresh = Instant::now();
+        let mut follow_reloads = true;
         loop {
             let Some(shared) = weak.upgrade() else { return };
             if shared.is_shutting_down() {
@@ -356,12 +357,11 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
             tokio::select! {
                 _ = tokio::time::sleep_until(next_refresh) => {}
                 _ = cache.wake.notified() => {}
-                changed = policies.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    cache.refresh_now.store(true, Ordering::Relaxed);
-                }
+                changed = policies.changed(), if follow_reloads => match changed {
+                    Ok(()) => cache.refresh_now.store(true, Ordering::Relaxed),
+                    // No more policies will come: the interval alone drives refreshes.
+                    Err(_) => follow_reloads = false,
+                },
             }
         }
     });
@@ -551,6 +551,271 @@ mod tests {
             compression,
             exists: true,
         }
+    }
+
+    /// A broker stand-in serving ApiVersions v0, Metadata and DescribeConfigs on every
+    /// connection, from a topic → `compression.type` table the test changes; every
+    /// request's API key and topics are recorded.
+    mod stand_in {
+        use std::sync::Mutex;
+
+        use bytes::{Buf, BytesMut};
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        use kafka_protocol::messages::describe_configs_response::{
+            DescribeConfigsResourceResult, DescribeConfigsResult,
+        };
+        use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+        use kafka_protocol::messages::{
+            ApiVersionsResponse, DescribeConfigsRequest, DescribeConfigsResponse, MetadataResponse,
+            RequestHeader,
+        };
+        use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::{TcpListener, TcpStream};
+
+        use super::*;
+
+        #[derive(Default)]
+        pub(super) struct Broker {
+            /// Topic → its `compression.type`; "secret" is refused (no ACL).
+            pub(super) topics: Mutex<Vec<(String, String)>>,
+            /// (API key, topics named) of each request served.
+            pub(super) requests: Mutex<Vec<(i16, Vec<String>)>>,
+        }
+
+        pub(super) async fn serve(listener: TcpListener, broker: Arc<Broker>) {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(connection(stream, Arc::clone(&broker)));
+            }
+        }
+
+        async fn connection(mut stream: TcpStream, broker: Arc<Broker>) {
+            loop {
+                let mut size = [0u8; 4];
+                if stream.read_exact(&mut size).await.is_err() {
+                    return;
+                }
+                let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
+                stream.read_exact(&mut request).await.unwrap();
+                let key = i16::from_be_bytes([request[0], request[1]]);
+                let version = i16::from_be_bytes([request[2], request[3]]);
+                let correlation =
+                    i32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+                let mut body = BytesMut::new();
+                let header_version = match key {
+                    18 => {
+                        let keys = [(0, 9), (3, 12), (32, 4)];
+                        ApiVersionsResponse::default()
+                            .with_api_keys(
+                                keys.iter()
+                                    .map(|&(k, max)| {
+                                        ApiVersion::default().with_api_key(k).with_max_version(max)
+                                    })
+                                    .collect(),
+                            )
+                            .encode(&mut body, version)
+                            .unwrap();
+                        broker.requests.lock().unwrap().push((key, Vec::new()));
+                        0
+                    }
+                    3 => {
+                        let topics = broker.topics.lock().unwrap().clone();
+                        broker.requests.lock().unwrap().push((key, Vec::new()));
+                        MetadataResponse::default()
+                            .with_topics(
+                                topics
+                                    .iter()
+                                    .zip(1u8..)
+                                    .map(|((name, _), id)| {
+                                        MetadataResponseTopic::default()
+                                            .with_topic_id(uuid::Uuid::from_bytes([id; 16]))
+                                            .with_name(Some(
+                                                StrBytes::from_string(name.clone()).into(),
+                                            ))
+                                    })
+                                    .collect(),
+                            )
+                            .encode(&mut body, version)
+                            .unwrap();
+                        MetadataResponse::header_version(version)
+                    }
+                    32 => {
+                        let mut buf = bytes::Bytes::from(request);
+                        RequestHeader::decode(
+                            &mut buf,
+                            DescribeConfigsRequest::header_version(version),
+                        )
+                        .unwrap();
+                        let asked = DescribeConfigsRequest::decode(&mut buf, version).unwrap();
+                        assert!(!buf.has_remaining());
+                        let names: Vec<String> = asked
+                            .resources
+                            .iter()
+                            .map(|r| r.resource_name.to_string())
+                            .collect();
+                        broker.requests.lock().unwrap().push((key, names.clone()));
+                        let topics = broker.topics.lock().unwrap().clone();
+                        let results = names
+                            .iter()
+                            .map(|name| {
+                                let result = DescribeConfigsResult::default()
+                                    .with_resource_type(2)
+                                    .with_resource_name(StrBytes::from_string(name.clone()));
+                                match topics.iter().find(|(t, _)| t == name) {
+                                    _ if name == "secret" => result.with_error_code(29),
+                                    None => result.with_error_code(3),
+                                    Some((_, codec)) => result.with_configs(vec![
+                                        DescribeConfigsResourceResult::default()
+                                            .with_name(StrBytes::from_static_str(
+                                                "compression.type",
+                                            ))
+                                            .with_value(Some(StrBytes::from_string(codec.clone())))
+                                            .with_config_source(1),
+                                    ]),
+                                }
+                            })
+                            .collect();
+                        DescribeConfigsResponse::default()
+                            .with_results(results)
+                            .encode(&mut body, version)
+                            .unwrap();
+                        DescribeConfigsResponse::header_version(version)
+                    }
+                    other => panic!("unexpected API key {other}"),
+                };
+                let mut response = correlation.to_be_bytes().to_vec();
+                if header_version >= 1 {
+                    response.push(0); // header tagged fields
+                }
+                response.extend_from_slice(&body);
+                let mut frame = (response.len() as i32).to_be_bytes().to_vec();
+                frame.extend_from_slice(&response);
+                if stream.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits until `done` holds (the task runs on its own), at most 10 s.
+    async fn until(mut done: impl FnMut() -> bool) {
+        for _ in 0..1000 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("not within 10 s");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_task_refreshes_batches_lookups_and_follows_the_cluster() {
+        use crate::shared::SharedConfig;
+        use crate::ProxySettings;
+        use kpress_batch::RewritePolicy;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let broker = Arc::new(stand_in::Broker::default());
+        *broker.topics.lock().unwrap() = vec![
+            ("a".into(), "zstd".into()),
+            ("b".into(), "producer".into()),
+            ("secret".into(), "lz4".into()),
+        ];
+        tokio::spawn(stand_in::serve(listener, Arc::clone(&broker)));
+        let mut settings = ProxySettings::for_tests(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1".into(),
+            20000,
+            vec![addr.to_string()],
+        );
+        // Long enough that only the refreshes the test causes happen.
+        settings.topic_configs = Arc::new(TopicConfigCache::new(Duration::from_secs(3600)));
+        let (shared, _control) = Shared::new(SharedConfig::for_tests(
+            Arc::new(RewritePolicy::default()),
+            settings,
+        ))
+        .unwrap();
+        spawn(&shared);
+        let cache = Arc::clone(&shared.topic_configs);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            broker.requests.lock().unwrap().is_empty(),
+            "nothing is asked before a topic-mode lookup wants an answer"
+        );
+
+        // The first demand answers at once and starts a full read: the list, then one
+        // DescribeConfigs for every topic.
+        assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
+        until(|| cache.is_cluster_topic("b")).await;
+        assert_eq!(
+            cache.topic_compression("a"),
+            known("zstd", None, TargetSource::Topic)
+        );
+        assert_eq!(cache.topic_compression("secret"), TopicCompression::Denied);
+        assert!(!cache.is_cluster_topic("made-up"));
+        let described: Vec<Vec<String>> = broker
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(key, _)| *key == 32)
+            .map(|(_, topics)| topics.clone())
+            .collect();
+        assert_eq!(described, [vec!["a", "b", "secret"]]);
+
+        broker.requests.lock().unwrap().clear();
+        broker
+            .topics
+            .lock()
+            .unwrap()
+            .push(("c".into(), "gzip".into()));
+        // Asked at once, answered without waiting; asked again, never looked up twice.
+        for topic in ["c", "made-up"] {
+            assert_eq!(cache.topic_compression(topic), TopicCompression::Pending);
+        }
+        for _ in 0..100 {
+            cache.topic_compression("c");
+            cache.topic_compression("made-up");
+        }
+        until(|| cache.topic_compression("c") != TopicCompression::Pending).await;
+        assert_eq!(
+            cache.topic_compression("c"),
+            known("gzip", None, TargetSource::Topic)
+        );
+        until(|| cache.topic_compression("made-up") == TopicCompression::Unavailable).await;
+        let described: Vec<Vec<String>> = broker
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(key, _)| *key == 32)
+            .map(|(_, topics)| topics.clone())
+            .collect();
+        // Queued together they share a request, unless the task took "c" alone first.
+        let asked: Vec<&String> = described.iter().flatten().collect();
+        assert_eq!(asked, ["c", "made-up"], "each topic asked about once");
+        assert!(cache.is_cluster_topic("c"));
+        assert!(!cache.is_cluster_topic("made-up"));
+
+        // A policy reload refreshes at once: a deleted topic is forgotten, an altered
+        // one followed.
+        *broker.topics.lock().unwrap() = vec![("a".into(), "lz4".into())];
+        cache.refresh_soon();
+        until(|| !cache.is_cluster_topic("b")).await;
+        assert_eq!(
+            cache.topic_compression("a"),
+            known("lz4", None, TargetSource::Topic)
+        );
+        assert_eq!(
+            cache
+                .learned()
+                .iter()
+                .map(|l| l.topic.as_str())
+                .collect::<Vec<_>>(),
+            ["a"]
+        );
     }
 
     #[test]
