@@ -33,6 +33,11 @@ use crate::shared::Shared;
 /// clients inventing names cannot grow the cache or the lookups without bound.
 pub const TOPIC_CONFIG_CAPACITY: usize = 50_000;
 
+/// Names the cluster has not listed that are remembered at most between two refreshes
+/// (new topics, and names clients make up): past it such a name passes as sent
+/// without a lookup, so made-up names cost the brokers a bounded number of requests.
+const UNLISTED_CAPACITY: usize = 10_000;
+
 /// Topics one DescribeConfigs request names: an answer of a few hundred KiB at most.
 const TOPICS_PER_REQUEST: usize = 200;
 
@@ -140,7 +145,8 @@ impl TopicConfigCache {
         if let Some(known) = state.topics.get(topic) {
             return *known;
         }
-        if state.topics.len() >= self.capacity {
+        let unlisted = state.topics.len().saturating_sub(state.cluster.len());
+        if state.topics.len() >= self.capacity || unlisted >= UNLISTED_CAPACITY.min(self.capacity) {
             drop(state);
             metrics::topic_config_lookups("cache_full", 1);
             return TopicCompression::Unavailable;
@@ -856,6 +862,18 @@ mod tests {
         assert_eq!(cache.topic_compression("c"), TopicCompression::Unavailable);
         assert_eq!(cache.take_queued(100).len(), 2);
         assert_eq!(cache.learned().len(), 2);
+        // Names the cluster has not listed have a bound of their own.
+        let cache = TopicConfigCache::new(Duration::from_secs(30));
+        for i in 0..UNLISTED_CAPACITY {
+            assert_eq!(
+                cache.topic_compression(&format!("made-up-{i}")),
+                TopicCompression::Pending
+            );
+        }
+        assert_eq!(
+            cache.topic_compression("one-more"),
+            TopicCompression::Unavailable
+        );
     }
 
     #[test]
