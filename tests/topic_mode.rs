@@ -886,8 +886,9 @@ fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
 
 /// With `[shadow]` on and no rule at all, a topic created after kpress started and
 /// produced into gets a `topic` label of its own in `kpress_produce_bytes_in_total`,
-/// `kpress_batches_total` and the shadow trials within the refresh interval, and no
-/// client-invented name gets one.
+/// `kpress_batches_total` and the shadow trials within the refresh interval; deleted
+/// and created again as lz4 it is rewritten into lz4; no client-invented name gets a
+/// label.
 #[test]
 fn a_topic_created_after_kpress_started_is_labelled_by_name() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
@@ -937,6 +938,43 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
             failures.push(format!("{name} has no topic=\"{topic}\""));
         }
     }
+    // Deleted and created again with another codec: kpress follows the new topic.
+    let mut cmd = java::client_command(cluster.version(), &[]);
+    cmd.arg("org.apache.kafka.tools.TopicCommand")
+        .args(["--bootstrap-server", &cluster.bootstrap()])
+        .args(["--delete", "--topic", topic]);
+    run_ok(&mut cmd, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("deleting {topic}: {e:#}"));
+    let recreate = Instant::now();
+    let created_again = wait_until(Duration::from_secs(30), || {
+        java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=lz4"])
+            .is_ok()
+    });
+    assert!(created_again, "{topic} could not be created again");
+    let into_lz4 = || counter(&proxy, REWRITTEN, &[("topic", topic), ("to", "lz4")]);
+    let followed = wait_until(Duration::from_secs(30), || {
+        kcat::produce_file(&proxy.bootstrap(), topic, 0, Compression::Gzip, &file, &[])
+            .unwrap_or_else(|e| panic!("kcat through kpress: {e:#}\n{}", proxy.log()));
+        into_lz4() > 0.0
+    });
+    let took = recreate.elapsed();
+    eprintln!("{topic} created again as lz4: kpress wrote lz4 after {took:?}");
+    if !followed || took > bound + Duration::from_secs(5) {
+        failures.push(format!(
+            "{topic} created again as lz4: kpress wrote lz4 after {took:?} (followed: {followed})"
+        ));
+    }
+    let stored = &cluster.dump_partition_0(&[topic]).expect("DumpLogSegments")[0];
+    if stored
+        .batches
+        .iter()
+        .any(|b| b.compresscodec != "lz4" || !b.is_valid)
+    {
+        failures.push(format!(
+            "{topic} created again: a batch not stored as valid lz4"
+        ));
+    }
+
     // A name no broker has (Produce of a topic that does not exist) gets no label.
     let invented = "tm.invented-by-a-client";
     let _ = kcat::produce_file(
