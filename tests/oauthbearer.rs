@@ -19,6 +19,10 @@
 //!   the broker's `invalid_token` JSON error, after the RFC 7628 acknowledgement,
 //!   without printing the token; the broker fetched the JWKS, so signatures were
 //!   checked.
+//! - kpress in topic mode (no policy: `compression.type = "topic"` is the default) reads
+//!   a topic's own `compression.type` over its OAUTHBEARER login: a Produce v13 for a
+//!   zstd topic created behind its back, and a Java client's own client-credentials
+//!   login producing through it, are rewritten into zstd by kpress.
 //! - Neither the client secret nor a token appears in kpress's log.
 
 use std::collections::HashMap;
@@ -339,6 +343,11 @@ fn topic_behind_kpress(cluster: &KafkaCluster, topic: &str) -> [u8; 16] {
     JavaClient::new(kafka_version())
         .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
         .unwrap_or_else(|e| panic!("creating {topic}: {e:#}"));
+    topic_id(cluster, topic)
+}
+
+/// `topic`'s id, from a Metadata request sent straight to the broker.
+fn topic_id(cluster: &KafkaCluster, topic: &str) -> [u8; 16] {
     let mut direct = SecureStream::connect(
         cluster.sasl_addresses()[0],
         &ClientSecurity::sasl_plaintext(&alice()),
@@ -710,6 +719,11 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
     }
     failures.extend(secrets_in_log(&file_proxy, &idp));
 
+    // Topic mode over the OAUTHBEARER login: a third kpress with no policy.
+    let (tm_proxy, tm_failures) =
+        topic_mode_over_oauthbearer(&cluster, &idp, &secret_file, dir.path());
+    failures.extend(tm_failures);
+
     // A token the broker refuses (its signature altered): `kpress doctor` logs in anew
     // and reports the broker's JSON error, acknowledged as RFC 7628 asks, without the
     // token.
@@ -739,10 +753,156 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
 
     assert!(
         failures.is_empty(),
-        "{}\n--- kpress (client credentials) ---\n{}\n--- kpress (token file) ---\n{}\n{}",
+        "{}\n--- kpress (client credentials) ---\n{}\n--- kpress (token file) ---\n{}\n--- kpress (topic mode) ---\n{}\n{}",
         failures.join("\n"),
         proxy.log(),
         file_proxy.log(),
+        tm_proxy.log(),
         cluster.describe_logs()
     );
+}
+
+/// kpress with no policy (topic mode) logging in with client credentials; a zstd topic
+/// created behind its back. A Produce v13 by id makes kpress name the topic and look
+/// its config up over its OAUTHBEARER login; once the lookup has answered, a second
+/// Produce v13 and a Java client logging in with its own client credentials are
+/// rewritten into zstd by kpress. Returns the proxy (for its log) and the problems.
+fn topic_mode_over_oauthbearer(
+    cluster: &KafkaCluster,
+    idp: &IdentityProvider,
+    secret_file: &Path,
+    dir: &Path,
+) -> (KpressProxy, Vec<String>) {
+    let mut failures = Vec::new();
+    let proxy = KpressProxy::start_with(KpressSetup {
+        upstream_keys: vec![
+            "topic_config_refresh_ms = 1000".to_owned(),
+            "[upstream.sasl]".to_owned(),
+            "mechanism = \"OAUTHBEARER\"".to_owned(),
+            format!("token_endpoint_url = \"{}\"", idp.url("/token")),
+            "client_id = \"kpress\"".to_owned(),
+            format!("client_secret_file = {}", toml_path(secret_file)),
+            "scope = \"kafka\"".to_owned(),
+        ],
+        ..KpressSetup::in_front_of(&cluster.sasl_addresses(), &cluster.node_ids(), "")
+    })
+    .unwrap_or_else(|e| panic!("starting kpress in topic mode: {e:#}"));
+    let java = JavaClient::new(kafka_version());
+    let topic = "oauth.topic-mode";
+    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=zstd"])
+        .unwrap_or_else(|e| panic!("creating {topic}: {e:#}"));
+    let id = topic_id(cluster, topic);
+    let node = SocketAddr::from((
+        [127, 0, 0, 1],
+        proxy.node_port_base().expect("ports mode") + 1,
+    ));
+    let (first, second) = (records("topic-mode-first"), records("topic-mode-second"));
+    let produce = |records: &[Vec<u8>]| {
+        SecureStream::connect(node, &ClientSecurity::sasl_plaintext(&alice()), TIMEOUT)
+            .and_then(|mut stream| {
+                produce_by_id_on(&mut stream, id, 0, &gzip_batch(records), TIMEOUT)
+            })
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|answer| {
+                (answer.error_code == 0)
+                    .then_some(())
+                    .ok_or_else(|| format!("{answer:?}"))
+            })
+    };
+    if let Err(e) = produce(&first) {
+        failures.push(format!(
+            "topic mode: the first Produce v13 through kpress: {e}"
+        ));
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    while counter(
+        &proxy,
+        "kpress_topic_config_lookups_total",
+        &[("result", "ok")],
+    ) < 1.0
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rewritten = |proxy: &KpressProxy| {
+        counter(
+            proxy,
+            "kpress_batches_rewritten_total",
+            &[("topic", topic), ("to", "zstd")],
+        )
+    };
+    let before = rewritten(&proxy);
+    if let Err(e) = produce(&second) {
+        failures.push(format!(
+            "topic mode: the second Produce v13 through kpress: {e}"
+        ));
+    }
+    if rewritten(&proxy) != before + 1.0 {
+        failures.push(format!(
+            "topic mode: kpress did not rewrite the Produce v13 after the lookup ({before} then {})",
+            rewritten(&proxy)
+        ));
+    }
+    let java_records = records("topic-mode-java");
+    let file = write_records(&dir.join("topic-mode-java"), &java_records);
+    let before = rewritten(&proxy);
+    let produced = java.produce_file(
+        &proxy.bootstrap(),
+        topic,
+        &file,
+        &ProduceOptions {
+            compression: Compression::Lz4,
+            properties: vec![
+                "security.protocol=SASL_PLAINTEXT".to_owned(),
+                "sasl.mechanism=OAUTHBEARER".to_owned(),
+                "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_owned(),
+                format!("sasl.oauthbearer.token.endpoint.url={}", idp.url("/token")),
+                format!(
+                    "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"java-client\" clientSecret=\"{JAVA_SECRET}\" scope=\"kafka\" ;"
+                ),
+            ],
+            ..ProduceOptions::default()
+        },
+    );
+    if let Err(e) = produced {
+        failures.push(format!(
+            "topic mode: Java OAUTHBEARER producer through kpress: {e:#}"
+        ));
+    }
+    let expected: Vec<Vec<u8>> = [first, second, java_records].concat();
+    match cluster.dump_partition_0(&[topic]) {
+        Ok(dump) => {
+            let java_batches = dump[0].batches.len().saturating_sub(2) as f64;
+            if java_batches == 0.0 || rewritten(&proxy) - before != java_batches {
+                failures.push(format!(
+                    "topic mode: kpress rewrote {} of the Java client's {java_batches} batches",
+                    rewritten(&proxy) - before
+                ));
+            }
+            failures.extend(dump[0].problems_storing(topic, Compression::Zstd, &expected));
+        }
+        Err(e) => failures.push(format!("DumpLogSegments of {topic}: {e:#}")),
+    }
+    for (name, labels, want) in [
+        ("kpress_unknown_topic_ids_total", vec![], 0.0),
+        (
+            "kpress_side_authentications_total",
+            vec![("result", "failed")],
+            0.0,
+        ),
+        (
+            "kpress_topic_config_lookups_total",
+            vec![("result", "denied")],
+            0.0,
+        ),
+    ] {
+        let got = counter(&proxy, name, &labels);
+        if got != want {
+            failures.push(format!(
+                "topic mode: {name}{labels:?} is {got}, want {want}"
+            ));
+        }
+    }
+    failures.extend(secrets_in_log(&proxy, idp));
+    (proxy, failures)
 }
