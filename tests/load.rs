@@ -24,6 +24,14 @@
 //! and Produce v13 round trips (one ~16 KiB lz4 batch each) straight to the broker and
 //! through the pass-through kpress, in alternating rounds too.
 //!
+//! A second measurement, `topic_mode_offload` (`-- --ignored --exact topic_mode_offload`,
+//! its report to `$TOPIC_MODE_REPORT`), asks the same question of topic mode: gzip
+//! producers into `compression.type=zstd` topics directly (the broker recompresses) and
+//! through a kpress configured with nothing but `[listener]` and `[upstream]` (it reads
+//! the topic's codec and level and converts in front of the broker), beside gzip into a
+//! `producer` topic and zstd sent straight into a zstd topic (what storing zstd as sent
+//! costs the broker), in alternating rounds.
+//!
 //! It reports medians as markdown (printed, and written to `$LOAD_REPORT` if set):
 //! records/s and MB/s and latency as ratios to direct, kpress's and the broker's CPU
 //! ms per MB of record values (`/proc/<pid>/stat` over each run; MB = 10^6 bytes of
@@ -1137,4 +1145,302 @@ fn report(r: &Report<'_>) -> String {
         }
     }
     text
+}
+
+/// The routes of `topic_mode_offload`, each into its own topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TopicModeRoute {
+    /// gzip into a `producer` topic: stored as sent.
+    GzipAsSent,
+    /// gzip straight into a zstd-3 topic: the broker recompresses.
+    GzipIntoZstd,
+    /// gzip through a two-key kpress (topic mode) into a zstd-3 topic.
+    GzipThroughKpress,
+    /// zstd straight into a zstd-3 topic: stored as sent.
+    ZstdAsSent,
+}
+
+const TOPIC_MODE_ROUTES: [TopicModeRoute; 4] = [
+    TopicModeRoute::GzipAsSent,
+    TopicModeRoute::GzipIntoZstd,
+    TopicModeRoute::GzipThroughKpress,
+    TopicModeRoute::ZstdAsSent,
+];
+
+impl TopicModeRoute {
+    fn label(self) -> &'static str {
+        match self {
+            TopicModeRoute::GzipAsSent => "(b) gzip into a `producer` topic (stored as sent)",
+            TopicModeRoute::GzipIntoZstd => {
+                "(a) gzip into a `compression.type=zstd` topic (the broker recompresses)"
+            }
+            TopicModeRoute::GzipThroughKpress => {
+                "(c) gzip through kpress in topic mode into the same kind of zstd topic"
+            }
+            TopicModeRoute::ZstdAsSent => {
+                "(e) zstd-3 sent straight into a zstd topic (stored as sent)"
+            }
+        }
+    }
+
+    fn topic(self) -> &'static str {
+        match self {
+            TopicModeRoute::GzipAsSent => "tm-load-gzip-as-sent",
+            TopicModeRoute::GzipIntoZstd => "tm-load-broker-zstd",
+            TopicModeRoute::GzipThroughKpress => "tm-load-kpress-zstd",
+            TopicModeRoute::ZstdAsSent => "tm-load-zstd-as-sent",
+        }
+    }
+
+    fn topic_configs(self) -> &'static [&'static str] {
+        match self {
+            TopicModeRoute::GzipAsSent => &["compression.type=producer"],
+            _ => &["compression.type=zstd", "compression.zstd.level=3"],
+        }
+    }
+
+    fn producer_codec(self) -> Compression {
+        match self {
+            TopicModeRoute::ZstdAsSent => Compression::Zstd,
+            _ => Compression::Gzip,
+        }
+    }
+
+    fn stored_codec(self) -> Compression {
+        match self {
+            TopicModeRoute::GzipAsSent => Compression::Gzip,
+            _ => Compression::Zstd,
+        }
+    }
+}
+
+/// Broker CPU per MB of gzip producers into a zstd topic, directly and through a kpress
+/// in topic mode; see the file's documentation.
+#[test]
+#[ignore = "a measurement of a few minutes; run it with a release kpress (KPRESS_BIN)"]
+fn topic_mode_offload() {
+    assert!(
+        release_kpress(),
+        "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
+         (cargo build --release -p kpress)"
+    );
+    let n_rounds = env_number("LOAD_ROUNDS", 3).max(1);
+    let records = env_number("LOAD_RECORDS", 1_000_000).max(1);
+    let started = Instant::now();
+    let cluster =
+        KafkaCluster::start(kafka_version(), 1).unwrap_or_else(|e| panic!("starting Kafka: {e:#}"));
+    let broker_pid = broker_pid(&cluster);
+    let java = JavaClient::new(kafka_version());
+    for route in TOPIC_MODE_ROUTES {
+        java.create_topic(
+            &cluster.bootstrap(),
+            route.topic(),
+            1,
+            route.topic_configs(),
+        )
+        .unwrap_or_else(|e| panic!("creating {}: {e:#}", route.topic()));
+    }
+    // Nothing but where to listen and where the brokers are (and the admin port the
+    // counters are read from): `[defaults] compression.type = "topic"` is the default.
+    let proxy = KpressProxy::start_in_front_of(&cluster, "")
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let kpress_pid = kpress_pid(&proxy);
+    let payload = Dataset::ApacheAccessLog.path();
+    let run = |route: TopicModeRoute, records: u64| {
+        let through_kpress = route == TopicModeRoute::GzipThroughKpress;
+        let bootstrap = if through_kpress {
+            proxy.bootstrap()
+        } else {
+            cluster.bootstrap()
+        };
+        let mut perf = ProducerPerf::new(
+            &bootstrap,
+            route.topic(),
+            records,
+            Payload::LinesOf(payload.clone()),
+        );
+        perf.acks = "1".to_string();
+        perf.linger_ms = 5;
+        perf.batch_size = 256 * 1024;
+        perf.compression = route.producer_codec();
+        let cpu = |pid: u32| proc_stat::cpu_seconds(pid).expect("a process's CPU time");
+        let (kpress_before, broker_before) = (cpu(kpress_pid), cpu(broker_pid));
+        let summary = perf
+            .run(kafka_version())
+            .unwrap_or_else(|e| panic!("{}: {e:#}\n{}", route.label(), proxy.log()));
+        let sample = Sample {
+            summary,
+            kpress_cpu_seconds: through_kpress.then(|| cpu(kpress_pid) - kpress_before),
+            broker_cpu_seconds: cpu(broker_pid) - broker_before,
+        };
+        eprintln!(
+            "{:<75} {} broker {:.2} CPU s{}",
+            route.label(),
+            sample.summary.line,
+            sample.broker_cpu_seconds,
+            sample
+                .kpress_cpu_seconds
+                .map_or(String::new(), |s| format!(", kpress {s:.2} CPU s"))
+        );
+        sample
+    };
+    let mut sent = [Sent::default(); TOPIC_MODE_ROUTES.len()];
+    let mut count = |samples: &[Vec<Sample>]| {
+        for (index, runs) in samples.iter().enumerate() {
+            for run in runs {
+                sent[index].records += run.summary.records;
+                sent[index].value_mb += run.value_mb();
+            }
+        }
+    };
+    eprintln!("warm-up (discarded; kpress learns the topics' configs):");
+    let warm_up = alternating_rounds(1, TOPIC_MODE_ROUTES.len(), |i| {
+        run(TOPIC_MODE_ROUTES[i], (records / 4).max(1))
+    });
+    count(&warm_up);
+    let counter = |name: &str, labels: &[(&str, &str)]| {
+        proxy.counter(name, labels).expect("kpress's metrics")
+    };
+    let pending_after_warm_up = counter(
+        "kpress_batches_passed_total",
+        &[("reason", "topic_config_pending")],
+    );
+    eprintln!("{n_rounds} rounds of {records} records unthrottled:");
+    let measured = alternating_rounds(n_rounds, TOPIC_MODE_ROUTES.len(), |i| {
+        run(TOPIC_MODE_ROUTES[i], records)
+    });
+    count(&measured);
+    let medians: Vec<Medians> = measured.iter().map(|s| Medians::of(s)).collect();
+
+    let topics: Vec<&str> = TOPIC_MODE_ROUTES.iter().map(|r| r.topic()).collect();
+    let stored = stored_batches(&cluster, &topics).unwrap_or_else(|e| panic!("{e:#}"));
+    let mut checks = Vec::new();
+    let mut failures = Vec::new();
+    for ((route, sent), stored) in TOPIC_MODE_ROUTES.iter().zip(&sent).zip(&stored) {
+        checks.push(format!(
+            "`{}`: {} records acknowledged, {} stored in {} batches ({}), {} invalid",
+            route.topic(),
+            sent.records,
+            stored.records,
+            stored.batches_by_codec.values().sum::<u64>(),
+            stored.codecs(),
+            stored.invalid_batches
+        ));
+        failures.extend(stored_problems(
+            route.topic(),
+            route.stored_codec(),
+            sent.records,
+            stored,
+        ));
+    }
+    let rewritten = counter(
+        "kpress_batches_rewritten_total",
+        &[
+            ("topic", TopicModeRoute::GzipThroughKpress.topic()),
+            ("to", "zstd"),
+        ],
+    );
+    let passed = counter("kpress_batches_passed_total", &[]);
+    let pending = counter(
+        "kpress_batches_passed_total",
+        &[("reason", "topic_config_pending")],
+    );
+    let by_topic = counter(
+        "kpress_batches_by_target_source_total",
+        &[("target_source", "topic")],
+    );
+    checks.push(format!(
+        "kpress: {rewritten} batches rewritten into zstd, {passed} passed ({pending} while the \
+         topic's config was pending, all before the measured rounds: {pending_after_warm_up}), \
+         {by_topic} batches counted with target_source=\"topic\""
+    ));
+    if rewritten == 0.0 || pending != pending_after_warm_up || passed != pending {
+        failures.push(format!(
+            "kpress: {rewritten} rewritten, {passed} passed ({pending} pending, \
+             {pending_after_warm_up} after the warm-up)"
+        ));
+    }
+
+    let of = |route: TopicModeRoute| {
+        &medians[TOPIC_MODE_ROUTES
+            .iter()
+            .position(|r| *r == route)
+            .expect("every route runs")]
+    };
+    let mut text = String::new();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _ = writeln!(
+        text,
+        "ProducerPerformance (Kafka {}), {records} records a run of datasets/apache_access.log \
+         (~236 B a record), acks=1, linger.ms=5, batch.size=262144, one partition, one broker; \
+         {cpus} CPUs; kpress {} with no policy (topic mode). Medians of {n_rounds} rounds, the \
+         routes in turn (every other round reversed), after one discarded warm-up round. MB = \
+         10^6 bytes of record values before compression; CPU from /proc/<pid>/stat.\n",
+        kafka_version(),
+        kpress_binary().display(),
+    );
+    let _ = writeln!(
+        text,
+        "| route | records/s | broker CPU ms/MB: median (each round) | kpress CPU ms/MB |"
+    );
+    let _ = writeln!(text, "|---|---:|---:|---:|");
+    for route in TOPIC_MODE_ROUTES {
+        let m = of(route);
+        let _ = writeln!(
+            text,
+            "| {} | {:.0} | {} | {} |",
+            route.label(),
+            m.records_per_sec,
+            with_runs(m.broker_ms_per_mb, &m.broker_runs),
+            m.kpress_ms_per_mb
+                .map_or(String::new(), |v| with_runs(v, &m.kpress_runs)),
+        );
+    }
+    let per_round = |x: TopicModeRoute, y: TopicModeRoute| -> Vec<f64> {
+        of(x)
+            .broker_runs
+            .iter()
+            .zip(&of(y).broker_runs)
+            .map(|(a, b)| a - b)
+            .collect()
+    };
+    let saved = per_round(
+        TopicModeRoute::GzipIntoZstd,
+        TopicModeRoute::GzipThroughKpress,
+    );
+    let above_as_sent = per_round(
+        TopicModeRoute::GzipThroughKpress,
+        TopicModeRoute::ZstdAsSent,
+    );
+    let _ = writeln!(
+        text,
+        "\n| per round | broker CPU ms/MB |\n|---|---:|\n\
+         | saved by kpress converting instead, (a) − (c) | {} |\n\
+         | the broker through kpress above storing zstd as sent, (c) − (e) | {} |",
+        with_runs(median(saved.clone()), &saved),
+        with_runs(median(above_as_sent.clone()), &above_as_sent)
+    );
+    let _ = writeln!(
+        text,
+        "\nChecks (DumpLogSegments batch headers, kpress's metrics):\n"
+    );
+    for check in &checks {
+        let _ = writeln!(text, "- {check}");
+    }
+    if failures.is_empty() {
+        let _ = writeln!(text, "\nEvery check passed.");
+    } else {
+        let _ = writeln!(text, "\n**{} checks failed:**\n", failures.len());
+        for failure in &failures {
+            let _ = writeln!(text, "- {failure}");
+        }
+    }
+    publish_report("TOPIC_MODE_REPORT", &text);
+    eprintln!("topic_mode_offload took {:.0?}", started.elapsed());
+    assert!(
+        failures.is_empty(),
+        "topic_mode_offload: {} failed checks:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
