@@ -342,6 +342,18 @@ pub(crate) fn summary(config: &Config) -> String {
         );
     }
     let _ = writeln!(out, "  other topics: {}", config.defaults);
+    let topic_mode = std::iter::once(&config.defaults)
+        .chain(config.topics.iter().map(|rule| &rule.policy))
+        .any(|policy| policy.compression == kpress_config::Compression::Topic);
+    if topic_mode {
+        let _ = writeln!(
+            out,
+            "  topic mode: each topic's compression.type and level read from the cluster \
+             every {} ms (kpress's principal needs DESCRIBE_CONFIGS); until then, and \
+             where they cannot be read, batches pass as sent",
+            config.upstream.topic_config_refresh.as_millis()
+        );
+    }
     out
 }
 
@@ -466,6 +478,10 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("  admin endpoint off\n"), "{out}");
+        assert!(
+            out.contains("  topic mode: each topic's compression.type"),
+            "{out}"
+        );
         let out = summary_of(&format!(
             "[listener]\nbind = \"0.0.0.0:9092\"\n{UPSTREAM}[admin]\nbind = \"127.0.0.1:9100\"\n"
         ));
