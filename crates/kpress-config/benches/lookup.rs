@@ -2,9 +2,12 @@
 //! lookup must cost next to nothing beside a batch rewrite (tens of microseconds).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kpress_batch::PolicyLookup;
-use kpress_config::{parse, PolicySet};
+use kpress_batch::{CompressionType, PolicyLookup, TargetSource};
+use kpress_codec::Codec;
+use kpress_config::{parse, PolicySet, TopicCompression, TopicConfigSource};
+use std::collections::HashMap;
 use std::hint::black_box;
+use std::sync::{Arc, RwLock};
 
 const CONFIG: &str = r#"[listener]
 bind = "127.0.0.1:19092"
@@ -41,5 +44,43 @@ fn lookup(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, lookup);
+/// Answers from a map under a read lock, as the proxy's topic config cache does.
+struct Learned(RwLock<HashMap<Box<str>, TopicCompression>>);
+
+impl TopicConfigSource for Learned {
+    fn topic_compression(&self, topic: &str) -> TopicCompression {
+        self.0
+            .read()
+            .unwrap()
+            .get(topic)
+            .copied()
+            .unwrap_or(TopicCompression::Unavailable)
+    }
+}
+
+/// Topic mode (the default for `unmatched.topic`): the rule lookup, then the topic's
+/// learned codec and level, then the policy compiled for them.
+fn topic_mode_lookup(c: &mut Criterion) {
+    let mut learned = HashMap::new();
+    for i in 0..10_000 {
+        learned.insert(
+            format!("topic{i}").into_boxed_str(),
+            TopicCompression::Known {
+                compression: CompressionType::Codec(Codec::Zstd),
+                level: Some(10),
+                source: TargetSource::Topic,
+            },
+        );
+    }
+    let source = Arc::new(Learned(RwLock::new(learned)));
+    let set = PolicySet::with_topic_configs(&parse(CONFIG, "bench").unwrap(), source);
+    for topic in ["orders.eu", "topic42"] {
+        set.policy_for(topic);
+        c.bench_function(&format!("policy_for topic mode {topic}"), |b| {
+            b.iter(|| set.policy_for(black_box(topic)).max_batch_bytes)
+        });
+    }
+}
+
+criterion_group!(benches, lookup, topic_mode_lookup);
 criterion_main!(benches);
