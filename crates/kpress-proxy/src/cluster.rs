@@ -138,6 +138,14 @@ impl Cluster {
             .contains(name)
     }
 
+    /// Forgets the names of `deleted` topics, so they give up their metric labels.
+    pub(crate) fn forget_named_topics(&self, deleted: impl Fn(&str) -> bool) {
+        self.named_topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|name| !deleted(name));
+    }
+
     fn record_topic(&self, id: [u8; 16], name: &str) {
         let known = self.topic_name(&id);
         if known.as_deref() != Some(name) {

@@ -180,8 +180,8 @@ impl TopicConfigCache {
     }
 
     /// Replaces everything known with a full read of the cluster: topics it no longer
-    /// has are forgotten; names queued meanwhile stay queued and pending.
-    fn replace(&self, answers: Vec<(Arc<str>, Answer)>) {
+    /// has are forgotten (and returned); names queued meanwhile stay queued and pending.
+    fn replace(&self, answers: Vec<(Arc<str>, Answer)>) -> HashSet<Arc<str>> {
         let mut state = self.write();
         let mut topics = HashMap::with_capacity(answers.len());
         let mut cluster = HashSet::with_capacity(answers.len());
@@ -198,11 +198,18 @@ impl TopicConfigCache {
         for topic in &queued {
             topics.insert(Arc::clone(topic), TopicCompression::Pending);
         }
+        let deleted = state
+            .cluster
+            .iter()
+            .filter(|t| !cluster.contains(*t))
+            .cloned()
+            .collect();
         *state = State {
             topics,
             cluster,
             queued,
         };
+        deleted
     }
 
     /// Pending topics whose lookup got no answer: they pass as sent until the next
@@ -397,9 +404,14 @@ async fn refresh(shared: &Arc<Shared>, cache: &TopicConfigCache) {
     match read_cluster(shared, cache.capacity).await {
         Ok(answers) => {
             let listed = answers.iter().filter(|(_, a)| a.exists).count();
-            cache.replace(answers);
+            let deleted = cache.replace(answers);
             metrics::topic_config_refresh("ok");
             metrics::cluster_topics(listed);
+            // Only topics kpress itself saw go: one its principal may not list keeps the
+            // name clients' Metadata gave it.
+            shared
+                .cluster
+                .forget_named_topics(|topic| deleted.contains(topic));
             shared
                 .policy
                 .topic_labels
@@ -905,7 +917,7 @@ mod tests {
         assert!(!cache.is_cluster_topic("made-up"));
         // Queued between refreshes and not answered yet: stays pending.
         assert_eq!(cache.topic_compression("new"), TopicCompression::Pending);
-        cache.replace(vec![
+        let deleted = cache.replace(vec![
             (
                 Arc::from("kept"),
                 exists(known("zstd", Some(3), TargetSource::Topic)),
@@ -915,6 +927,7 @@ mod tests {
                 exists(known("producer", None, TargetSource::Default)),
             ),
         ]);
+        assert_eq!(deleted, HashSet::from([Arc::from("old")]));
         assert!(!cache.is_cluster_topic("old"));
         assert!(cache.is_cluster_topic("created"));
         assert_eq!(
