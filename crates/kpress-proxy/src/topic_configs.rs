@@ -57,7 +57,7 @@ pub struct TopicConfigCache {
     state: RwLock<State>,
     /// Wakes the task: a topic to look up, or the first demand.
     wake: Notify,
-    /// Set when a refresh should run at once (a policy reload).
+    /// Set by the task when a refresh should run at once (a policy reload).
     refresh_now: AtomicBool,
 }
 
@@ -119,12 +119,6 @@ impl TopicConfigCache {
             .collect();
         out.sort_by(|a, b| a.topic.cmp(&b.topic));
         out
-    }
-
-    /// Asks for a refresh as soon as the task is free (after a policy reload).
-    pub fn refresh_soon(&self) {
-        self.refresh_now.store(true, Ordering::Relaxed);
-        self.wake.notify_one();
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -750,10 +744,12 @@ mod tests {
         );
         // Long enough that only the refreshes the test causes happen.
         settings.topic_configs = Arc::new(TopicConfigCache::new(Duration::from_secs(3600)));
-        let (shared, _control) = Shared::new(SharedConfig::for_tests(
-            Arc::new(RewritePolicy::default()),
-            settings,
-        ))
+        let rules = || crate::PolicySnapshot::rules_only(Arc::new(RewritePolicy::default()));
+        let (reload, policies) = tokio::sync::watch::channel(rules());
+        let (shared, _control) = Shared::new(SharedConfig {
+            policies,
+            ..SharedConfig::for_tests(Arc::new(RewritePolicy::default()), settings)
+        })
         .unwrap();
         spawn(&shared);
         let cache = Arc::clone(&shared.topic_configs);
@@ -820,7 +816,7 @@ mod tests {
         // A policy reload refreshes at once: a deleted topic is forgotten, an altered
         // one followed.
         *broker.topics.lock().unwrap() = vec![("a".into(), "lz4".into())];
-        cache.refresh_soon();
+        reload.send(rules()).unwrap();
         until(|| !cache.is_cluster_topic("b")).await;
         assert_eq!(
             cache.topic_compression("a"),
