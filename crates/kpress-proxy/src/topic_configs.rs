@@ -833,6 +833,68 @@ mod tests {
     }
 
     #[test]
+    fn a_topic_mode_zstd_target_keeps_the_old_client_rule() {
+        use kpress_batch::builder::{BatchBuilder, Record};
+        use kpress_batch::{Outcome, PassReason, ProduceAllowance, Recompressor};
+
+        let cache = Arc::new(cache(10));
+        cache.replace(vec![
+            (
+                Arc::from("z"),
+                exists(known("zstd", Some(10), TargetSource::Topic)),
+            ),
+            (
+                Arc::from("as-sent"),
+                exists(known("producer", None, TargetSource::Default)),
+            ),
+        ]);
+        let config = kpress_config::parse(
+            "[listener]\nbind = \"127.0.0.1:19092\"\n\
+             [upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let set = kpress_config::PolicySet::with_topic_configs(&config, cache);
+        let records: Vec<Record> = (0..50)
+            .map(|i| Record::value(format!("record {i} of a batch worth compressing")))
+            .collect();
+        let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
+        let outcome = |topic: &str, api_version: i16| {
+            let mut allowance = ProduceAllowance::new(api_version, 64 << 20);
+            let mut outcome = None;
+            Recompressor::new().rewrite_partition(
+                &batch,
+                set.policy_for(topic),
+                &mut allowance,
+                &mut Vec::new(),
+                |o, _| outcome = Some(*o),
+            );
+            outcome.unwrap()
+        };
+        assert!(matches!(
+            outcome("z", 9),
+            Outcome::Rewritten {
+                from: Codec::Gzip,
+                to: Codec::Zstd,
+                ..
+            }
+        ));
+        // Produce v3-v6 cannot carry zstd: the broker converts, as without kpress.
+        assert_eq!(
+            outcome("z", 6),
+            Outcome::PassedThrough(PassReason::ZstdNeedsProduceV7)
+        );
+        assert_eq!(
+            outcome("as-sent", 9),
+            Outcome::PassedThrough(PassReason::PolicyProducer)
+        );
+        assert_eq!(
+            outcome("new", 9),
+            Outcome::PassedThrough(PassReason::TopicConfigPending)
+        );
+    }
+
+    #[test]
     fn a_topic_not_known_is_pending_once_and_queued_once() {
         let cache = cache(10);
         assert_eq!(cache.topic_compression("a"), TopicCompression::Pending);
