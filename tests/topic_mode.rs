@@ -12,6 +12,8 @@
 //!   same records, and every record reads back byte for byte.
 //! - `kafka-configs --alter` from lz4 to zstd under a running idempotent producer:
 //!   kpress follows within its refresh interval, nothing is lost or duplicated.
+//! - With a refresh interval of an hour, the same alter is followed at once after a
+//!   policy reload.
 //! - A topic kpress's principal may not describe (ACLs on a SASL broker) passes as sent,
 //!   counted as denied, while the others are converted.
 //! - kafka-clients 2.0.1 (Produce v3-v6) into a zstd topic passes as sent (no zstd below
@@ -573,6 +575,121 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
             "stored batches not lz4 then zstd: {wrong} out of place, first zstd at {first_zstd:?} of {}",
             codecs.len()
         ));
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}\n{}",
+        failures.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// kpress refreshing topic configs once an hour: after `kafka-configs --alter` from lz4
+/// to zstd it keeps writing lz4 (the broker then converts, as without kpress) until its
+/// policy file is replaced, and then writes zstd at once. Every record is stored.
+#[test]
+fn a_policy_reload_reads_topic_configs_at_once() {
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let java = JavaClient::new(kafka_version());
+    let (topic, warm) = ("tm.reloaded", "tm.reload-warm-up");
+    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=lz4"])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    java.create_topic(
+        &cluster.bootstrap(),
+        warm,
+        1,
+        &["compression.type=producer"],
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let proxy = start(KpressSetup {
+        upstream_keys: vec!["topic_config_refresh_ms = 3600000".to_owned()],
+        ..KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), "")
+    });
+    warm_up(&proxy, &java, warm, &[]);
+    let all = Dataset::ApacheAccessLog.records();
+    let work = tempfile::tempdir().expect("temp dir");
+    let mut expected: Vec<Vec<u8>> = Vec::new();
+    let mut part = 0;
+    let mut produce = |expected: &mut Vec<Vec<u8>>| {
+        let chunk = &all[part * CHUNK..(part + 1) * CHUNK];
+        part += 1;
+        let file = write_records(&work.path().join(format!("part-{part}")), chunk);
+        kcat::produce_file(&proxy.bootstrap(), topic, 0, Compression::Gzip, &file, &[])
+            .unwrap_or_else(|e| panic!("kcat through kpress: {e:#}\n{}", proxy.log()));
+        expected.extend_from_slice(chunk);
+    };
+    let into = |codec: &str| counter(&proxy, REWRITTEN, &[("topic", topic), ("to", codec)]);
+    let mut failures = Vec::new();
+    produce(&mut expected);
+    if into("lz4") == 0.0 {
+        failures.push("kpress did not rewrite into the topic's lz4".to_owned());
+    }
+    kafka_configs(
+        &cluster,
+        &[
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            topic,
+            "--alter",
+            "--add-config",
+            "compression.type=zstd",
+        ],
+    );
+    produce(&mut expected);
+    if into("zstd") != 0.0 {
+        failures.push("kpress followed the alter before its refresh or a reload".to_owned());
+    }
+    let config = proxy.config_file().expect("a config file");
+    let text = std::fs::read_to_string(&config).expect("kpress's config");
+    let applied = || {
+        counter(
+            &proxy,
+            "kpress_policy_reloads_total",
+            &[("result", "applied")],
+        )
+    };
+    let before = applied();
+    // Replaced in one rename, as editors and config maps do.
+    let staged = config.with_extension("staged");
+    std::fs::write(&staged, format!("{text}\n# reloaded\n")).expect("write the policy");
+    std::fs::rename(&staged, &config).expect("replace the policy");
+    let reloaded = Instant::now();
+    assert!(
+        wait_until(Duration::from_secs(30), || applied() > before),
+        "the policy was not reloaded\n{}",
+        proxy.log()
+    );
+    let followed = wait_until(Duration::from_secs(30), || {
+        produce(&mut expected);
+        into("zstd") > 0.0
+    });
+    let took = reloaded.elapsed();
+    eprintln!("kpress wrote zstd {took:?} after the policy file was replaced");
+    if !followed || took > Duration::from_secs(5) {
+        failures.push(format!(
+            "kpress wrote zstd {took:?} after the reload (followed: {followed})"
+        ));
+    }
+    let dump = &cluster.dump_partition_0(&[topic]).expect("DumpLogSegments")[0];
+    // lz4 from kpress before the alter, zstd after (the broker's or kpress's).
+    let codecs: Vec<&str> = dump
+        .batches
+        .iter()
+        .map(|b| b.compresscodec.as_str())
+        .collect();
+    if codecs.first() != Some(&"lz4")
+        || codecs
+            .iter()
+            .skip_while(|c| **c == "lz4")
+            .any(|c| *c != "zstd")
+        || dump.batches.iter().any(|b| !b.is_valid)
+    {
+        failures.push(format!("stored batches: {codecs:?}"));
+    }
+    if let Some(diff) = diff_records(&expected, &dump.payloads()) {
+        failures.push(format!("stored records: {diff}"));
     }
     assert!(
         failures.is_empty(),
