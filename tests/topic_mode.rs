@@ -9,7 +9,8 @@
 //!   producers in every other codec: DumpLogSegments finds every batch in the topic's
 //!   codec, kpress's counters say it rewrote each of them (by topic, and by
 //!   `target_source`), the zstd-10 topic stores fewer bytes than the zstd-3 one for the
-//!   same records, and every record reads back byte for byte.
+//!   same records, `/policy` and `kpress doctor` show each topic's target, level and
+//!   source, and every record reads back byte for byte.
 //! - `kafka-configs --alter` from lz4 to zstd under a running idempotent producer:
 //!   kpress follows within its refresh interval, nothing is lost or duplicated.
 //! - With a refresh interval of an hour, the same alter is followed at once after a
@@ -362,6 +363,7 @@ fn topic_mode_stores_each_topics_codec(version: &str) {
         Err(e) => failures.push(format!("Java consumer through kpress: {e:#}")),
     }
     failures.extend(policy_problems(&proxy));
+    failures.extend(doctor_problems(&proxy));
     eprintln!(
         "Kafka {version}: stored bytes {stored_bytes:?}; by target_source topic {} broker_default {}",
         counter(&proxy, BY_SOURCE, &[("target_source", "topic")]),
@@ -420,6 +422,47 @@ fn policy_problems(proxy: &KpressProxy) -> Vec<String> {
                 "/policy: {} is {got}, want {wanted} ({learned})",
                 topic.name
             ));
+        }
+    }
+    problems
+}
+
+/// What `kpress doctor --format json` gets wrong of the matrix's topics: each has the
+/// codec kpress writes and where it came from, and none draws a problem (kpress writes
+/// the topic's own codec, so the broker keeps what kpress sends).
+fn doctor_problems(proxy: &KpressProxy) -> Vec<String> {
+    let mut cmd = std::process::Command::new(kpress_tests::kpress::kpress_binary());
+    cmd.args(["doctor", "--format", "json", "--config"])
+        .arg(proxy.config_file().expect("a config file"));
+    let output = match cmd.output() {
+        Ok(output) => output,
+        Err(e) => return vec![format!("kpress doctor: {e}")],
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let Ok(report) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return vec![format!("kpress doctor printed no JSON: {text}")];
+    };
+    let mut problems = Vec::new();
+    if report["problems"] != 0 || !output.status.success() {
+        problems.push(format!(
+            "kpress doctor found problems ({}): {}",
+            output.status, report["findings"]
+        ));
+    }
+    for topic in &MATRIX {
+        let found = report["topics"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["name"] == topic.name));
+        let wanted = (
+            topic.stores.map_or("producer", Compression::name),
+            topic.source,
+        );
+        match found {
+            Some(t) if t["policy_compression"] == wanted.0 && t["target_source"] == wanted.1 => {}
+            other => problems.push(format!(
+                "kpress doctor: {} is {other:?}, want {wanted:?}",
+                topic.name
+            )),
         }
     }
     problems
