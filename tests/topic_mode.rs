@@ -27,6 +27,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_codec::Codec;
 use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, write_records, Dataset};
@@ -36,6 +38,7 @@ use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOp
 use kpress_tests::kpress::{KpressProxy, KpressSetup, UpstreamSaslKeys};
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::process::run_ok;
+use kpress_tests::raw_produce::produce_raw;
 use kpress_tests::steady_producer::{tally, Accounting, SteadyOptions, SteadyProducer};
 use kpress_tests::tls::{SaslMechanism, SaslUser};
 use kpress_tests::{kafka_old_version, kafka_version, kcat, KafkaCluster};
@@ -1135,16 +1138,28 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
         ));
     }
 
-    // A name no broker has (Produce of a topic that does not exist) gets no label.
+    // A name no broker has: a Produce v7 for it, straight to kpress's node port (a
+    // client library would ask Metadata first and never send it). kpress looks it up,
+    // the broker says it does not exist, and it gets no label.
     let invented = "tm.invented-by-a-client";
-    let _ = kcat::produce_file(
-        &proxy.bootstrap(),
-        invented,
-        0,
-        Compression::Gzip,
-        &file,
-        &["message.timeout.ms=3000"],
-    );
+    let batch = BatchBuilder::codec(Codec::Gzip)
+        .build(&[Record::value(b"invented".to_vec())])
+        .expect("a gzip batch");
+    let node = SocketAddr::from((
+        [127, 0, 0, 1],
+        proxy.node_port_base().expect("ports mode") + 1,
+    ));
+    let unknown_before = counter(&proxy, LOOKUPS, &[("result", "unknown_topic")]);
+    match produce_raw(node, invented, 0, &batch, Duration::from_secs(10)) {
+        // UNKNOWN_TOPIC_OR_PARTITION
+        Ok(answer) if answer.error_code == 3 => {}
+        other => failures.push(format!("Produce for {invented}: {other:?}")),
+    }
+    if !wait_until(Duration::from_secs(10), || {
+        counter(&proxy, LOOKUPS, &[("result", "unknown_topic")]) > unknown_before
+    }) {
+        failures.push(format!("no lookup of {invented} counted as unknown_topic"));
+    }
     std::thread::sleep(Duration::from_millis(2 * REFRESH_MS));
     let metrics = proxy.scrape_metrics().expect("metrics");
     if metrics.contains(invented) {
