@@ -454,7 +454,6 @@ impl Scheduler {
     /// An express slot for a job of `key`'s lane if one is free now, whatever the
     /// lane's cost: for work chosen to be cheap (the overload fallback). Its CPU time
     /// is charged to the lane but not taught to the lane's estimate.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn try_express(&self, key: &WorkKey) -> Option<WorkPermit> {
         let mut state = self.lock();
         if state.express_free == 0 {
@@ -485,16 +484,23 @@ impl Scheduler {
     /// Every slot, regular and express (tests hold them to make work wait).
     #[cfg(test)]
     pub(crate) async fn hold_all(&self) -> Vec<WorkPermit> {
+        let mut held = self.hold_regular().await;
+        held.extend(self.hold_express());
+        held
+    }
+
+    /// Every regular slot, taken as soon as each is free.
+    #[cfg(test)]
+    pub(crate) async fn hold_regular(&self) -> Vec<WorkPermit> {
         let key = WorkKey {
             lane: Some(Arc::from("kpress.tests.hold_all")),
             connection: u64::MAX,
         };
         let slots = self.lock().slots;
-        let mut held = Vec::with_capacity(2 * slots);
+        let mut held = Vec::with_capacity(slots);
         for _ in 0..slots {
             held.push(self.acquire(&key, None).await.expect("no deadline"));
         }
-        held.extend(self.hold_express());
         held
     }
 
