@@ -102,8 +102,11 @@ pub struct Window {
 pub enum Verdict {
     /// A deadline was missed, or the mean wait was above the target.
     Pressured,
-    /// No miss and a mean wait below half the target (an idle window too).
+    /// No miss and a mean wait below half the target.
     Calm,
+    /// No rewrite at all: no sign of load, but no sign that a pressure seen between
+    /// sparse requests is gone either.
+    Idle,
     /// Between: neither streak goes on.
     Neither,
 }
@@ -119,7 +122,9 @@ impl Window {
 
     pub fn verdict(&self, target: Duration) -> Verdict {
         let mean = self.mean_wait();
-        if self.misses > 0 || mean > target {
+        if self.misses == 0 && self.waits == 0 {
+            Verdict::Idle
+        } else if self.misses > 0 || mean > target {
             Verdict::Pressured
         } else if mean < target / 2 {
             Verdict::Calm
@@ -145,7 +150,7 @@ impl std::fmt::Display for StepReason {
         match self {
             StepReason::Missed { windows, misses } => write!(
                 f,
-                "{windows} pressured windows in a row; the last had {misses} rewrites miss max_rewrite_wait_ms"
+                "{windows} pressured windows in a row; in the last, {misses} requests waited past max_rewrite_wait_ms"
             ),
             StepReason::SlowWaits { windows, mean_wait } => write!(
                 f,
@@ -160,7 +165,10 @@ impl std::fmt::Display for StepReason {
 /// One rule's streaks of pressured and calm windows: a rule steps down one notch
 /// after [`STEP_DOWN_AFTER`] pressured windows in a row and back up one after
 /// [`STEP_UP_AFTER`] calm ones, each streak starting over after a step or a window of
-/// another kind, so alternating windows never move it.
+/// another kind, so alternating windows never move it. An idle window (no rewrite of
+/// the rule's topics) counts towards calm but does not end a pressured streak: a
+/// producer whose requests each miss the deadline may send fewer than one per window,
+/// and once the load is gone every window is idle, so the level comes back.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stepper {
     pressured: u32,
@@ -198,8 +206,10 @@ impl Stepper {
                 };
                 Some((notch + 1, reason))
             }
-            Verdict::Calm => {
-                self.pressured = 0;
+            verdict @ (Verdict::Calm | Verdict::Idle) => {
+                if verdict == Verdict::Calm {
+                    self.pressured = 0;
+                }
                 self.calm = self.calm.saturating_add(1);
                 if self.calm < STEP_UP_AFTER || notch == 0 {
                     return None;
@@ -291,7 +301,7 @@ mod tests {
         assert_eq!(pressured().verdict(TARGET), Verdict::Pressured);
         assert_eq!(missed().verdict(TARGET), Verdict::Pressured);
         assert_eq!(calm().verdict(TARGET), Verdict::Calm);
-        assert_eq!(Window::default().verdict(TARGET), Verdict::Calm, "idle");
+        assert_eq!(Window::default().verdict(TARGET), Verdict::Idle);
         assert_eq!(between().verdict(TARGET), Verdict::Neither);
     }
 
@@ -338,6 +348,31 @@ mod tests {
             })
             .collect();
         assert!(run(&broken, 1, 3).iter().all(|n| *n == 1));
+    }
+
+    #[test]
+    fn idle_windows_between_sparse_misses_keep_the_pressure_and_bring_the_level_back() {
+        let idle = Window::default();
+        // A miss every other window: pressure goes on through the idle windows.
+        let sparse: Vec<Window> = (0..6)
+            .map(|i| if i % 2 == 0 { missed() } else { idle })
+            .collect();
+        assert_eq!(run(&sparse, 0, 3), [0, 0, 0, 0, 1, 1]);
+        // The load gone, only idle windows: back up one notch per five.
+        let mut after = sparse.clone();
+        after.extend(vec![idle; 10]);
+        assert_eq!(*run(&after, 0, 3).last().unwrap(), 0);
+        // A calm window with rewrites ends the pressured streak; an idle one does not.
+        let broken = [
+            missed(),
+            missed(),
+            calm(),
+            missed(),
+            missed(),
+            idle,
+            missed(),
+        ];
+        assert_eq!(run(&broken, 0, 3), [0, 0, 0, 0, 0, 0, 1]);
     }
 
     #[test]
