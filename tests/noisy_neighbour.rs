@@ -1,6 +1,6 @@
-//! A noisy neighbour against a real 4.1 broker: two kcat producers flood `heavy.*`
-//! topics (zstd level 19) with large gzip batches while a light producer writes
-//! `light.*` (lz4) through the same kpress.
+//! A noisy neighbour against a real 4.1 broker: kcat producers flood `heavy.*` topics
+//! (zstd level 19) with large gzip batches while a light producer writes `light.*`
+//! (lz4) through the same kpress.
 //!
 //! `heavy_flood_sheds_compression_not_producers` (a debug kpress, about a minute)
 //! asserts outcomes, never speed, with a short `[limits] max_rewrite_wait_ms` and
@@ -10,8 +10,9 @@
 //! sent; each heavy batch is counted rewritten, `overloaded_fallback` or
 //! `overloaded_passed`, those counts add up to the batches stored, and each outcome's
 //! count equals the stored batches in its codec (zstd, the rule's fallback lz4, gzip as
-//! sent); the heavy rules' effective zstd level steps down during the flood and is
-//! back at 19 after it.
+//! sent); the heavy rules' effective zstd level (gauge and `/policy`) steps down
+//! during the flood, and is back at 19 once a trickle of records after it lets the
+//! rules judge their windows calm.
 //!
 //! `noisy_neighbour` (ignored, a measurement for `scripts/load.sh`) times the light
 //! producer, Kafka's ProducerPerformance (gzip, 300 records/s, acks=1) into `light.*`,
@@ -38,7 +39,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -114,6 +117,85 @@ impl Flood {
                     .unwrap_or_else(|e| panic!("flooding: {e:#}"))
             })
             .collect()
+    }
+}
+
+/// A kcat producer fed one record at a time on its stdin.
+struct Trickle {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    topic: String,
+    sent: u64,
+}
+
+impl Trickle {
+    fn start(bootstrap: &str, topic: &str) -> Trickle {
+        let mut child = Command::new("kcat")
+            .args(["-P", "-b", bootstrap, "-t", topic, "-p", "0", "-z", "gzip"])
+            .args([
+                "-X",
+                "linger.ms=10",
+                "-X",
+                "acks=all",
+                "-X",
+                "enable.idempotence=true",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting kcat: {e}"));
+        Trickle {
+            stdin: child.stdin.take(),
+            child,
+            topic: topic.to_string(),
+            sent: 0,
+        }
+    }
+
+    fn send(&mut self, record: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("kcat's stdin");
+        stdin
+            .write_all(record)
+            .and_then(|()| stdin.write_all(b"\n"))
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("writing to kcat on {}: {e}", self.topic));
+        self.sent += 1;
+    }
+
+    /// Closes kcat's stdin and waits until it has delivered everything and exited;
+    /// the records sent.
+    fn finish(mut self) -> anyhow::Result<u64> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait()? {
+                break status;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "kcat on {} did not exit within 60 s of its input's end",
+                self.topic
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            pipe.read_to_string(&mut stderr)?;
+        }
+        anyhow::ensure!(
+            status.success(),
+            "kcat on {} exited {status}: {stderr}",
+            self.topic
+        );
+        Ok(self.sent)
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -320,25 +402,45 @@ fn heavy_flood_sheds_compression_not_producers() {
                 "rule {rule}'s level during the flood went no lower than {gauge} (gauge), \
                  {policy} (/policy); expected within 3..19"
             ));
-            continue;
-        }
-        // Pressure gone, the rule steps back up to its own level.
-        let deadline = Instant::now() + Duration::from_secs(40);
-        loop {
-            let levels = effective_level(&proxy, rule);
-            if levels == (Some(19.0), Some(19.0)) {
-                break;
-            }
-            if Instant::now() > deadline {
-                problems.push(format!(
-                    "rule {rule}'s level 40 s after the flood (gauge, /policy): {levels:?}, \
-                     not back at 19"
-                ));
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(250));
         }
     }
+
+    // Pressure gone, each rule steps back up to its own level. A rule judges windows by
+    // the rewrites in them, so a record every 50 ms keeps coming to each heavy topic.
+    let records = Dataset::ApacheAccessLog.records();
+    let mut trickles: Vec<Trickle> = heavy
+        .iter()
+        .map(|topic| Trickle::start(&proxy.bootstrap(), topic))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut last_poll = Instant::now();
+    loop {
+        for trickle in &mut trickles {
+            let record = &records[trickle.sent as usize % records.len()];
+            trickle.send(record);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if last_poll.elapsed() < Duration::from_millis(250) {
+            continue;
+        }
+        last_poll = Instant::now();
+        let levels: Vec<_> = rules.iter().map(|r| effective_level(&proxy, r)).collect();
+        if levels.iter().all(|l| *l == (Some(19.0), Some(19.0))) {
+            break;
+        }
+        if Instant::now() > deadline {
+            problems.push(format!(
+                "the rules {rules:?}' levels 40 s after the flood (gauge, /policy): \
+                 {levels:?}, not back at 19"
+            ));
+            break;
+        }
+    }
+    let trickled: Vec<u64> = trickles
+        .into_iter()
+        .map(|t| t.finish().unwrap_or_else(|e| fail(format!("{e:#}"))))
+        .collect();
+    eprintln!("after the flood: {trickled:?} records trickled until the levels were back");
     let level_changes = proxy
         .log()
         .lines()
@@ -372,12 +474,18 @@ fn heavy_flood_sheds_compression_not_producers() {
             .map(|p| format!("{light}: {p}")),
     );
 
-    // The heavy topics: every record read back as sent (two producers' records
-    // interleave, so compared sorted).
-    let records = Dataset::ApacheAccessLog.records();
-    for (topic, runs) in heavy.iter().zip(&runs) {
+    // The heavy topics: every record read back as sent (producers' records interleave,
+    // so compared sorted).
+    for ((topic, runs), trickled) in heavy.iter().zip(&runs).zip(&trickled) {
         let mut expected: Vec<&[u8]> = (0..*runs)
             .flat_map(|_| records.iter().map(Vec::as_slice))
+            .chain(
+                records
+                    .iter()
+                    .cycle()
+                    .take(*trickled as usize)
+                    .map(Vec::as_slice),
+            )
             .collect();
         expected.sort_unstable();
         match kcat::consume_partition(&cluster.bootstrap(), topic, 0, &[]) {
@@ -399,8 +507,8 @@ fn heavy_flood_sheds_compression_not_producers() {
     for ((topic, stored), (fallback, sent)) in
         [light, heavy[0], heavy[1]].iter().zip(&stored).zip([
             (None, report.progress.acked),
-            (Some("lz4"), runs[0] * records.len() as u64),
-            (None, runs[1] * records.len() as u64),
+            (Some("lz4"), runs[0] * records.len() as u64 + trickled[0]),
+            (None, runs[1] * records.len() as u64 + trickled[1]),
         ])
     {
         let outcomes = by_label(&metrics, BATCHES, ("topic", topic), "outcome");
