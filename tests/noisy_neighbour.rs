@@ -69,24 +69,29 @@ const RECORDS: &str = "kpress_produce_records_total";
 /// librdkafka's batches up to its 1 MB default `batch.size`: a zstd-19 rewrite each
 /// takes hundreds of milliseconds even in a release build.
 const FLOOD_SETTINGS: [&str; 2] = ["batch.size=1000000", "linger.ms=200"];
+/// The measurement's flood file: the dataset this many times.
+const FLOOD_REPEATS: usize = 4;
 
-/// Two kcat producers' loops, each producing the dataset's lines into one topic again
-/// and again until stopped.
+/// kcat producers' loops, each producing a file's lines into one topic again and
+/// again until stopped.
 struct Flood {
     stop: Arc<AtomicBool>,
     producers: Vec<JoinHandle<anyhow::Result<u64>>>,
 }
 
 impl Flood {
-    fn start(bootstrap: &str, topics: &[&str]) -> Flood {
+    fn start(bootstrap: &str, topics: &[&str], file: &Path) -> Flood {
         let stop = Arc::new(AtomicBool::new(false));
         let producers = topics
             .iter()
             .map(|topic| {
-                let (bootstrap, topic, stop) =
-                    (bootstrap.to_string(), topic.to_string(), stop.clone());
+                let (bootstrap, topic, stop, file) = (
+                    bootstrap.to_string(),
+                    topic.to_string(),
+                    stop.clone(),
+                    file.to_path_buf(),
+                );
                 std::thread::spawn(move || {
-                    let file = Dataset::ApacheAccessLog.path();
                     let mut runs = 0;
                     while !stop.load(Ordering::Relaxed) {
                         kcat::produce_file(
@@ -197,6 +202,21 @@ impl Drop for Trickle {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The level changes kpress logged for `rule`, (from, to) in order, from its lines
+/// "overload: level zstd of rule RULE now TO (was FROM)".
+fn level_steps(log: &str, rule: &str) -> Vec<(i64, i64)> {
+    let marker = format!(" of rule {rule} now ");
+    log.lines()
+        .filter(|l| l.contains("overload: level "))
+        .filter_map(|l| {
+            let rest = &l[l.find(&marker)? + marker.len()..];
+            let (to, rest) = rest.split_once(" (was ")?;
+            let from = rest.split(')').next()?;
+            Some((from.trim().parse().ok()?, to.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 /// The sum of the samples of `name` whose labels include `key="value"` of `only`, by
@@ -383,6 +403,7 @@ fn heavy_flood_sheds_compression_not_producers() {
     let flood = Flood::start(
         &proxy.bootstrap(),
         &[heavy[0], heavy[0], heavy[1], heavy[1]],
+        &Dataset::ApacheAccessLog.path(),
     );
     let flood_ends = Instant::now() + Duration::from_secs(15);
     let mut lowest = [(f64::INFINITY, f64::INFINITY); 2];
@@ -441,15 +462,17 @@ fn heavy_flood_sheds_compression_not_producers() {
         .map(|t| t.finish().unwrap_or_else(|e| fail(format!("{e:#}"))))
         .collect();
     eprintln!("after the flood: {trickled:?} records trickled until the levels were back");
-    let level_changes = proxy
-        .log()
-        .lines()
-        .filter(|l| l.contains("heavy.") && l.contains("level"))
-        .count();
-    if level_changes < 4 {
-        problems.push(format!(
-            "{level_changes} log lines of the heavy rules' level changes, expected one a step"
-        ));
+    // One log line a step: down to within 3..19 and back up, for each rule.
+    for rule in rules {
+        let steps = level_steps(&proxy.log(), rule);
+        let lowest = steps.iter().map(|(_, to)| *to).min();
+        let last = steps.last().map(|(_, to)| *to);
+        if steps.len() < 2 || !lowest.is_some_and(|l| (3..19).contains(&l)) || last != Some(19) {
+            problems.push(format!(
+                "rule {rule}'s level changes in the log (from, to): {steps:?}; expected \
+                 steps down within 3..19 and back to 19"
+            ));
+        }
     }
 
     // The light producer: every record acknowledged, read back exactly once.
@@ -627,8 +650,12 @@ struct Bench {
     proxies: Vec<(Route, KpressProxy, u32)>,
     seconds: u64,
     rate: u64,
-    /// Whole flood runs of the dataset into each route's heavy topic.
+    /// Whole flood runs of `flood_file` into each route's heavy topic.
     flood_runs: BTreeMap<&'static str, u64>,
+    /// The dataset four times over (~9.5 MB, ~10 batches a run), so that a kcat run keeps
+    /// its pipeline of requests full for seconds between restarts.
+    flood_file: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Bench {
@@ -671,7 +698,7 @@ impl Bench {
 
     fn flooded(&mut self, route: Route) -> Sample {
         let topic = route.heavy_topic();
-        let flood = Flood::start(&self.bootstrap(route), &[topic, topic]);
+        let flood = Flood::start(&self.bootstrap(route), &[topic, topic], &self.flood_file);
         // The flood's first batches are queued before the light producer starts.
         std::thread::sleep(Duration::from_secs(3));
         let pid = self.proxy(route).map(|(_, pid)| pid);
@@ -778,6 +805,10 @@ fn noisy_neighbour() {
         let pid = kpress_pid(&before);
         proxies.push((Route::Before, before, pid));
     }
+    let dir = tempfile::tempdir().unwrap();
+    let flood_file = dir.path().join("flood.log");
+    let dataset = std::fs::read(Dataset::ApacheAccessLog.path()).unwrap();
+    std::fs::write(&flood_file, dataset.repeat(FLOOD_REPEATS)).unwrap();
     let mut bench = Bench {
         broker_pid: broker_pid(&cluster),
         cluster,
@@ -785,6 +816,8 @@ fn noisy_neighbour() {
         seconds,
         rate,
         flood_runs: BTreeMap::new(),
+        flood_file,
+        _dir: dir,
     };
 
     // Warm-up, unmeasured: the JVMs' and kpress's first connections and rewrites.
@@ -805,10 +838,32 @@ fn noisy_neighbour() {
     }
 
     let heavy: Vec<&str> = routes.iter().map(|r| r.heavy_topic()).collect();
+    // What kpress did with the heavy batches, and how its level moved.
+    let shed: Vec<(Route, String)> = bench
+        .proxies
+        .iter()
+        .map(|(route, proxy, _)| {
+            let metrics = proxy.scrape_metrics().unwrap_or_default();
+            let outcomes = by_label(&metrics, BATCHES, ("topic", route.heavy_topic()), "outcome");
+            let outcomes: Vec<String> = outcomes
+                .iter()
+                .map(|(outcome, n)| format!("{n:.0} {outcome}"))
+                .collect();
+            let steps = level_steps(&proxy.log(), "heavy.*");
+            let lowest = steps.iter().map(|(_, to)| *to).min();
+            (
+                *route,
+                format!(
+                    "{}; {} level changes of `heavy.*`, lowest {}",
+                    outcomes.join(", "),
+                    steps.len(),
+                    lowest.map_or("19 (never stepped down)".into(), |l| l.to_string())
+                ),
+            )
+        })
+        .collect();
     let stored = stored_batches(&bench.cluster, &heavy).unwrap();
-    let dataset_bytes = std::fs::metadata(Dataset::ApacheAccessLog.path())
-        .unwrap()
-        .len();
+    let dataset_bytes = std::fs::metadata(&bench.flood_file).unwrap().len();
     let report = report(&Report {
         routes: &routes,
         alone: &alone,
@@ -821,6 +876,7 @@ fn noisy_neighbour() {
         rate,
         adaptive,
         base: base.as_deref(),
+        shed: &shed,
     });
     publish_report("NOISY_REPORT", &report);
     eprintln!("noisy_neighbour took {:.0?}", started.elapsed());
@@ -845,6 +901,8 @@ struct Report<'a> {
     rate: u64,
     adaptive: bool,
     base: Option<&'a Path>,
+    /// Per kpress route: the heavy topic's batches by outcome and its level changes.
+    shed: &'a [(Route, String)],
 }
 
 /// Medians of p50, p99 and max over the samples.
@@ -865,7 +923,7 @@ fn report(r: &Report<'_>) -> String {
         "Noisy neighbour: ProducerPerformance (Kafka {}) into `light.*` (lz4), gzip, {} records/s \
          of datasets/apache_access.log, acks=1, linger.ms=5, for {} s alone, then {} s while two \
          kcat producers (librdkafka, gzip, batch.size=1000000, linger.ms=200, acks=all) flood \
-         `heavy.*` (zstd level 19) with the dataset again and again; one 4.1 broker, {cpus} CPUs. \
+         `heavy.*` (zstd level 19) with the dataset {FLOOD_REPEATS} times over, again and again; one 4.1 broker, {cpus} CPUs. \
          Medians of {} rounds, the routes side by side in turn (every other round reversed). \
          kpress (after): {}{}; kpress base (before): {}. CPU from /proc/<pid>/stat over the \
          light run under the flood.\n",
@@ -938,8 +996,9 @@ fn report(r: &Report<'_>) -> String {
     }
     let _ = writeln!(
         text,
-        "\nThe heavy topics after every round (values: the dataset's bytes, newlines \
-         included, per flood run; a stopped flood finishes the run under way):\n"
+        "\nThe heavy topics after every round (values: the flood file's bytes, the dataset \
+         {FLOOD_REPEATS} times with newlines, per flood run; a stopped flood finishes the \
+         run under way):\n"
     );
     let _ = writeln!(
         text,
@@ -958,5 +1017,23 @@ fn report(r: &Report<'_>) -> String {
             stored.codecs()
         );
     }
+    let _ = writeln!(
+        text,
+        "\nkpress's heavy batches by outcome (kpress_batches_total) and its level changes \
+         (log lines), over the whole run:\n"
+    );
+    for (route, line) in r.shed {
+        let _ = writeln!(text, "- {}: {line}", route.label());
+    }
     text
+}
+
+#[test]
+fn level_steps_reads_the_log_lines_of_one_rule() {
+    let log = "2026-11-25T23:14:22Z INFO kpress::policy_reload: overload: level zstd of rule heavy.* now 16 (was 19) rule=heavy.*\n\
+               2026-11-25T23:14:23Z INFO kpress::policy_reload: overload: level zstd of rule heavy.a now 16 (was 19)\n\
+               2026-11-25T23:14:24Z INFO kpress::policy_reload: overload: level zstd of rule heavy.* now 19 (was 16)\n";
+    assert_eq!(level_steps(log, "heavy.*"), [(19, 16), (16, 19)]);
+    assert_eq!(level_steps(log, "heavy.a"), [(19, 16)]);
+    assert!(level_steps(log, "light.*").is_empty());
 }
