@@ -22,8 +22,10 @@
 //! the broker into topics configured `compression.type=lz4` and `zstd` with
 //! `compression.zstd.level=19`, where the broker recompresses (the anchor). It reports
 //! p50/p99/max of each, kpress's and the broker's CPU during the flood (from
-//! `/proc/<pid>/stat`), kpress's threads, the heavy topics' stored bytes, and the
-//! target: under the flood, p50 at most 2× alone and p99 at most 2× alone + 50 ms.
+//! `/proc/<pid>/stat`), kpress's threads and the time they waited runnable for a CPU
+//! (schedstat: what the machine's other work took), the load average, the heavy topics'
+//! stored bytes and what kpress shed of them, and the target: under the flood, p50 at
+//! most 2× alone and p99 at most 2× alone + 50 ms.
 //! Knobs:
 //!
 //!   NOISY_SECONDS=20        length of each light run, alone and under the flood
@@ -641,7 +643,11 @@ struct Sample {
     /// kpress's CPU seconds per second of the run (None: the broker route).
     kpress_cores: Option<f64>,
     kpress_threads: Option<u64>,
+    /// Seconds kpress's threads waited runnable for a CPU, per second of the run.
+    kpress_runnable_waiting: Option<f64>,
     broker_cores: f64,
+    /// The machine's 1-minute load average at the end of the run.
+    load: f64,
 }
 
 struct Bench {
@@ -692,7 +698,9 @@ impl Bench {
             summary,
             kpress_cores: None,
             kpress_threads: None,
+            kpress_runnable_waiting: None,
             broker_cores: 0.0,
+            load: load_average(),
         }
     }
 
@@ -704,18 +712,25 @@ impl Bench {
         let pid = self.proxy(route).map(|(_, pid)| pid);
         let cpu = |pid: u32| proc_stat::cpu_seconds(pid).expect("a process's CPU time");
         let (kpress0, broker0, t0) = (pid.map(cpu), cpu(self.broker_pid), Instant::now());
+        let waited0 = pid.map(runnable_waiting);
         let summary = self.light(route, self.seconds);
         let wall = t0.elapsed().as_secs_f64();
         let kpress_cores = pid.zip(kpress0).map(|(p, c)| (cpu(p) - c) / wall);
         let broker_cores = (cpu(self.broker_pid) - broker0) / wall;
         let kpress_threads = pid.map(threads);
+        let kpress_runnable_waiting = pid
+            .zip(waited0)
+            .map(|(p, w)| (runnable_waiting(p) - w) / wall);
+        let load = load_average();
         let runs: u64 = flood.finish().iter().sum();
         *self.flood_runs.entry(topic).or_default() += runs;
         eprintln!(
-            "{:<30} flood  {} kpress {} cores, broker {broker_cores:.2} cores, {runs} flood runs",
+            "{:<30} flood  {} kpress {} cores ({} s/s runnable waiting), broker \
+             {broker_cores:.2} cores, load {load:.1}, {runs} flood runs",
             route.label(),
             summary.line,
-            kpress_cores.map_or("-".into(), |c| format!("{c:.2}"))
+            kpress_cores.map_or("-".into(), |c| format!("{c:.2}")),
+            kpress_runnable_waiting.map_or("-".into(), |c| format!("{c:.2}"))
         );
         if let Some(pid) = pid {
             wait_idle(pid);
@@ -725,12 +740,36 @@ impl Bench {
             summary,
             kpress_cores,
             kpress_threads,
+            kpress_runnable_waiting,
             broker_cores,
+            load,
         }
     }
 }
 
 /// Threads of process `pid` now.
+/// Seconds the threads of process `pid` alive now have waited runnable for a CPU
+/// (`/proc/<pid>/task/*/schedstat`'s second field): time the other work on the machine
+/// took from kpress.
+fn runnable_waiting(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e9
+}
+
+/// The 1-minute load average.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 fn threads(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count() as u64)
 }
@@ -926,7 +965,9 @@ fn report(r: &Report<'_>) -> String {
          `heavy.*` (zstd level 19) with the dataset {FLOOD_REPEATS} times over, again and again; one 4.1 broker, {cpus} CPUs. \
          Medians of {} rounds, the routes side by side in turn (every other round reversed). \
          kpress (after): {}{}; kpress base (before): {}. CPU from /proc/<pid>/stat over the \
-         light run under the flood.\n",
+         light run under the flood; runnable waiting: the seconds per second kpress's \
+         threads waited for a CPU (/proc/<pid>/task/*/schedstat), the machine's share of the \
+         latency.\n",
         kafka_version(),
         r.rate,
         r.seconds,
@@ -945,9 +986,9 @@ fn report(r: &Report<'_>) -> String {
     );
     let _ = writeln!(
         text,
-        "| route | alone p50 / p99 / max ms | under flood p50 / p99 / max ms | p50 × alone | p99 × alone | kpress CPU cores (threads) | broker CPU cores | target |"
+        "| route | alone p50 / p99 / max ms | under flood p50 / p99 / max ms | p50 × alone | p99 × alone | kpress CPU cores (threads) | kpress runnable waiting s/s | broker CPU cores | load average, alone / flood | target |"
     );
-    let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(text, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut verdicts = Vec::new();
     for (i, route) in r.routes.iter().enumerate() {
         let (a50, a99, amax) = percentiles(&r.alone[i]);
@@ -963,6 +1004,17 @@ fn report(r: &Report<'_>) -> String {
             format!("{:.2} ({:.0})", median(cores), median(threads))
         };
         let broker = median(r.flooded[i].iter().map(|s| s.broker_cores).collect());
+        let waiting: Vec<f64> = r.flooded[i]
+            .iter()
+            .filter_map(|s| s.kpress_runnable_waiting)
+            .collect();
+        let waiting = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!("{:.2}", median(waiting))
+        };
+        let load = |samples: &[Sample]| median(samples.iter().map(|s| s.load).collect());
+        let loads = format!("{:.1} / {:.1}", load(&r.alone[i]), load(&r.flooded[i]));
         let met = f50 <= 2.0 * a50 && f99 <= 2.0 * a99 + 50.0;
         verdicts.push(format!(
             "{}: p50 {f50:.0} ≤ 2 × {a50:.0} = {:.0} ms and p99 {f99:.0} ≤ 2 × {a99:.0} + 50 = {:.0} ms: {}",
@@ -980,7 +1032,7 @@ fn report(r: &Report<'_>) -> String {
         };
         let _ = writeln!(
             text,
-            "| {} | {a50:.0} / {a99:.0} / {amax:.0} | {f50:.0} / {f99:.0} / {fmax:.0} | {} | {} | {kpress} | {broker:.2} | {} |",
+            "| {} | {a50:.0} / {a99:.0} / {amax:.0} | {f50:.0} / {f99:.0} / {fmax:.0} | {} | {} | {kpress} | {waiting} | {broker:.2} | {loads} | {} |",
             route.label(),
             ratio(f50, a50),
             ratio(f99, a99),
