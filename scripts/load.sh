@@ -14,14 +14,20 @@
 #  - then Kafka's own recompression (a Java MemoryRecords program) against kpress's per
 #    core (tests/recompression_vs_java.rs);
 #  - then one busy connection's recompression on one core and on two, and throughput
-#    and memory with 1/10/100 connections and partitions per request (tests/scaling.rs).
+#    and memory with 1/10/100 connections and partitions per request (tests/scaling.rs);
+#  - then a noisy neighbour (tests/noisy_neighbour.rs): a light producer's p50/p99/max
+#    (ProducerPerformance, gzip, 300 records/s into an lz4 topic) alone and while two
+#    kcat producers flood a zstd-19 topic, through kpress, through KPRESS_BASE_BIN if
+#    set, and straight to a broker that recompresses by topic configuration; kpress's
+#    CPU and the heavy topic's stored bytes.
 # Targets are printed beside the figures. It measures and never fails on speed; it fails
 # if a record is not acknowledged or stored, or a stored batch is not in the route's codec.
-# The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`
-# and `scaling`. Run it when little else runs on the machine.
+# The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`,
+# `scaling` and `noisy_neighbour`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 25 minutes on 2 cores (10 for load, 3 to 7 for
-#                                        recompression_vs_java, about 5 for scaling), plus
+#   scripts/load.sh                      about 32 minutes on 2 cores (10 for load, 3 to 7 for
+#                                        recompression_vs_java, about 5 for scaling, about 7
+#                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN), plus
 #                                        release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
@@ -35,7 +41,11 @@
 #   LOAD_SCALING=0                       leave out tests/scaling.rs (one connection on 1 and 2
 #                                        cores at SCALING_ZSTD_LEVEL, default 9 here; 1/10/100
 #                                        connections and partitions per request)
+#   LOAD_NOISY=0                         leave out the noisy neighbour (NOISY_SECONDS,
+#                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
+#   KPRESS_BASE_BIN=/path/to/kpress      the noisy neighbour measures this build too, side by
+#                                        side ("before")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +55,8 @@ records=${LOAD_RECORDS:-2000000}
 # 2.5 minutes at 2,000,000 records (the gzip producers' runs dominate).
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
-echo "         then 3 to 7 for recompression_vs_java and about 5 for scaling; plus release builds"
+echo "         then 3 to 7 for recompression_vs_java, about 5 for scaling and 7 to 10 for the"
+echo "         noisy neighbour; plus release builds"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
@@ -80,6 +91,18 @@ else
     cargo test -p kpress-tests --test scaling -- --ignored --exact scaling --nocapture || status=$?
 fi
 
+# A light producer beside a heavy flood: through kpress, KPRESS_BASE_BIN and the broker.
+noisy_note=""
+if [ "${LOAD_NOISY:-1}" = 0 ]; then
+  noisy_note="Noisy neighbour: left out (LOAD_NOISY=0)."
+else
+  if [ -n "${KPRESS_BASE_BIN:-}" ]; then
+    export KPRESS_BASE_BIN
+  fi
+  NOISY_REPORT=$work/noisy.md \
+    cargo test -p kpress-tests --test noisy_neighbour -- --ignored --exact noisy_neighbour --nocapture || status=$?
+fi
+
 {
   echo "## Load harness (scripts/load.sh)"
   echo
@@ -103,6 +126,14 @@ fi
     cat "$work/scaling.md"
   else
     echo "${scaling_note:-scaling: no report (see the output above)}"
+  fi
+  echo
+  echo "## Noisy neighbour"
+  echo
+  if [ -z "$noisy_note" ] && [ -s "$work/noisy.md" ]; then
+    cat "$work/noisy.md"
+  else
+    echo "${noisy_note:-noisy_neighbour: no report (see the output above)}"
   fi
 } >"$work/report.md"
 echo

@@ -22,7 +22,9 @@ use kpress_proxy::handler::{
     ApiHandler, ConnectionContext, Frame, HandlerError, Message, RequestContext, RequestStep,
     ResponseStep,
 };
-use kpress_proxy::{Controls, Handlers, NodeRouting, PolicySnapshot, ProxySettings};
+use kpress_proxy::{
+    Controls, Handlers, NodeRouting, PolicySnapshot, ProxySettings, TopicConfigCache,
+};
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::ports::{free_port, free_port_range, wait_for_port};
 use kpress_tests::{kafka_version, KafkaCluster};
@@ -125,6 +127,7 @@ fn settings(bind: SocketAddr, bootstrap: String) -> ProxySettings {
         max_topic_labels: 100,
         max_rewrite_wait: Duration::from_millis(500),
         shutdown_grace: Duration::from_secs(1),
+        topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
     }
 }
 

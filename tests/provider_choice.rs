@@ -142,7 +142,7 @@ fn provider_config(dir: &tempfile::TempDir, provider: Option<&str>, broker: &str
 fn provider_of(set: &PolicySet, topic: &str) -> ProviderChoice {
     match &set.policy_for(topic).target {
         Target::Codec { options, .. } => options.gzip_provider(),
-        Target::Producer => panic!("{topic}: producer policy"),
+        Target::Producer | Target::Unresolved(_) => panic!("{topic}: producer policy"),
     }
 }
 

@@ -481,6 +481,12 @@ impl KpressProxy {
     /// ports in ports mode, Prometheus endpoint), and waits until its listener accepts
     /// TCP connections (a TLS listener does too).
     pub fn start_with(setup: KpressSetup) -> anyhow::Result<KpressProxy> {
+        KpressProxy::start_binary_with(kpress_binary(), setup)
+    }
+
+    /// [`start_with`](Self::start_with) running `binary` instead of the harness's
+    /// kpress, for a measurement of two builds side by side.
+    pub fn start_binary_with(binary: &Path, setup: KpressSetup) -> anyhow::Result<KpressProxy> {
         let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
         // Held until every port is chosen, so none is handed out twice.
         let held = [
@@ -497,7 +503,7 @@ impl KpressProxy {
         };
         drop(held);
         let (config, env) = setup.render(listen, node_port_base, metrics, dir.path())?;
-        let mut proxy = KpressProxy::launch(dir, &config, listen, &env)?;
+        let mut proxy = KpressProxy::launch(binary, dir, &config, listen, &env)?;
         proxy.metrics = Some(metrics);
         proxy.node_port_base = node_port_base;
         proxy.bootstrap_host = setup.sni.and_then(|sni| sni.bootstrap_host);
@@ -513,7 +519,7 @@ impl KpressProxy {
         let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         let (config, env) =
             setup.render(other.listen, other.node_port_base, metrics, dir.path())?;
-        let mut proxy = KpressProxy::launch(dir, &config, other.listen, &env)?;
+        let mut proxy = KpressProxy::launch(kpress_binary(), dir, &config, other.listen, &env)?;
         proxy.metrics = Some(metrics);
         proxy.node_port_base = other.node_port_base;
         proxy.bootstrap_host = setup.sni.and_then(|sni| sni.bootstrap_host);
@@ -539,8 +545,9 @@ impl KpressProxy {
         }
     }
 
-    /// Status code and body of `GET path` on the proxy's admin endpoint.
-    fn http_get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+    /// Status code and body of `GET path` on the proxy's admin endpoint (`/policy`,
+    /// `/readyz`, `/metrics`).
+    pub fn http_get(&self, path: &str) -> anyhow::Result<(u16, String)> {
         let addr = self.metrics.context("this proxy has no admin endpoint")?;
         let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -585,11 +592,12 @@ impl KpressProxy {
     /// until `listen` (which the config must name) accepts connections.
     pub fn start(config: &str, listen: SocketAddr) -> anyhow::Result<KpressProxy> {
         let dir = tempfile::Builder::new().prefix("kpress-proxy-").tempdir()?;
-        KpressProxy::launch(dir, config, listen, &[])
+        KpressProxy::launch(kpress_binary(), dir, config, listen, &[])
     }
 
     /// [`start`](Self::start) in `dir`, with `env` added to kpress's environment.
     fn launch(
+        binary: &Path,
         dir: tempfile::TempDir,
         config: &str,
         listen: SocketAddr,
@@ -602,7 +610,7 @@ impl KpressProxy {
         let pid_dir = dir.path().join("pids");
         std::fs::create_dir_all(&pid_dir)?;
         let watchdog = Watchdog::start(&pid_dir, Some(dir.path()))?;
-        let mut cmd = Command::new(kpress_binary());
+        let mut cmd = Command::new(binary);
         cmd.arg("run")
             .arg("--config")
             .arg(&config_path)

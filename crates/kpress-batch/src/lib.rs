@@ -18,9 +18,9 @@ pub mod builder;
 pub use batch::{batches, Batches, RecordBatch, CRC_START, HEADER_LEN, LOG_OVERHEAD, MIN_LENGTH};
 pub use error::BatchError;
 pub use policy::{
-    CompressionType, PolicyLookup, RecompressMode, RewritePolicy, Target, TargetSource,
-    UnknownMode, UnknownTarget, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_DECOMPRESSED_BYTES,
-    DEFAULT_MAX_DECOMPRESSION_RATIO,
+    pass_as_sent, CompressionType, PolicyLookup, RecompressMode, RewritePolicy, Target,
+    TargetSource, UnknownMode, UnknownTarget, DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_DECOMPRESSION_RATIO,
 };
 pub use rewrite::{pass_without_codec_work, ProduceAllowance, Recompressor};
 pub use stats::{Outcome, PassReason, RewriteStats};

@@ -262,6 +262,26 @@ pub trait PolicyLookup: Send + Sync {
         let _ = topic;
         TargetSource::Rule
     }
+
+    /// The policy of `topic` under overload: what its batches become when their
+    /// rewrite could not start in time (a cheaper setting). Unless a rule says
+    /// otherwise, they pass as sent.
+    fn overload_policy_for(&self, topic: &str) -> &RewritePolicy {
+        let _ = topic;
+        pass_as_sent()
+    }
+
+    /// Notes that a rewrite of `topic`'s batches waited `waited` for its work slot, or
+    /// gave up waiting (`missed`): what policies that adapt to load go by.
+    fn note_wait(&self, topic: &str, waited: std::time::Duration, missed: bool) {
+        let _ = (topic, waited, missed);
+    }
+}
+
+/// The policy that keeps every batch as sent.
+pub fn pass_as_sent() -> &'static RewritePolicy {
+    static PASS: std::sync::OnceLock<RewritePolicy> = std::sync::OnceLock::new();
+    PASS.get_or_init(RewritePolicy::default)
 }
 
 /// One policy for every topic.

@@ -13,13 +13,14 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
-use crate::settings::{Config, Limits, LogSettings, TopicPolicy};
+use crate::settings::{Config, Limits, LogSettings, OverloadSettings, TopicPolicy};
 
 mod admin;
 mod keys;
 mod limits;
 mod listener;
 mod log;
+mod overload;
 mod policy;
 mod shadow;
 mod upstream;
@@ -27,8 +28,8 @@ mod values;
 
 pub(crate) use keys::accepted_keys;
 
-const SECTIONS: [&str; 8] = [
-    "listener", "upstream", "limits", "admin", "log", "shadow", "defaults", "topics",
+const SECTIONS: [&str; 9] = [
+    "listener", "upstream", "limits", "admin", "log", "shadow", "overload", "defaults", "topics",
 ];
 /// Sections people write that kpress does not take, with what to write instead.
 const RENAMED_SECTIONS: [(&str, &str); 1] = [(
@@ -97,6 +98,7 @@ impl Walk<'_> {
         let mut log = Some(LogSettings::default());
         // `Some(None)`: no [shadow]; `None`: a [shadow] with problems.
         let mut shadow = Some(None);
+        let mut overload = Some(OverloadSettings::default());
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
@@ -123,6 +125,7 @@ impl Walk<'_> {
                         .and_then(|t| self.shadow(t, value))
                         .map(Some)
                 }
+                "overload" => overload = self.table(key, value).and_then(|t| self.overload(t)),
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
                 other => match RENAMED_SECTIONS.iter().find(|(name, _)| *name == other) {
@@ -171,6 +174,7 @@ impl Walk<'_> {
         let limits = limits?;
         let log = log?;
         let shadow = shadow?;
+        let overload = overload?;
         if let Some(a) = &admin {
             if admin::conflicts(a.bind, listener.bind) {
                 let bind_value = root
@@ -201,6 +205,7 @@ impl Walk<'_> {
             warnings: Vec::new(),
             log,
             shadow,
+            overload,
         })
     }
 

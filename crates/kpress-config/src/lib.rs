@@ -100,6 +100,7 @@
 
 mod document;
 mod host_name;
+pub mod overload;
 mod policy_set;
 mod problem;
 mod settings;
@@ -109,17 +110,19 @@ mod topic_mode;
 pub use host_name::{
     check_dns_name, HostNameError, HostPattern, DNS_LABEL_MAX_CHARS, DNS_NAME_MAX_CHARS,
 };
-pub use policy_set::{rewrite_policy, PolicySet, CACHE_CAPACITY};
+pub use policy_set::{
+    rewrite_policy, LevelChange, PolicySet, RuleLevel, CACHE_CAPACITY, DEFAULTS_RULE,
+};
 pub use problem::{ConfigError, Problem};
 pub use settings::{
     AdminSettings, BearerTokenSource, ClientAuth, Compression, Config, Limits, ListenerSettings,
-    ListenerTls, LogSettings, NodeRouting, PasswordSource, SaslMechanism, TlsVersion, TopicPolicy,
-    TopicRule, UpstreamSasl, UpstreamSettings, UpstreamTls, FRAME_TIMEOUT_MS_DEFAULT,
-    IDLE_TIMEOUT_MS_DEFAULT, LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT, MAX_CONNECTIONS_DEFAULT,
-    MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT, MAX_FRAME_BYTES_DEFAULT,
-    MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
-    MAX_REWRITE_WAIT_MS_DEFAULT, MAX_TOPIC_LABELS_DEFAULT, READINESS_WINDOW_SECS_DEFAULT,
-    TOPIC_CONFIG_REFRESH_MS_DEFAULT,
+    ListenerTls, LogSettings, NodeRouting, OverloadPolicy, OverloadSettings, PasswordSource,
+    SaslMechanism, TlsVersion, TopicPolicy, TopicRule, UpstreamSasl, UpstreamSettings, UpstreamTls,
+    FRAME_TIMEOUT_MS_DEFAULT, IDLE_TIMEOUT_MS_DEFAULT, LOG_LEVELS, MAX_BATCH_BYTES_DEFAULT,
+    MAX_CONNECTIONS_DEFAULT, MAX_DECOMPRESSED_BYTES_DEFAULT, MAX_DECOMPRESSION_RATIO_DEFAULT,
+    MAX_FRAME_BYTES_DEFAULT, MAX_INFLIGHT_BYTES_DEFAULT, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
+    MAX_REWRITE_WAIT_MS_DEFAULT, MAX_TOPIC_LABELS_DEFAULT, OVERLOAD_TARGET_WAIT_MS_DEFAULT,
+    OVERLOAD_WINDOW_MS_DEFAULT, READINESS_WINDOW_SECS_DEFAULT, TOPIC_CONFIG_REFRESH_MS_DEFAULT,
 };
 pub use settings::{
     ShadowSettings, SHADOW_CANDIDATES_MAX, SHADOW_CPU_WINDOW, SHADOW_MAX_CPU_FRACTION_DEFAULT,

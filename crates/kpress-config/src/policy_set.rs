@@ -1,12 +1,20 @@
 //! The compiled rules: which [`RewritePolicy`] a topic gets, cached per topic name.
+//!
+//! Each rule (and the defaults) is compiled once into its policy at every notch of its
+//! level ladder (the configured level first) and its overload fallback, so that under
+//! load the rewrite only reads another precompiled policy: the rule's notch is an
+//! atomic index, moved by [`PolicySet::end_window`] when `[overload] adaptive` is on.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use kpress_batch::{PassReason, PolicyLookup, RewritePolicy, Target, TargetSource};
 use kpress_codec::{Codec, CompressionOptions};
 
-use crate::settings::{Compression, Config, Limits, TopicPolicy};
+use crate::overload::{ladder, level_key, level_of, StepReason, Stepper, Window};
+use crate::settings::{Compression, Config, Limits, OverloadSettings, TopicPolicy};
 use crate::topic_match::TopicPattern;
 use crate::topic_mode::{TopicCompression, TopicConfigSource, TopicModePolicies};
 
@@ -14,17 +22,18 @@ use crate::topic_mode::{TopicCompression, TopicConfigSource, TopicModePolicies};
 /// real clusters; the bound only matters against clients inventing names.
 pub const CACHE_CAPACITY: usize = 65_536;
 
+/// What `/policy`, the log and the gauge call the defaults' "rule".
+pub const DEFAULTS_RULE: &str = "[defaults]";
+
 /// Every rule of a policy file, ready for the Produce path.
 #[derive(Debug)]
 pub struct PolicySet {
     patterns: Vec<TopicPattern>,
-    /// One per pattern, then the default policy last.
-    policies: Vec<RewritePolicy>,
-    /// Topic name → index into `policies`.
+    /// One per pattern, then the defaults last.
+    rules: Vec<CompiledRule>,
+    /// Topic name → index into `rules`.
     cache: RwLock<HashMap<Box<str>, usize>>,
-    /// Per entry of `policies`: its policies by codec and level when it follows the
-    /// topic's own configuration (`compression.type = "topic"`).
-    topic_mode: Vec<Option<TopicModePolicies>>,
+    overload: OverloadSettings,
     /// Where topic mode learns topics' configurations; without one, topic-mode topics
     /// pass as sent (counted `topic_config_unavailable`).
     topic_configs: Option<Arc<dyn TopicConfigSource>>,
@@ -36,34 +45,173 @@ impl std::fmt::Debug for dyn TopicConfigSource {
     }
 }
 
+/// One rule, compiled: its policy at each notch and under overload, and its load.
+#[derive(Debug)]
+struct CompiledRule {
+    /// The rule's match pattern, or [`DEFAULTS_RULE`].
+    name: String,
+    /// The policy at each level of the rule's ladder, the configured level first; one
+    /// entry for a codec without levels.
+    notches: Vec<(Option<i32>, RewritePolicy)>,
+    /// Index into `notches` in force now.
+    notch: AtomicUsize,
+    /// Under overload: the fallback, or a pass as sent.
+    fallback: RewritePolicy,
+    /// This window's waits for a work slot.
+    waits: AtomicU64,
+    waited_nanos: AtomicU64,
+    misses: AtomicU64,
+    stepper: Mutex<Stepper>,
+    /// Its policies by codec and level when it follows the topic's own configuration
+    /// (`compression.type = "topic"`).
+    topic_mode: Option<TopicModePolicies>,
+}
+
+/// A rule's level moved by [`PolicySet::end_window`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LevelChange {
+    /// The rule's match pattern, or [`DEFAULTS_RULE`].
+    pub rule: String,
+    pub codec: Codec,
+    pub from: i32,
+    pub to: i32,
+    pub reason: StepReason,
+}
+
+/// A rule's level now, for `/policy` and the gauge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleLevel {
+    /// The rule's match pattern, or [`DEFAULTS_RULE`].
+    pub rule: String,
+    pub codec: Codec,
+    /// The level the rule sets, and the one in force.
+    pub configured: i32,
+    pub effective: i32,
+}
+
+impl CompiledRule {
+    fn new(name: String, policy: &TopicPolicy, limits: &Limits, adaptive: bool) -> CompiledRule {
+        let base = rewrite_policy(policy, limits);
+        let levels = match policy.compression {
+            Compression::Codec(codec) if adaptive => level_of(codec, &policy.options)
+                .map(|level| (codec, ladder(codec, level, policy.overload.min_level))),
+            _ => None,
+        };
+        let notches = match levels {
+            Some((codec, levels)) => {
+                let key = level_key(codec).expect("a codec with levels");
+                levels
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, level)| {
+                        let mut at = base.clone();
+                        if let (Target::Codec { options, .. }, true) = (&mut at.target, i > 0) {
+                            options
+                                .set_int(key, level.into())
+                                .expect("a ladder level is in the codec's range");
+                        }
+                        (Some(level), at)
+                    })
+                    .collect()
+            }
+            None => {
+                let level = match policy.compression {
+                    Compression::Codec(codec) => level_of(codec, &policy.options),
+                    Compression::Producer | Compression::Topic => None,
+                };
+                vec![(level, base.clone())]
+            }
+        };
+        let topic_mode = (policy.compression == Compression::Topic)
+            .then(|| TopicModePolicies::new(&base, &policy.options));
+        // Under overload a topic-mode topic passes as sent: the broker converts it, as
+        // it would without kpress.
+        let fallback = match policy.overload.compression.fixed() {
+            Some(fixed) if topic_mode.is_none() => RewritePolicy {
+                target: Target::new(fixed, policy.overload.options(&policy.options)),
+                ..base
+            },
+            _ => RewritePolicy {
+                target: Target::Producer,
+                ..base
+            },
+        };
+        CompiledRule {
+            name,
+            notches,
+            notch: AtomicUsize::new(0),
+            fallback,
+            waits: AtomicU64::new(0),
+            waited_nanos: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            stepper: Mutex::new(Stepper::default()),
+            topic_mode,
+        }
+    }
+
+    fn policy(&self) -> &RewritePolicy {
+        let notch = self.notch.load(Ordering::Relaxed);
+        &self.notches[notch.min(self.notches.len() - 1)].1
+    }
+
+    fn level(&self) -> Option<RuleLevel> {
+        let codec = self.codec()?;
+        let configured = self.notches[0].0?;
+        let notch = self.notch.load(Ordering::Relaxed);
+        let effective = self.notches[notch.min(self.notches.len() - 1)].0?;
+        Some(RuleLevel {
+            rule: self.name.clone(),
+            codec,
+            configured,
+            effective,
+        })
+    }
+
+    fn codec(&self) -> Option<Codec> {
+        match self.notches[0].1.target {
+            Target::Codec { codec, .. } => Some(codec),
+            Target::Producer | Target::Unresolved(_) => None,
+        }
+    }
+
+    /// This window's figures, counted from zero again.
+    fn take_window(&self) -> Window {
+        Window {
+            waits: self.waits.swap(0, Ordering::Relaxed),
+            waited: Duration::from_nanos(self.waited_nanos.swap(0, Ordering::Relaxed)),
+            misses: self.misses.swap(0, Ordering::Relaxed),
+        }
+    }
+}
+
 impl PolicySet {
-    /// Compiles a valid [`Config`]'s `[defaults]` and `[[topics]]` with its `[limits]`,
-    /// with no source of topics' own configurations: topic-mode topics pass as sent.
+    /// Compiles a valid [`Config`]'s `[defaults]` and `[[topics]]` with its `[limits]`
+    /// and `[overload]`, with no source of topics' own configurations: topic-mode
+    /// topics pass as sent.
     pub fn new(config: &Config) -> PolicySet {
+        let adaptive = config.overload.adaptive;
         let mut patterns = Vec::with_capacity(config.topics.len());
-        let mut own = Vec::with_capacity(config.topics.len() + 1);
+        let mut rules = Vec::with_capacity(config.topics.len() + 1);
         for rule in &config.topics {
             patterns.push(rule.pattern.clone());
-            own.push(&rule.policy);
+            rules.push(CompiledRule::new(
+                rule.pattern.to_string(),
+                &rule.policy,
+                &config.limits,
+                adaptive,
+            ));
         }
-        own.push(&config.defaults);
-        let policies = own
-            .iter()
-            .map(|p| rewrite_policy(p, &config.limits))
-            .collect::<Vec<_>>();
-        let topic_mode = own
-            .iter()
-            .zip(&policies)
-            .map(|(own, compiled)| {
-                (own.compression == Compression::Topic)
-                    .then(|| TopicModePolicies::new(compiled, &own.options))
-            })
-            .collect();
+        rules.push(CompiledRule::new(
+            DEFAULTS_RULE.to_owned(),
+            &config.defaults,
+            &config.limits,
+            adaptive,
+        ));
         PolicySet {
             patterns,
-            policies,
+            rules,
             cache: RwLock::new(HashMap::new()),
-            topic_mode,
+            overload: config.overload,
             topic_configs: None,
         }
     }
@@ -78,12 +226,12 @@ impl PolicySet {
 
     /// Whether some topic's policy follows the topic's own configuration.
     pub fn has_topic_mode(&self) -> bool {
-        self.topic_mode.iter().any(Option::is_some)
+        self.rules.iter().any(|rule| rule.topic_mode.is_some())
     }
 
     /// Whether `topic`'s policy follows the topic's own configuration.
     pub fn follows_topic(&self, topic: &str) -> bool {
-        self.topic_mode[self.policy_index(topic)].is_some()
+        self.rules[self.policy_index(topic)].topic_mode.is_some()
     }
 
     /// What `source` says of `topic`, for a topic-mode policy.
@@ -130,17 +278,74 @@ impl PolicySet {
     }
 }
 
+impl PolicySet {
+    /// Ends an evaluation window of `[overload] adaptive`: each rule's waits since the
+    /// last call are judged, and its level steps when a streak says so. The changes
+    /// made, for the log; none when adaptive levels are off.
+    pub fn end_window(&self) -> Vec<LevelChange> {
+        if !self.overload.adaptive {
+            return Vec::new();
+        }
+        let target = Duration::from_millis(self.overload.target_wait_ms);
+        let mut changes = Vec::new();
+        for rule in &self.rules {
+            let window = rule.take_window();
+            if rule.notches.len() < 2 {
+                continue;
+            }
+            let mut stepper = rule.stepper.lock().unwrap_or_else(PoisonError::into_inner);
+            let notch = rule.notch.load(Ordering::Relaxed);
+            let Some((next, reason)) = stepper.window(&window, target, notch, rule.notches.len())
+            else {
+                continue;
+            };
+            rule.notch.store(next, Ordering::Relaxed);
+            let (Some(from), Some(to), Some(codec)) =
+                (rule.notches[notch].0, rule.notches[next].0, rule.codec())
+            else {
+                continue;
+            };
+            changes.push(LevelChange {
+                rule: rule.name.clone(),
+                codec,
+                from,
+                to,
+                reason,
+            });
+        }
+        changes
+    }
+
+    /// Each rule's level, configured and in force, for rules whose codec has levels;
+    /// the defaults last.
+    pub fn levels(&self) -> Vec<RuleLevel> {
+        self.rules.iter().filter_map(CompiledRule::level).collect()
+    }
+
+    /// The level of rule `index` (in file order; `None`: the defaults), if its codec
+    /// has levels.
+    pub fn rule_level(&self, index: Option<usize>) -> Option<RuleLevel> {
+        let index = index.unwrap_or(self.patterns.len());
+        self.rules.get(index)?.level()
+    }
+
+    /// The `[overload]` settings the set was compiled with.
+    pub fn overload_settings(&self) -> OverloadSettings {
+        self.overload
+    }
+}
+
 impl PolicyLookup for PolicySet {
     fn policy_for(&self, topic: &str) -> &RewritePolicy {
-        let index = self.policy_index(topic);
-        match &self.topic_mode[index] {
-            None => &self.policies[index],
+        let rule = &self.rules[self.policy_index(topic)];
+        match &rule.topic_mode {
+            None => rule.policy(),
             Some(mode) => mode.resolve(&self.topic_compression(topic)),
         }
     }
 
     fn target_source(&self, topic: &str) -> TargetSource {
-        match &self.topic_mode[self.policy_index(topic)] {
+        match &self.rules[self.policy_index(topic)].topic_mode {
             None => TargetSource::Rule,
             Some(_) => self.topic_compression(topic).source(),
         }
@@ -151,10 +356,39 @@ impl PolicyLookup for PolicySet {
     }
 
     fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
-        self.policies
-            .iter()
-            .chain(self.topic_mode.iter().flatten().flat_map(|m| m.all()))
-            .any(|p| p.target.is(codec, options))
+        self.rules.iter().any(|rule| {
+            rule.fallback.target.is(codec, options)
+                || rule
+                    .notches
+                    .iter()
+                    .any(|(_, p)| p.target.is(codec, options))
+                || rule
+                    .topic_mode
+                    .iter()
+                    .flat_map(TopicModePolicies::all)
+                    .any(|p| p.target.is(codec, options))
+        })
+    }
+
+    fn overload_policy_for(&self, topic: &str) -> &RewritePolicy {
+        &self.rules[self.policy_index(topic)].fallback
+    }
+
+    fn note_wait(&self, topic: &str, waited: Duration, missed: bool) {
+        if !self.overload.adaptive {
+            return;
+        }
+        let rule = &self.rules[self.policy_index(topic)];
+        if rule.notches.len() < 2 {
+            return;
+        }
+        if missed {
+            rule.misses.fetch_add(1, Ordering::Relaxed);
+        } else {
+            rule.waits.fetch_add(1, Ordering::Relaxed);
+            let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+            rule.waited_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
     }
 }
 
@@ -172,5 +406,122 @@ pub fn rewrite_policy(policy: &TopicPolicy, limits: &Limits) -> RewritePolicy {
         max_decompressed_bytes: limits.max_decompressed_bytes,
         max_decompression_ratio: limits.max_decompression_ratio,
         only_if_smaller: policy.only_if_smaller,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    const HEAD: &str = "[listener]\nbind = \"127.0.0.1:19092\"\n[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n";
+
+    fn set(text: &str) -> PolicySet {
+        PolicySet::new(&parse(&format!("{HEAD}{text}"), "t.toml").unwrap())
+    }
+
+    fn target(policy: &RewritePolicy) -> (&'static str, Option<i64>) {
+        match &policy.target {
+            Target::Producer => ("producer", None),
+            Target::Unresolved(_) => ("unresolved", None),
+            Target::Codec { codec, options } => (
+                codec.name(),
+                level_key(*codec).and_then(|key| options.get(key)),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_rule_falls_back_to_its_overload_setting_or_passes_as_sent() {
+        let set = set("[defaults]\ncompression.type = \"zstd\"\n\
+             [[topics]]\nmatch = \"heavy.*\"\ncompression.zstd.level = 19\n\
+             overload.compression.type = \"lz4\"\n\
+             [[topics]]\nmatch = \"cheap.*\"\ncompression.type = \"zstd\"\n\
+             overload.compression.type = \"zstd\"\noverload.compression.zstd.level = 1\n");
+        assert_eq!(target(set.policy_for("heavy.a")), ("zstd", Some(19)));
+        assert_eq!(target(set.overload_policy_for("heavy.a")), ("lz4", Some(9)));
+        assert_eq!(
+            target(set.overload_policy_for("cheap.a")),
+            ("zstd", Some(1))
+        );
+        assert_eq!(target(set.overload_policy_for("other")), ("producer", None));
+        // Compressors of the fallbacks are in use.
+        let lz4 = &set.overload_policy_for("heavy.a").target;
+        let Target::Codec { codec, options } = lz4 else {
+            panic!("{lz4:?}")
+        };
+        assert!(set.uses(*codec, options));
+    }
+
+    /// Notes `n` waits of `ms` for `topic` and ends the window.
+    fn window(set: &PolicySet, topic: &str, n: u32, ms: u64, missed: bool) -> Vec<LevelChange> {
+        for _ in 0..n {
+            set.note_wait(topic, Duration::from_millis(ms), missed);
+        }
+        set.end_window()
+    }
+
+    const ADAPTIVE: &str = "[overload]\nadaptive = true\ntarget_wait_ms = 100\n\
+         [[topics]]\nmatch = \"heavy.*\"\ncompression.type = \"zstd\"\n\
+         compression.zstd.level = 19\noverload.min_level = 13\n";
+
+    fn effective(set: &PolicySet) -> i32 {
+        set.levels()[0].effective
+    }
+
+    #[test]
+    fn a_pressured_rule_steps_down_its_ladder_and_back_up_when_calm() {
+        let set = set(ADAPTIVE);
+        assert_eq!(set.levels()[0].configured, 19);
+        for _ in 0..2 {
+            assert!(window(&set, "heavy.a", 1, 0, true).is_empty());
+        }
+        let changes = window(&set, "heavy.b", 1, 0, true);
+        assert_eq!(
+            changes,
+            [LevelChange {
+                rule: "heavy.*".into(),
+                codec: Codec::Zstd,
+                from: 19,
+                to: 16,
+                reason: StepReason::Missed {
+                    windows: 3,
+                    misses: 1
+                },
+            }]
+        );
+        assert_eq!(target(set.policy_for("heavy.a")), ("zstd", Some(16)));
+        // Slow waits press too; the ladder stops at min_level.
+        for _ in 0..9 {
+            window(&set, "heavy.a", 4, 300, false);
+        }
+        assert_eq!(effective(&set), 13);
+        assert_eq!(target(set.policy_for("heavy.a")), ("zstd", Some(13)));
+        // Idle windows are calm: back up a notch every five, never above 19.
+        for _ in 0..5 {
+            set.end_window();
+        }
+        assert_eq!(effective(&set), 16);
+        for _ in 0..20 {
+            set.end_window();
+        }
+        assert_eq!(effective(&set), 19);
+        assert_eq!(target(set.policy_for("heavy.a")), ("zstd", Some(19)));
+    }
+
+    #[test]
+    fn levels_stay_put_without_adaptive_and_a_new_set_starts_at_the_configured_level() {
+        let fixed = set(&ADAPTIVE.replace("adaptive = true", "adaptive = false"));
+        for _ in 0..10 {
+            assert!(window(&fixed, "heavy.a", 1, 0, true).is_empty());
+        }
+        assert_eq!(effective(&fixed), 19);
+        let adaptive = set(ADAPTIVE);
+        for _ in 0..3 {
+            window(&adaptive, "heavy.a", 1, 0, true);
+        }
+        assert_eq!(effective(&adaptive), 16);
+        // A reload compiles a new set: it starts again at the configured level.
+        assert_eq!(effective(&set(ADAPTIVE)), 19);
     }
 }

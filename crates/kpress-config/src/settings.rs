@@ -63,6 +63,35 @@ pub struct Config {
     /// `[shadow]`: trial compressions of sampled live batches; `None` when the file has
     /// no `[shadow]` section (no trials, no cost).
     pub shadow: Option<ShadowSettings>,
+    /// `[overload]`: whether levels adapt to load, and how it is judged.
+    pub overload: OverloadSettings,
+}
+
+/// `[overload]`: levels that step down under load and back up after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverloadSettings {
+    /// `adaptive`: whether rules' levels step down and back up with load.
+    pub adaptive: bool,
+    /// `target_wait_ms`: the mean wait for a work slot a rule's rewrites may have in a
+    /// window before the window counts as pressured.
+    pub target_wait_ms: u64,
+    /// `window_ms`: how long each evaluation window is.
+    pub window_ms: u64,
+}
+
+/// `[overload] target_wait_ms` unset: a fifth of `max_rewrite_wait_ms`' default.
+pub const OVERLOAD_TARGET_WAIT_MS_DEFAULT: u64 = 100;
+/// `[overload] window_ms` unset.
+pub const OVERLOAD_WINDOW_MS_DEFAULT: u64 = 1000;
+
+impl Default for OverloadSettings {
+    fn default() -> Self {
+        OverloadSettings {
+            adaptive: false,
+            target_wait_ms: OVERLOAD_TARGET_WAIT_MS_DEFAULT,
+            window_ms: OVERLOAD_WINDOW_MS_DEFAULT,
+        }
+    }
 }
 
 /// `[shadow]`: what-if trials. A sample of each topic's batches is compressed again, on
@@ -415,6 +444,8 @@ pub struct TopicPolicy {
     /// Off by default: the policy's codec is stored, as Kafka's topic
     /// `compression.type` stores its codec.
     pub only_if_smaller: bool,
+    /// `overload.*`: what the topic's batches become under overload.
+    pub overload: OverloadPolicy,
 }
 
 impl Default for TopicPolicy {
@@ -424,7 +455,47 @@ impl Default for TopicPolicy {
             options: CompressionOptions::default(),
             recompress: RecompressMode::default(),
             only_if_smaller: false,
+            overload: OverloadPolicy::default(),
         }
+    }
+}
+
+/// A rule's `overload.*` keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverloadPolicy {
+    /// `overload.compression.type`: the codec a request's batches are rewritten into
+    /// when no work slot was free within `max_rewrite_wait_ms`; `producer` (the
+    /// default): they pass as sent.
+    pub compression: Compression,
+    /// `overload.compression.<codec>.level`: the fallback's levels (Kafka's defaults
+    /// where unset); the fallback's other options are the rule's.
+    pub levels: CompressionOptions,
+    /// `overload.min_level`: the lowest level adaptive steps may reach; `None`: the
+    /// bottom of the codec's ladder.
+    pub min_level: Option<i32>,
+}
+
+impl Default for OverloadPolicy {
+    fn default() -> Self {
+        OverloadPolicy {
+            compression: Compression::Producer,
+            levels: CompressionOptions::default(),
+            min_level: None,
+        }
+    }
+}
+
+impl OverloadPolicy {
+    /// The fallback's codec options: `rule`'s, with the fallback's levels.
+    pub fn options(&self, rule: &CompressionOptions) -> CompressionOptions {
+        let mut options = rule.clone();
+        for key in crate::overload::LEVEL_KEYS {
+            let level = self.levels.get(key).expect("a level key");
+            options
+                .set_int(key, level)
+                .expect("a level read within its range");
+        }
+        options
     }
 }
 
@@ -464,6 +535,15 @@ impl fmt::Display for TopicPolicy {
         write!(f, ", recompress {}", self.recompress.name())?;
         if self.only_if_smaller {
             f.write_str(", only if smaller")?;
+        }
+        if let Compression::Codec(fallback) = self.overload.compression {
+            write!(f, ", under overload {}", fallback.name())?;
+            if let Some(key) = crate::overload::level_key(fallback) {
+                write!(f, " ({key}={})", self.overload.levels.get(key).unwrap_or(0))?;
+            }
+        }
+        if let Some(min) = self.overload.min_level {
+            write!(f, ", overload.min_level={min}")?;
         }
         Ok(())
     }

@@ -50,7 +50,9 @@ compression.gzip.providr = "isal"
         p[2].starts_with(
             "t.toml:14:18: compression.gzip.providr: unknown key in [[topics]] (allowed: match, "
         ) && p[2].ends_with(
-            "compression.zstd.window, compression.gzip.provider); did you mean compression.gzip.provider?"
+            "compression.gzip.provider, overload.compression.type, overload.compression.gzip.level, \
+             overload.compression.lz4.level, overload.compression.zstd.level, overload.min_level); \
+             did you mean compression.gzip.provider?"
         ),
         "{}",
         p[2]

@@ -232,7 +232,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
     assert_eq!(
         p,
-        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, defaults, topics); did you mean listener?"
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics); did you mean listener?"
     );
     let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
     assert!(
@@ -749,10 +749,10 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
         p[1]
     );
     // Nothing near enough: only the list of known keys.
-    assert!(p[2].ends_with("compression.gzip.provider)"), "{}", p[2]);
+    assert!(p[2].ends_with("overload.min_level)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
-        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, defaults, topics); did you mean topics?"),
+        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics); did you mean topics?"),
         "{p}"
     );
 }

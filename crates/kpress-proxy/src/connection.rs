@@ -1190,6 +1190,66 @@ mod tests {
         h.task.await.unwrap().unwrap();
     }
 
+    /// One policy for every topic, with a fallback under overload.
+    struct WithFallback {
+        normal: RewritePolicy,
+        fallback: RewritePolicy,
+    }
+
+    impl PolicyLookup for WithFallback {
+        fn policy_for(&self, _topic: &str) -> &RewritePolicy {
+            &self.normal
+        }
+
+        fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
+            self.normal.target.is(codec, options) || self.fallback.target.is(codec, options)
+        }
+
+        fn overload_policy_for(&self, _topic: &str) -> &RewritePolicy {
+            &self.fallback
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_produce_past_the_wait_limit_takes_the_fallback_on_an_express_slot() {
+        let mut settings = settings(1 << 22, 30000);
+        settings.max_rewrite_wait = Duration::from_millis(500);
+        let policies: Arc<dyn PolicyLookup> = Arc::new(WithFallback {
+            normal: RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
+            fallback: RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default()),
+        });
+        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
+        std::mem::forget(control);
+        // Every regular slot taken for longer than a request may wait.
+        let held = shared.work_slots.hold_regular().await;
+        let mut h = start(Arc::clone(&shared));
+        h.client
+            .write_all(&produce_v7(1, 0, &gzip_batch()))
+            .await
+            .unwrap();
+        let forwarded =
+            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
+                .await
+                .expect("forwarded once the wait limit passed");
+        assert_eq!(
+            forwarded_codec(&forwarded),
+            Some(Codec::Lz4),
+            "the fallback"
+        );
+        // No express slot free either: as sent.
+        let express = shared.work_slots.hold_express();
+        let sent = produce_v7(2, 0, &gzip_batch());
+        h.client.write_all(&sent).await.unwrap();
+        let forwarded =
+            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
+                .await
+                .expect("forwarded once the wait limit passed");
+        assert_eq!(forwarded, sent, "forwarded byte for byte");
+        drop((held, express));
+        drop(h.client);
+        h.task.await.unwrap().unwrap();
+    }
+
     #[tokio::test]
     async fn a_produce_without_codec_work_skips_the_rewrite_slots() {
         // Into gzip: a gzip batch takes no codec work, an uncompressed one does.

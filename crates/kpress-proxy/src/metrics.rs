@@ -159,6 +159,10 @@ pub const SIDE_AUTHENTICATIONS: &str = "kpress_side_authentications_total";
 pub const POLICY_RELOADS: &str = "kpress_policy_reloads_total";
 /// Unix time of the policy file kpress applied last.
 pub const POLICY_LOADED_TIME: &str = "kpress_policy_loaded_timestamp_seconds";
+/// The level in force of each rule whose codec has levels, by `rule` (its match
+/// pattern, or `[defaults]`) and `codec`: the configured level, or lower while
+/// `[overload] adaptive` has stepped it down.
+pub const OVERLOAD_LEVEL: &str = "kpress_overload_level";
 
 /// Shadow trials (`[shadow]`): bytes of the sampled batches as the producer sent them
 /// (whole batches), labelled `topic` and `candidate` (the candidate's spec, e.g.
@@ -298,10 +302,13 @@ pub(crate) enum BatchFate {
     DroppedNoBudget,
     /// No work slot within `[limits] max_rewrite_wait_ms`: not tried, sent as is.
     Overloaded,
+    /// No work slot within `[limits] max_rewrite_wait_ms`: rewritten at the rule's
+    /// fallback setting on an express slot.
+    OverloadedFallback,
 }
 
 impl BatchFate {
-    const COUNT: usize = PassReason::ALL.len() + 5;
+    const COUNT: usize = PassReason::ALL.len() + 6;
 
     fn index(self) -> usize {
         match self {
@@ -311,6 +318,7 @@ impl BatchFate {
             BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 2,
             BatchFate::DroppedNoBudget => PassReason::ALL.len() + 3,
             BatchFate::Overloaded => PassReason::ALL.len() + 4,
+            BatchFate::OverloadedFallback => PassReason::ALL.len() + 5,
         }
     }
 
@@ -322,6 +330,7 @@ impl BatchFate {
             BatchFate::DroppedOverMaxFrame => DROPPED_MAX_FRAME_BYTES,
             BatchFate::DroppedNoBudget => DROPPED_BUDGET,
             BatchFate::Overloaded => OVERLOADED_PASSED,
+            BatchFate::OverloadedFallback => OVERLOADED_FALLBACK,
         }
     }
 }
@@ -332,6 +341,9 @@ pub(crate) const DROPPED_BUDGET: &str = "budget";
 /// The [`BATCHES`] outcome and [`BATCHES_PASSED`] reason of batches sent as is because
 /// no work slot was free within `[limits] max_rewrite_wait_ms`.
 pub(crate) const OVERLOADED_PASSED: &str = "overloaded_passed";
+/// The [`BATCHES`] outcome of batches rewritten at their rule's fallback setting
+/// because no work slot was free within `[limits] max_rewrite_wait_ms`.
+pub(crate) const OVERLOADED_FALLBACK: &str = "overloaded_fallback";
 
 /// One topic label's handles.
 #[derive(Debug)]
@@ -624,6 +636,12 @@ pub fn policy_loaded(unix_seconds: f64) {
     metrics::gauge!(POLICY_LOADED_TIME).set(unix_seconds);
 }
 
+/// Sets [`OVERLOAD_LEVEL`] of a rule (its match pattern, or `[defaults]`).
+pub fn overload_level(rule: &str, codec: &'static str, level: i32) {
+    metrics::gauge!(OVERLOAD_LEVEL, "rule" => rule.to_owned(), "codec" => codec)
+        .set(f64::from(level));
+}
+
 pub(crate) fn tls_handshake_failed(reason: &'static str) {
     metrics::counter!(TLS_HANDSHAKE_FAILURES, "reason" => reason).increment(1);
 }
@@ -707,6 +725,7 @@ mod tests {
                 BatchFate::DroppedOverMaxFrame,
                 BatchFate::DroppedNoBudget,
                 BatchFate::Overloaded,
+                BatchFate::OverloadedFallback,
             ])
             .collect();
         assert_eq!(fates.len(), BatchFate::COUNT);

@@ -60,7 +60,8 @@ pub(crate) struct Shared {
     pub(crate) budget: Budget,
     /// The global slots for CPU work off the async threads (one per CPU: the work is
     /// CPU-bound, so more at once would only add blocking threads and their buffers),
-    /// shared fairly between topics and connections.
+    /// shared fairly between topics and connections, and as many express slots for
+    /// cheap work, so that it never waits for an expensive rewrite to end.
     pub(crate) work_slots: Scheduler,
     /// How clients are accepted and brokers reached.
     pub(crate) transport: Transport,

@@ -331,6 +331,18 @@ pub(crate) fn summary(config: &Config) -> String {
             shadow.threads
         );
     }
+    let overload = &config.overload;
+    if overload.adaptive {
+        let _ = writeln!(
+            out,
+            "  adaptive levels: a rule steps down a notch after {} pressured windows of {} ms \
+             (a missed max_rewrite_wait_ms, or a mean wait over {} ms), back up after {} calm ones",
+            kpress_config::overload::STEP_DOWN_AFTER,
+            overload.window_ms,
+            overload.target_wait_ms,
+            kpress_config::overload::STEP_UP_AFTER,
+        );
+    }
     for (i, rule) in config.topics.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -449,6 +461,31 @@ mod tests {
 
     fn summary_of(text: &str) -> String {
         summary(&kpress_config::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    #[test]
+    fn adaptive_levels_and_fallbacks_are_shown() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\n{UPSTREAM}[overload]\nadaptive = true\n\
+             [[topics]]\nmatch = \"heavy.*\"\ncompression.type = \"zstd\"\n\
+             compression.zstd.level = 19\noverload.min_level = 3\n\
+             overload.compression.type = \"lz4\"\n"
+        ));
+        assert!(
+            out.contains(
+                "  adaptive levels: a rule steps down a notch after 3 pressured windows of 1000 ms \
+                 (a missed max_rewrite_wait_ms, or a mean wait over 100 ms), back up after 5 calm ones\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(", under overload lz4 (compression.lz4.level=9), overload.min_level=3\n"),
+            "{out}"
+        );
+        let off = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\n{UPSTREAM}"
+        ));
+        assert!(!off.contains("adaptive"), "{off}");
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! The policy in force, re-read on every reload trigger (SIGHUP, a change to the file):
 //! checked exactly as `check-config` checks it, then swapped in whole. Only the rules
-//! (`[defaults]`, `[[topics]]`), `[log] level` and `[shadow]` change live; every other section is
+//! (`[defaults]`, `[[topics]]`), `[log] level`, `[shadow]` and `[overload]` change live; every other section is
 //! fixed at start, so a change there is reported as needing a restart and ignored,
 //! never half-applied.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use kpress_config::{Config, PolicySet, TopicConfigSource};
-use kpress_proxy::{PolicySnapshot, ShadowTrials, TopicConfigCache};
+use kpress_proxy::{PolicySnapshot, ShadowTrials};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -21,6 +21,11 @@ pub(crate) struct AppliedPolicy {
     pub(crate) path: PathBuf,
     /// What kpress runs with: the sections fixed at start, the rules of the file.
     pub(crate) config: Config,
+    /// The rules compiled, as the proxy runs them: their levels in force live here.
+    pub(crate) rules: Arc<PolicySet>,
+    /// Where the rules' topic mode learns topics' configurations, kept for reloads;
+    /// `None`: topic-mode topics pass as sent.
+    pub(crate) topic_configs: Option<Arc<dyn TopicConfigSource>>,
     /// SHA-256 of the file's bytes, hex.
     pub(crate) file_hash: String,
     pub(crate) loaded_at: SystemTime,
@@ -28,14 +33,28 @@ pub(crate) struct AppliedPolicy {
 
 impl AppliedPolicy {
     /// The policy read at start.
-    pub(crate) fn at_start(path: &Path, config: Config) -> AppliedPolicy {
+    pub(crate) fn at_start(
+        path: &Path,
+        config: Config,
+        topic_configs: Option<Arc<dyn TopicConfigSource>>,
+    ) -> AppliedPolicy {
         AppliedPolicy {
             path: path.to_owned(),
             file_hash: std::fs::read(path)
                 .map_or_else(|_| String::new(), |bytes| hex_sha256(&bytes)),
+            rules: Arc::new(compile(&config, topic_configs.as_ref())),
+            topic_configs,
             config,
             loaded_at: SystemTime::now(),
         }
+    }
+}
+
+/// `config`'s rules, resolving topic mode from `topic_configs` when given.
+fn compile(config: &Config, topic_configs: Option<&Arc<dyn TopicConfigSource>>) -> PolicySet {
+    match topic_configs {
+        Some(source) => PolicySet::with_topic_configs(config, Arc::clone(source)),
+        None => PolicySet::new(config),
     }
 }
 
@@ -46,23 +65,72 @@ fn hex_sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// What the proxy runs `config` under: its rules, and its shadow trials (`running`'s
+/// What the proxy runs `applied` under: its rules, and its shadow trials (`running`'s
 /// kept when `[shadow]` and the limits are the same, so a reload of the rules alone
 /// leaves the trial threads running).
-/// Topic mode reads `topic_configs`, which the proxy keeps filled.
 pub(crate) fn snapshot(
-    config: &Config,
+    applied: &AppliedPolicy,
     running: Option<&PolicySnapshot>,
-    topic_configs: &Arc<TopicConfigCache>,
 ) -> PolicySnapshot {
-    let source: Arc<dyn TopicConfigSource> = Arc::clone(topic_configs) as _;
+    let config = &applied.config;
     PolicySnapshot {
-        rules: Arc::new(PolicySet::with_topic_configs(config, source)),
+        rules: Arc::clone(&applied.rules) as Arc<dyn kpress_batch::PolicyLookup>,
         shadow: ShadowTrials::follow(
             running.and_then(|running| running.shadow.as_ref()),
             config.shadow.as_ref(),
             &config.limits,
         ),
+    }
+}
+
+/// Ends `[overload]` evaluation windows of the rules in force, one every `window_ms`:
+/// each level change is logged, and every rule's level in force is published in
+/// `kpress_overload_level`. A reload's rules start at their configured levels, with
+/// windows of their own.
+pub(crate) fn spawn_overload_windows(mut applied: watch::Receiver<Arc<AppliedPolicy>>) {
+    tokio::spawn(async move {
+        loop {
+            let current = Arc::clone(&applied.borrow_and_update());
+            let rules = &current.rules;
+            publish_levels(rules);
+            let window = Duration::from_millis(rules.overload_settings().window_ms);
+            let mut windows =
+                tokio::time::interval_at(tokio::time::Instant::now() + window, window);
+            windows.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    changed = applied.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    _ = windows.tick() => {
+                        for change in rules.end_window() {
+                            tracing::info!(
+                                rule = %change.rule,
+                                codec = change.codec.name(),
+                                from = change.from,
+                                to = change.to,
+                                why = %change.reason,
+                                "overload: level {} of rule {} now {} (was {})",
+                                change.codec.name(),
+                                change.rule,
+                                change.to,
+                                change.from,
+                            );
+                        }
+                        publish_levels(rules);
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn publish_levels(rules: &PolicySet) {
+    for level in rules.levels() {
+        kpress_proxy::metrics::overload_level(&level.rule, level.codec.name(), level.effective);
     }
 }
 
@@ -73,7 +141,6 @@ pub(crate) fn spawn(
     applied: AppliedPolicy,
     mut reload: watch::Receiver<u64>,
     snapshots: watch::Sender<PolicySnapshot>,
-    topic_configs: Arc<TopicConfigCache>,
 ) -> watch::Receiver<Arc<AppliedPolicy>> {
     record_loaded(&applied);
     let (applied_tx, applied_rx) = watch::channel(Arc::new(applied));
@@ -102,7 +169,7 @@ pub(crate) fn spawn(
                         tracing::warn!("{warning}");
                     }
                     crate::logging::apply_policy_level(policy.config.log.level);
-                    let next = snapshot(&policy.config, Some(&snapshots.borrow()), &topic_configs);
+                    let next = snapshot(&policy, Some(&snapshots.borrow()));
                     let result = if restart.is_empty() {
                         tracing::info!(
                             file = %path.display(),
@@ -171,6 +238,8 @@ fn reread(current: &AppliedPolicy) -> Reread {
     Reread::Applied {
         policy: Box::new(AppliedPolicy {
             path: current.path.clone(),
+            rules: Arc::new(compile(&config, current.topic_configs.as_ref())),
+            topic_configs: current.topic_configs.clone(),
             config,
             file_hash,
             loaded_at: SystemTime::now(),
@@ -200,6 +269,7 @@ fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
         topics: new.topics,
         log: new.log,
         shadow: new.shadow,
+        overload: new.overload,
         warnings: new.warnings,
         ..running.clone()
     };
@@ -212,11 +282,6 @@ mod tests {
 
     fn config(extra: &str) -> Config {
         crate::test_policy::with(extra)
-    }
-
-    fn snapshot(config: &Config, running: Option<&PolicySnapshot>) -> PolicySnapshot {
-        let cache = Arc::new(TopicConfigCache::new(std::time::Duration::from_secs(30)));
-        super::snapshot(config, running, &cache)
     }
 
     #[test]
@@ -239,13 +304,16 @@ mod tests {
     fn a_reload_of_the_rules_alone_keeps_the_running_trials() {
         let shadow = "[shadow]\ncandidates = [\"zstd:3\"]\n";
         let running = config(shadow);
-        let first = snapshot(&running, None);
+        let at = |config: &Config| {
+            AppliedPolicy::at_start(Path::new("/nonexistent"), config.clone(), None)
+        };
+        let first = snapshot(&at(&running), None);
         let started = first.shadow.as_ref().expect("trials started");
         let rules_changed = config(&format!(
             "{shadow}[[topics]]\nmatch = \"a\"\ncompression.type = \"lz4\"\n"
         ));
         let (merged, _) = merge_live(&running, rules_changed);
-        let second = snapshot(&merged, Some(&first));
+        let second = snapshot(&at(&merged), Some(&first));
         assert!(!Arc::ptr_eq(&first.rules, &second.rules));
         assert!(ShadowTrials::ptr_eq(
             started,
@@ -253,13 +321,13 @@ mod tests {
         ));
         // Another [shadow] starts other trials; none stops them.
         let (merged, _) = merge_live(&merged, config("[shadow]\ncandidates = [\"lz4:9\"]\n"));
-        let third = snapshot(&merged, Some(&second));
+        let third = snapshot(&at(&merged), Some(&second));
         assert!(!ShadowTrials::ptr_eq(
             started,
             third.shadow.as_ref().unwrap()
         ));
         let (merged, _) = merge_live(&merged, config(""));
-        assert!(snapshot(&merged, Some(&third)).shadow.is_none());
+        assert!(snapshot(&at(&merged), Some(&third)).shadow.is_none());
     }
 
     #[test]

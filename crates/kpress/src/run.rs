@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use kpress_config::Config;
+use kpress_config::{Config, TopicConfigSource};
 use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin, TopicConfigCache};
 use tokio::sync::watch;
 
@@ -79,17 +79,13 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
-        let topic_configs = Arc::clone(&settings.topic_configs);
-        let (snapshots, policies) =
-            watch::channel(policy_reload::snapshot(&config, None, &topic_configs));
+        let topic_configs: Arc<dyn TopicConfigSource> = Arc::clone(&settings.topic_configs) as _;
+        let at_start = AppliedPolicy::at_start(&args.config, config.clone(), Some(topic_configs));
+        let (snapshots, policies) = watch::channel(policy_reload::snapshot(&at_start, None));
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
-        let applied = policy_reload::spawn(
-            AppliedPolicy::at_start(&args.config, config.clone()),
-            reload.clone(),
-            snapshots,
-            topic_configs,
-        );
+        let applied = policy_reload::spawn(at_start, reload.clone(), snapshots);
+        policy_reload::spawn_overload_windows(applied.clone());
         let status = Arc::new(ProxyStatus::default());
         // With reuse_port, a restart's new process runs beside the old one with the same
         // policy file: it waits for the admin port, which the old one gives up as its

@@ -4,7 +4,7 @@
 use kpress_codec::options::{OPTION_KEYS, TEXT_OPTION_KEYS};
 
 use super::policy::MATCH_KEY;
-use super::{admin, limits, listener, log, policy, shadow, upstream, SECTIONS};
+use super::{admin, limits, listener, log, overload, policy, shadow, upstream, SECTIONS};
 
 /// Every key a policy file may set, as dotted paths from the root (`listener.tls.cert`,
 /// `topics.compression.zstd.level`), sections in the parser's order. A nested table
@@ -24,6 +24,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
         };
         let policy_keys: Vec<&str> = policy::KEYS
             .into_iter()
+            .chain(policy::OVERLOAD_KEYS)
             .chain(OPTION_KEYS)
             .chain(TEXT_OPTION_KEYS)
             .collect();
@@ -37,6 +38,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
             "admin" => add(&admin::KEYS, &[]),
             "log" => add(&log::KEYS, &[]),
             "shadow" => add(&shadow::KEYS, &[]),
+            "overload" => add(&overload::KEYS, &[]),
             "defaults" => add(&policy_keys, &[]),
             "topics" => add(&[&[MATCH_KEY], policy_keys.as_slice()].concat(), &[]),
             // A section with no arm here is caught by the test that every section

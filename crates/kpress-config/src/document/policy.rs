@@ -12,12 +12,26 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use super::Walk;
+use crate::overload::{level_key, level_of, level_range, LEVEL_KEYS};
 use crate::problem::line_column;
 use crate::settings::{Compression, TopicPolicy, TopicRule};
 use crate::topic_match::TopicPattern;
 
 /// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
 pub(super) const KEYS: [&str; 3] = ["compression.type", "recompress", "only_if_smaller"];
+/// `overload.*` keys of a `[defaults]` or `[[topics]]` table: the fallback under
+/// overload (the level keys are the codec options' own, prefixed) and the floor of
+/// adaptive levels.
+pub(super) const OVERLOAD_KEYS: [&str; 5] = [
+    OVERLOAD_COMPRESSION_TYPE,
+    "overload.compression.gzip.level",
+    "overload.compression.lz4.level",
+    "overload.compression.zstd.level",
+    OVERLOAD_MIN_LEVEL,
+];
+const OVERLOAD_PREFIX: &str = "overload.";
+const OVERLOAD_COMPRESSION_TYPE: &str = "overload.compression.type";
+const OVERLOAD_MIN_LEVEL: &str = "overload.min_level";
 /// Keys of a `[defaults]` or `[[topics]]` table that kpress does not take, with what to
 /// write instead.
 const RENAMED_KEYS: [(&str, &str); 1] = [(
@@ -28,6 +42,7 @@ const RENAMED_KEYS: [(&str, &str); 1] = [(
 /// The key of a `[[topics]]` rule that `[defaults]` has not: which topics it covers.
 pub(super) const MATCH_KEY: &str = "match";
 const RECOMPRESS_MODES: &str = "codec-differs, always";
+const MIN_LEVEL_ALLOWED: &str = "a level of the rule's codec, at most its level";
 
 /// A `[defaults]` or `[[topics]]` table, read.
 pub(super) struct PolicyRead {
@@ -139,6 +154,8 @@ impl Walk<'_> {
         let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
         // A level this table sets, which topic mode takes from the topic instead.
         let mut level_set: Option<(&str, Range<usize>)> = None;
+        // `overload.min_level` as written, checked once the table's codec is known.
+        let mut min_level = None;
         for FlatKey { name, key, value } in &flat {
             let name = name.as_str();
             // `compression.type` and `"compression.type"` are different TOML keys.
@@ -218,6 +235,52 @@ impl Walk<'_> {
                 "only_if_smaller" => self
                     .boolean(name, value)
                     .map(|b| policy.only_if_smaller = b),
+                OVERLOAD_COMPRESSION_TYPE => {
+                    self.string(name, value)
+                        // A fixed setting only: under overload a topic-mode topic
+                        // already passes as sent.
+                        .and_then(|text| match text.parse::<kpress_batch::CompressionType>() {
+                            Ok(c) => {
+                                policy.overload.compression = match c {
+                                    kpress_batch::CompressionType::Producer => {
+                                        Compression::Producer
+                                    }
+                                    kpress_batch::CompressionType::Codec(codec) => {
+                                        Compression::Codec(codec)
+                                    }
+                                };
+                                Some(())
+                            }
+                            Err(_) => {
+                                self.sink.bad_value(
+                                    name,
+                                    &span,
+                                    "unknown compression type",
+                                    Some(kpress_batch::CompressionType::ALLOWED.to_owned()),
+                                );
+                                None
+                            }
+                        })
+                }
+                level
+                    if level
+                        .strip_prefix(OVERLOAD_PREFIX)
+                        .is_some_and(|option| LEVEL_KEYS.contains(&option)) =>
+                {
+                    let option = &level[OVERLOAD_PREFIX.len()..];
+                    let allowed = allowed_values(option).map(|a| a.to_string());
+                    self.integer(name, value, allowed.clone()).and_then(|n| {
+                        if policy.overload.levels.set_int(option, n).is_ok() {
+                            Some(())
+                        } else {
+                            self.sink.bad_value(name, &span, "out of range", allowed);
+                            None
+                        }
+                    })
+                }
+                OVERLOAD_MIN_LEVEL => self
+                    .integer(name, value, Some(MIN_LEVEL_ALLOWED.to_owned()))
+                    .map(|n| min_level = Some((n, span.clone()))),
                 option if OPTION_KEYS.contains(&option) => {
                     let level = option.ends_with(".level").then(|| (option, span.clone()));
                     let allowed = allowed_values(option).map(|a| a.to_string());
@@ -271,6 +334,7 @@ impl Walk<'_> {
                             .chain(KEYS)
                             .chain(OPTION_KEYS)
                             .chain(TEXT_OPTION_KEYS)
+                            .chain(OVERLOAD_KEYS)
                             .collect()
                     };
                     self.sink.unknown_name(
@@ -300,6 +364,12 @@ impl Walk<'_> {
             );
             ok = false;
         }
+        if let Some((n, span)) = min_level {
+            match self.min_level(&policy, n, &span, rule.is_some()) {
+                Some(level) => policy.overload.min_level = Some(level),
+                None => ok = false,
+            }
+        }
         if let Some(rule) = rule {
             if !seen.contains_key("match") {
                 let at = rule.span().start;
@@ -314,6 +384,71 @@ impl Walk<'_> {
             }
         }
         ok.then_some(PolicyRead { policy, pattern })
+    }
+
+    /// `overload.min_level = n` of a table whose policy, read, is `policy`: a level of
+    /// its codec, at most its level. A `[defaults]` whose codec has no levels keeps it
+    /// for the rules that inherit it (each clips it to its own codec and level).
+    fn min_level(
+        &mut self,
+        policy: &TopicPolicy,
+        n: i64,
+        span: &Range<usize>,
+        in_rule: bool,
+    ) -> Option<i32> {
+        let codec = match policy.compression {
+            Compression::Codec(codec) if level_key(codec).is_some() => codec,
+            _ if !in_rule => {
+                return match i32::try_from(n) {
+                    Ok(level)
+                        if level_range(kpress_codec::Codec::Zstd)
+                            .is_some_and(|(lo, hi)| (lo..=hi).contains(&level)) =>
+                    {
+                        Some(level)
+                    }
+                    _ => {
+                        self.sink.bad_value(
+                            OVERLOAD_MIN_LEVEL,
+                            span,
+                            "out of range",
+                            Some(MIN_LEVEL_ALLOWED.to_owned()),
+                        );
+                        None
+                    }
+                };
+            }
+            other => {
+                self.sink.bad_value(
+                    OVERLOAD_MIN_LEVEL,
+                    span,
+                    format!(
+                        "compression.type {} has no levels to step down",
+                        other.name()
+                    ),
+                    Some("only with compression.type gzip, lz4 or zstd".to_owned()),
+                );
+                return None;
+            }
+        };
+        let (lowest, _) = level_range(codec).expect("a codec with levels");
+        let level = level_of(codec, &policy.options).expect("a codec with levels");
+        let key = level_key(codec).expect("a codec with levels");
+        let allowed = Some(format!("{lowest}..{level}"));
+        if n > i64::from(level) {
+            self.sink.bad_value(
+                OVERLOAD_MIN_LEVEL,
+                span,
+                format!("above the rule's {key} ({level})"),
+                allowed,
+            );
+            return None;
+        }
+        if n < i64::from(lowest) {
+            self.sink
+                .bad_value(OVERLOAD_MIN_LEVEL, span, "out of range", allowed);
+            return None;
+        }
+        i32::try_from(n).ok()
     }
 
     /// A `compression.*` option whose value is a name (`compression.gzip.provider`).
@@ -488,6 +623,68 @@ mod tests {
             one_problem(&defaults("compression.gzip.provider = 1")),
             "t.toml:6:29: compression.gzip.provider = 1: must be a string, not integer \
              (allowed: auto, qat, isal, libdeflate, zlib)"
+        );
+    }
+
+    #[test]
+    fn overload_keys_are_read_inherited_and_checked() {
+        let c = config(&format!(
+            "{HEAD}[defaults]\noverload.compression.type = \"lz4\"\noverload.min_level = 3\n\
+             [[topics]]\nmatch = \"a\"\ncompression.type = \"zstd\"\ncompression.zstd.level = 19\n\
+             overload.compression.zstd.level = 1\n"
+        ));
+        assert_eq!(
+            c.defaults.overload.compression,
+            Compression::Codec(kpress_codec::Codec::Lz4)
+        );
+        let inherited = &c.topics[0].policy.overload;
+        assert_eq!(
+            inherited.compression,
+            Compression::Codec(kpress_codec::Codec::Lz4)
+        );
+        assert_eq!(inherited.levels.get("compression.zstd.level"), Some(1));
+        assert_eq!(inherited.min_level, Some(3));
+        assert_eq!(
+            one_problem(&defaults("overload.compression.type = \"brotli\"")),
+            format!(
+                "t.toml:6:29: overload.compression.type = \"brotli\": unknown compression type \
+                 (allowed: {})",
+                kpress_batch::CompressionType::ALLOWED
+            )
+        );
+        // A fallback is a fixed setting: under overload a topic-mode topic passes as sent.
+        assert_eq!(
+            one_problem(&defaults("overload.compression.type = \"topic\"")),
+            format!(
+                "t.toml:6:29: overload.compression.type = \"topic\": unknown compression type \
+                 (allowed: {})",
+                kpress_batch::CompressionType::ALLOWED
+            )
+        );
+        assert_eq!(
+            one_problem(&defaults("overload.compression.gzip.level = 10")),
+            "t.toml:6:35: overload.compression.gzip.level = 10: out of range (allowed: -1 (default) or 1..9)"
+        );
+        assert_eq!(
+            one_problem(&rule(
+                "match = \"a\"\ncompression.type = \"zstd\"\ncompression.zstd.level = 9\n\
+                 overload.min_level = 12"
+            )),
+            "t.toml:9:22: overload.min_level = 12: above the rule's compression.zstd.level (9) \
+             (allowed: -131072..9)"
+        );
+        assert_eq!(
+            one_problem(&rule(
+                "match = \"a\"\ncompression.type = \"gzip\"\noverload.min_level = 0"
+            )),
+            "t.toml:8:22: overload.min_level = 0: out of range (allowed: 1..6)"
+        );
+        assert_eq!(
+            one_problem(&rule(
+                "match = \"a\"\ncompression.type = \"snappy\"\noverload.min_level = 1"
+            )),
+            "t.toml:8:22: overload.min_level = 1: compression.type snappy has no levels to step \
+             down (allowed: only with compression.type gzip, lz4 or zstd)"
         );
     }
 

@@ -138,6 +138,16 @@ impl ConnectionContext {
         self.shared.work_slots.acquire(&key, deadline).await
     }
 
+    /// An express slot for cheap work of `lane` (the overload fallback), if one is
+    /// free now.
+    pub(crate) fn express_slot(&self, lane: Option<Arc<str>>) -> Option<WorkPermit> {
+        let key = WorkKey {
+            lane,
+            connection: self.id,
+        };
+        self.shared.work_slots.try_express(&key)
+    }
+
     /// Runs `work` on the blocking pool under `slot`, whose lane is charged the
     /// thread CPU time it takes; `queued` is when the work began waiting for the slot.
     pub(crate) async fn run_blocking<T, F>(

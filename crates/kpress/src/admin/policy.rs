@@ -40,17 +40,32 @@ pub(super) fn policy_json(applied: &AppliedPolicy) -> Value {
             "threads": shadow.threads,
             "max_queue_bytes": shadow.max_queue_bytes,
         })),
-        "defaults": rule_json(&config.defaults),
-        "topics": config.topics.iter().map(|rule| {
+        "overload": json!({
+            "adaptive": config.overload.adaptive,
+            "target_wait_ms": config.overload.target_wait_ms,
+            "window_ms": config.overload.window_ms,
+        }),
+        "defaults": with_level(rule_json(&config.defaults), &applied.rules, None),
+        "topics": config.topics.iter().enumerate().map(|(index, rule)| {
             let mut entry = Map::new();
             entry.insert("match".into(), rule.pattern.to_string().into());
             entry.insert("line".into(), rule.line.into());
             if let Value::Object(policy) = rule_json(&rule.policy) {
                 entry.extend(policy);
             }
-            Value::Object(entry)
+            with_level(Value::Object(entry), &applied.rules, Some(index))
         }).collect::<Vec<_>>(),
     })
+}
+
+/// A rule's JSON with `effective_level`, the level in force now (lower than the
+/// configured one while `[overload] adaptive` has stepped it down), when its codec has
+/// levels.
+fn with_level(mut rule: Value, rules: &PolicySet, index: Option<usize>) -> Value {
+    if let (Value::Object(entry), Some(level)) = (&mut rule, rules.rule_level(index)) {
+        entry.insert("effective_level".into(), level.effective.into());
+    }
+    rule
 }
 
 fn listener_json(config: &Config) -> Value {
@@ -213,11 +228,24 @@ fn rule_json(policy: &TopicPolicy) -> Value {
             policy.options.gzip_provider().name().into(),
         );
     }
+    let mut overload = Map::new();
+    overload.insert(
+        "compression.type".into(),
+        policy.overload.compression.name().into(),
+    );
+    if let Compression::Codec(codec) = policy.overload.compression {
+        if let Some(key) = kpress_config::overload::level_key(codec) {
+            let level = policy.overload.levels.get(key);
+            overload.insert(key.into(), level.into());
+        }
+    }
+    overload.insert("min_level".into(), policy.overload.min_level.into());
     json!({
         "compression.type": policy.compression.name(),
         "options": options,
         "recompress": policy.recompress.name(),
         "only_if_smaller": policy.only_if_smaller,
+        "overload": overload,
     })
 }
 
@@ -304,6 +332,8 @@ pub(super) mod tests {
     pub(in crate::admin) fn applied(config: Config) -> AppliedPolicy {
         AppliedPolicy {
             path: "/etc/kpress/k.toml".into(),
+            rules: std::sync::Arc::new(kpress_config::PolicySet::new(&config)),
+            topic_configs: None,
             config,
             file_hash: "ab".repeat(32),
             loaded_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123),
@@ -367,6 +397,42 @@ pub(super) mod tests {
         assert_eq!(json[2]["target"], "topic_config_denied");
         assert_eq!(json[2]["target_source"], "unresolved");
         assert_eq!(json[2]["topic_config"]["state"], "denied");
+    }
+
+    #[test]
+    fn each_rule_shows_its_overload_settings_and_the_level_in_force() {
+        use kpress_batch::PolicyLookup;
+
+        let policy = applied(config(
+            "[overload]\nadaptive = true\n[defaults]\ncompression.type = \"lz4\"\n\
+             [[topics]]\nmatch = \"heavy.*\"\ncompression.type = \"zstd\"\n\
+             compression.zstd.level = 19\noverload.compression.type = \"lz4\"\n\
+             overload.min_level = 10\n",
+        ));
+        let json = policy_json(&policy);
+        assert_eq!(
+            json["overload"],
+            json!({"adaptive": true, "target_wait_ms": 100, "window_ms": 1000})
+        );
+        let heavy = &json["topics"][0];
+        assert_eq!(
+            heavy["overload"],
+            json!({
+                "compression.type": "lz4",
+                "compression.lz4.level": 9,
+                "min_level": 10,
+            })
+        );
+        assert_eq!(heavy["effective_level"], 19);
+        assert_eq!(json["defaults"]["effective_level"], 9);
+        // Three windows with missed deadlines: one notch down.
+        for _ in 0..3 {
+            policy
+                .rules
+                .note_wait("heavy.a", Duration::from_millis(500), true);
+            policy.rules.end_window();
+        }
+        assert_eq!(policy_json(&policy)["topics"][0]["effective_level"], 16);
     }
 
     #[test]

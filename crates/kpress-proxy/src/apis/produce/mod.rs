@@ -9,8 +9,11 @@
 //! 3. Any other is rewritten off the async threads, under a global work slot
 //!    ([`rewrite::rewrite_produce`]), waiting in the turn of the request's topic with
 //!    the most bytes (the scheduler shares the slots fairly between topics and their
-//!    connections). If no slot is free within `[limits] max_rewrite_wait_ms`, the
-//!    request goes on as sent, its batches counted `overloaded_passed`. v13 topic ids
+//!    connections; cheap topics may also take an express slot). If no slot is free
+//!    within `[limits] max_rewrite_wait_ms`, the request's batches are rewritten at
+//!    their rules' overload fallback on an express slot (counted
+//!    `overloaded_fallback`), or, with no fallback or no express slot free, the
+//!    request goes on as sent (`overloaded_passed`). v13 topic ids
 //!    kpress cannot name are looked up (kpress's own Metadata request, waiting
 //!    briefly) and the rewrite is tried once more.
 //! 4. The outcome is counted and sampled; the rewritten request goes on if it fits the
@@ -29,8 +32,8 @@ use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
 use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
 
 use self::rewrite::{
-    rewrite_produce, survey, try_without_codec_work, BatchReports, ProduceRewrite, RewriteLimits,
-    Survey,
+    has_fallback_work, rewrite_produce, survey, try_without_codec_work, BatchReports,
+    ProduceRewrite, RewriteLimits, Survey, Under,
 };
 use super::addresses;
 use crate::error::ConnectionError;
@@ -39,6 +42,8 @@ use crate::handler::{
     ResponseStep,
 };
 use crate::metrics::{self, BatchFate};
+use crate::scheduler::Overloaded;
+use crate::PolicySnapshot;
 
 /// The largest Produce frame checked on the connection's task for codec work: a batch
 /// passed through still has its CRC checked (about 0.1 ms per MiB), which larger
@@ -187,7 +192,8 @@ enum Attempt {
 }
 
 /// The CPU-bound rewrite, under a global work slot taken in the turn of the request's
-/// largest topic, if one is free within `max_rewrite_wait`.
+/// largest topic, if one is free within `max_rewrite_wait`; else at the rules'
+/// overload fallback on an express slot, if a rule has one and a slot is free.
 async fn run_rewrite(
     conn: &Arc<ConnectionContext>,
     frame: Frame,
@@ -203,11 +209,23 @@ async fn run_rewrite(
         header.api_version,
         &|id| conn.shared.cluster.topic_name(id),
     );
-    let Ok(slot) = conn
-        .work_slot(batches.reports.largest_topic(), Some(deadline))
-        .await
-    else {
-        return Ok(Attempt::Overloaded(frame, batches));
+    let policy = conn.policy();
+    let lane = batches.reports.largest_topic();
+    let (slot, under) = match conn.work_slot(lane.clone(), Some(deadline)).await {
+        Ok(slot) => {
+            note_waits(&policy, &batches.reports, queued.elapsed(), false);
+            (slot, Under::Normal)
+        }
+        Err(Overloaded) => {
+            note_waits(&policy, &batches.reports, queued.elapsed(), true);
+            let express = has_fallback_work(&*policy.rules, &batches.reports)
+                .then(|| conn.express_slot(lane))
+                .flatten();
+            match express {
+                Some(slot) => (slot, Under::Overload),
+                None => return Ok(Attempt::Overloaded(frame, batches)),
+            }
+        }
     };
     let task = Arc::clone(conn);
     conn.run_blocking(slot, queued, move |queued| {
@@ -217,7 +235,8 @@ async fn run_rewrite(
             header_len,
             header.api_version,
             rewrite_limits(&task),
-            &task.policy(),
+            &policy,
+            under,
             &|id| task.shared.cluster.topic_name(id),
         );
         metrics::produce_rewrite_times(started - queued, started.elapsed());
@@ -226,8 +245,21 @@ async fn run_rewrite(
     .await
 }
 
-/// No work slot within `max_rewrite_wait`: the request goes on as sent (every batch
-/// in it is valid as the client made it), its batches counted `overloaded_passed`.
+/// Tells the rules how long the request waited for a work slot, once per topic in it,
+/// or that it gave up waiting (`missed`): adaptive levels go by it.
+fn note_waits(policy: &PolicySnapshot, reports: &BatchReports, waited: Duration, missed: bool) {
+    let mut noted: Vec<&str> = Vec::new();
+    for (topic, _) in &reports.outcomes {
+        if !noted.contains(&&**topic) {
+            policy.rules.note_wait(topic, waited, missed);
+            noted.push(topic);
+        }
+    }
+}
+
+/// No work slot within `max_rewrite_wait` and no fallback rewrite: the request goes
+/// on as sent (every batch in it is valid as the client made it), its batches counted
+/// `overloaded_passed`.
 fn pass_overloaded(
     conn: &ConnectionContext,
     frame: Frame,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use kpress_batch::{
     batches, pass_without_codec_work, Outcome, PassReason, PolicyLookup, ProduceAllowance,
-    Recompressor, RewritePolicy,
+    Recompressor, RewritePolicy, Target,
 };
 use kpress_measure::thread_cpu_time;
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
@@ -55,6 +55,9 @@ pub(crate) struct BatchReports {
     pub(crate) outcomes: Vec<(Arc<str>, Vec<BatchReport>)>,
     /// Batches sampled for the shadow trials, copied as the producer sent them.
     pub(crate) shadow: Option<ShadowSamples>,
+    /// Rewritten under overload, at the rules' fallback settings: a batch rewritten
+    /// counts as `overloaded_fallback`, one left as sent as `overloaded_passed`.
+    pub(crate) overloaded: bool,
 }
 
 /// A request's samples for the shadow trials of the snapshot it was rewritten under.
@@ -165,6 +168,10 @@ impl BatchReports {
                 cpu += report.cpu;
                 let (fate, bytes_out) = match (dropped, report.outcome) {
                     (Some(fate), _) => (fate, report.bytes_in),
+                    (None, Some(Outcome::PassedThrough(_))) if self.overloaded => {
+                        metrics::batches_overloaded(1);
+                        (BatchFate::Overloaded, report.bytes_in)
+                    }
                     // Only a rewrite over max_frame_bytes stops trying, and then it is dropped.
                     (None, None) => (BatchFate::DroppedOverMaxFrame, report.bytes_in),
                     (
@@ -180,7 +187,9 @@ impl BatchReports {
                     ) => {
                         series.rewritten(from, to, bytes_in, bytes_out, outcome.grew());
                         metrics::rewrite_time(from, to, report.wall);
-                        let fate = if outcome.grew() {
+                        let fate = if self.overloaded {
+                            BatchFate::OverloadedFallback
+                        } else if outcome.grew() {
                             BatchFate::Grown
                         } else {
                             BatchFate::Rewritten
@@ -296,17 +305,57 @@ pub(crate) struct RewriteLimits {
     pub(crate) max_frame_bytes: usize,
 }
 
-/// Rewrites a Produce request payload (header + body, no size prefix). Blocking: run
-/// it on a blocking thread.
+/// Which of the rules' policies a rewrite applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Under {
+    /// Each topic's policy.
+    Normal,
+    /// Each topic's fallback: its rewrite could not start within the wait limit.
+    Overload,
+}
+
+/// The rules' policies under overload, looked up as any policy is.
+struct OverloadPolicies<'a>(&'a dyn PolicyLookup);
+
+impl PolicyLookup for OverloadPolicies<'_> {
+    fn policy_for(&self, topic: &str) -> &RewritePolicy {
+        self.0.overload_policy_for(topic)
+    }
+
+    fn has_rule_for(&self, topic: &str) -> bool {
+        self.0.has_rule_for(topic)
+    }
+
+    fn uses(&self, codec: kpress_codec::Codec, options: &kpress_codec::CompressionOptions) -> bool {
+        self.0.uses(codec, options)
+    }
+}
+
+/// Whether some topic of `reports` has a fallback other than passing as sent.
+pub(crate) fn has_fallback_work(rules: &dyn PolicyLookup, reports: &BatchReports) -> bool {
+    reports
+        .outcomes
+        .iter()
+        .any(|(topic, _)| !matches!(rules.overload_policy_for(topic).target, Target::Producer))
+}
+
+/// Rewrites a Produce request payload (header + body, no size prefix) `under` the
+/// rules' normal or overload policies. Blocking: run it on a blocking thread.
 pub(crate) fn rewrite_produce(
     payload: &[u8],
     header_len: usize,
     api_version: i16,
     limits: RewriteLimits,
     policy: &PolicySnapshot,
+    under: Under,
     topic_name: &dyn Fn(&[u8; 16]) -> Option<Arc<str>>,
 ) -> Result<ProduceRewrite, ProtocolError> {
     let rules = &policy.rules;
+    let overload_policies = OverloadPolicies(&**rules);
+    let lookup: &dyn PolicyLookup = match under {
+        Under::Normal => &**rules,
+        Under::Overload => &overload_policies,
+    };
     RECOMPRESSOR.with(|cell| {
         // A panic inside a rewrite would poison nothing: `RefCell` is released on unwind.
         let mut held = cell.borrow_mut();
@@ -321,8 +370,13 @@ pub(crate) fn rewrite_produce(
             *pruned_for = Some(Arc::downgrade(rules));
         }
         let mut rewriter = PolicyRewriter {
-            shadow: policy.shadow.clone().map(ShadowSamples::new),
-            rules: &**rules,
+            // Under overload no CPU goes to sampling for the trials.
+            shadow: policy
+                .shadow
+                .clone()
+                .filter(|_| under == Under::Normal)
+                .map(ShadowSamples::new),
+            rules: lookup,
             recompressor,
             request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
             max_records_bytes: limits.max_frame_bytes,
@@ -346,6 +400,7 @@ pub(crate) fn rewrite_produce(
             reports: BatchReports {
                 outcomes: rewriter.outcomes,
                 shadow,
+                overloaded: under == Under::Overload,
             },
         })
     })
@@ -454,6 +509,7 @@ pub(crate) fn try_without_codec_work(
     Some(BatchReports {
         outcomes: checker.outcomes,
         shadow,
+        overloaded: false,
     })
 }
 
@@ -531,6 +587,7 @@ pub(crate) fn survey(
         reports: BatchReports {
             outcomes: surveyor.outcomes,
             shadow: None,
+            overloaded: false,
         },
         unknown_topic_ids,
     }
@@ -649,6 +706,7 @@ mod tests {
                 (Arc::from("c"), vec![report(340)]),
             ],
             shadow: None,
+            overloaded: false,
         };
         assert_eq!(reports.largest_topic().as_deref(), Some("b"));
         let tied = BatchReports {
@@ -657,6 +715,7 @@ mod tests {
                 (Arc::from("y"), vec![report(10)]),
             ],
             shadow: None,
+            overloaded: false,
         };
         assert_eq!(tied.largest_topic().as_deref(), Some("x"));
         assert_eq!(BatchReports::default().largest_topic(), None);
@@ -672,8 +731,16 @@ mod tests {
         let limits = LIMITS;
         let rewrite = |rules: &Arc<dyn PolicyLookup>| {
             let policy = PolicySnapshot::rules_only(Arc::clone(rules));
-            let rewrite =
-                rewrite_produce(&payload, header_len, 7, limits, &policy, &|_| None).unwrap();
+            let rewrite = rewrite_produce(
+                &payload,
+                header_len,
+                7,
+                limits,
+                &policy,
+                Under::Normal,
+                &|_| None,
+            )
+            .unwrap();
             assert!(rewrite.frame.is_some(), "rewritten");
         };
         let zstd: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::to_codec(
@@ -749,7 +816,16 @@ mod tests {
             CompressionOptions::default(),
         ));
         let rewrite = |policy: &PolicySnapshot| {
-            rewrite_produce(&payload, header_len, 7, LIMITS, policy, &|_| None).unwrap()
+            rewrite_produce(
+                &payload,
+                header_len,
+                7,
+                LIMITS,
+                policy,
+                Under::Normal,
+                &|_| None,
+            )
+            .unwrap()
         };
         let without = rewrite(&PolicySnapshot::rules_only(Arc::clone(&zstd)));
         assert!(without.reports.shadow.is_none());
@@ -808,8 +884,16 @@ mod tests {
             let inline =
                 try_without_codec_work(&payload, header_len, 7, LIMITS, &policy, &|_| None)
                     .expect("no codec work");
-            let rewrite =
-                rewrite_produce(&payload, header_len, 7, LIMITS, &policy, &|_| None).unwrap();
+            let rewrite = rewrite_produce(
+                &payload,
+                header_len,
+                7,
+                LIMITS,
+                &policy,
+                Under::Normal,
+                &|_| None,
+            )
+            .unwrap();
             // The inline classification forwards the original, as the rewrite does here.
             assert!(rewrite.frame.is_none() && !rewrite.over_max_frame);
             assert_eq!(reported(&inline), reported(&rewrite.reports));
@@ -911,7 +995,16 @@ mod tests {
             CompressionOptions::default(),
         ));
         let policy = PolicySnapshot::rules_only(zstd);
-        let rewrite = rewrite_produce(&payload, header_len, 7, limits, &policy, &|_| None).unwrap();
+        let rewrite = rewrite_produce(
+            &payload,
+            header_len,
+            7,
+            limits,
+            &policy,
+            Under::Normal,
+            &|_| None,
+        )
+        .unwrap();
         assert_eq!(rewrite.reports.outcomes.len(), 1);
         let (topic, reports) = &rewrite.reports.outcomes[0];
         assert_eq!(&**topic, "t");
@@ -924,5 +1017,55 @@ mod tests {
             "{report:?}"
         );
         assert_eq!(rewrite.reports.rewritten_batches(), 1);
+    }
+
+    /// zstd normally, lz4 under overload.
+    struct ZstdOrLz4 {
+        normal: RewritePolicy,
+        fallback: RewritePolicy,
+    }
+
+    impl PolicyLookup for ZstdOrLz4 {
+        fn policy_for(&self, _topic: &str) -> &RewritePolicy {
+            &self.normal
+        }
+
+        fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
+            self.normal.target.is(codec, options) || self.fallback.target.is(codec, options)
+        }
+
+        fn overload_policy_for(&self, _topic: &str) -> &RewritePolicy {
+            &self.fallback
+        }
+    }
+
+    #[test]
+    fn under_overload_each_topic_takes_its_fallback_and_is_reported_so() {
+        let batch = gzip_batch(50);
+        let (payload, header_len) = produce_v7(&batch);
+        let rules: Arc<dyn PolicyLookup> = Arc::new(ZstdOrLz4 {
+            normal: RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
+            fallback: RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default()),
+        });
+        let policy = PolicySnapshot::rules_only(Arc::clone(&rules));
+        let to = |under| {
+            let rewrite =
+                rewrite_produce(&payload, header_len, 7, LIMITS, &policy, under, &|_| None)
+                    .unwrap();
+            let [(_, reports)] = &rewrite.reports.outcomes[..] else {
+                panic!("{:?}", rewrite.reports.outcomes)
+            };
+            match reports[0].outcome {
+                Some(Outcome::Rewritten { to, .. }) => (to, rewrite.reports.overloaded),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(to(Under::Normal), (Codec::Zstd, false));
+        assert_eq!(to(Under::Overload), (Codec::Lz4, true));
+        let surveyed = survey(&payload, header_len, 7, &|_| None).reports;
+        assert!(has_fallback_work(&*rules, &surveyed));
+        // A lookup without fallbacks passes as sent under overload: no work to do.
+        let plain = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
+        assert!(!has_fallback_work(&plain, &surveyed));
     }
 }
