@@ -11,6 +11,9 @@
 #    batch) straight to the broker against through kpress: the added p50 and p99;
 #  - who pays for gzip→zstd-3: the broker's CPU when a compression.type=zstd topic makes
 #    it recompress, against kpress's CPU doing it in front of a topic that stores as sent;
+#  - the same question in topic mode (topic_mode_offload in tests/load.rs): gzip into
+#    zstd topics straight to the broker and through a kpress with no rules, broker CPU
+#    ms/MB each way (about 4 minutes a round at LOAD_RECORDS, 4 routes);
 #  - then Kafka's own recompression (a Java MemoryRecords program) against kpress's per
 #    core (tests/recompression_vs_java.rs);
 #  - then one busy connection's recompression on one core and on two, and throughput
@@ -41,6 +44,8 @@
 #   LOAD_SCALING=0                       leave out tests/scaling.rs (one connection on 1 and 2
 #                                        cores at SCALING_ZSTD_LEVEL, default 9 here; 1/10/100
 #                                        connections and partitions per request)
+#   LOAD_TOPIC_MODE=0                    leave out topic_mode_offload (tests/load.rs: gzip into
+#                                        zstd topics with and without kpress in topic mode)
 #   LOAD_NOISY=0                         leave out the noisy neighbour (NOISY_SECONDS,
 #                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
@@ -91,6 +96,15 @@ else
     cargo test -p kpress-tests --test scaling -- --ignored --exact scaling --nocapture || status=$?
 fi
 
+# Topic mode: the broker's CPU for gzip into zstd topics, with and without kpress.
+topic_note=""
+if [ "${LOAD_TOPIC_MODE:-1}" = 0 ]; then
+  topic_note="Topic mode offload: left out (LOAD_TOPIC_MODE=0)."
+else
+  TOPIC_MODE_REPORT=$work/topic.md \
+    cargo test -p kpress-tests --test load -- --ignored --exact topic_mode_offload --nocapture || status=$?
+fi
+
 # A light producer beside a heavy flood: through kpress, KPRESS_BASE_BIN and the broker.
 noisy_note=""
 if [ "${LOAD_NOISY:-1}" = 0 ]; then
@@ -126,6 +140,14 @@ fi
     cat "$work/scaling.md"
   else
     echo "${scaling_note:-scaling: no report (see the output above)}"
+  fi
+  echo
+  if [ -z "$topic_note" ] && [ -s "$work/topic.md" ]; then
+    cat "$work/topic.md"
+  else
+    echo "## Topic mode offload"
+    echo
+    echo "${topic_note:-topic_mode_offload: no report (see the output above)}"
   fi
   echo
   echo "## Noisy neighbour"

@@ -10,9 +10,10 @@
 //! sent; each heavy batch is counted rewritten, `overloaded_fallback` or
 //! `overloaded_passed`, those counts add up to the batches stored, and each outcome's
 //! count equals the stored batches in its codec (zstd, the rule's fallback lz4, gzip as
-//! sent); the heavy rules' effective zstd level (gauge and `/policy`) steps down
-//! during the flood, and is back at 19 once a trickle of records after it lets the
-//! rules judge their windows calm.
+//! sent); the effective zstd level (gauge and `/policy`) of the heavy rule whose
+//! requests wait (at least one: which depends on how the slots fall) steps down during
+//! the flood, never below `min_level`, one log line a step, and every heavy rule is
+//! back at 19 once a trickle of records after the flood lets them judge windows calm.
 //!
 //! `noisy_neighbour` (ignored, a measurement for `scripts/load.sh`) times the light
 //! producer, Kafka's ProducerPerformance (gzip, 300 records/s, acks=1) into `light.*`,
@@ -419,13 +420,26 @@ fn heavy_flood_sheds_compression_not_producers() {
     }
     let runs: Vec<u64> = flood.finish().chunks(2).map(|c| c.iter().sum()).collect();
     eprintln!("flood: {runs:?} runs of the dataset; lowest levels (gauge, /policy) {lowest:?}");
+    // Which rule feels the pressure depends on how the slots fall: a lane whose two
+    // connections hold both slots never waits while the other lane misses every
+    // deadline. At least one heavy rule steps down, none below its min_level, and each
+    // shows the same level in the gauge as in /policy.
+    let mut lowered = Vec::new();
     for (rule, (gauge, policy)) in rules.iter().zip(lowest) {
-        if !(3.0..19.0).contains(&gauge) || !(3.0..19.0).contains(&policy) {
+        if gauge != policy || gauge < 3.0 {
             problems.push(format!(
-                "rule {rule}'s level during the flood went no lower than {gauge} (gauge), \
-                 {policy} (/policy); expected within 3..19"
+                "rule {rule}'s lowest level during the flood: {gauge} (gauge), {policy} \
+                 (/policy); expected one level, within 3..19"
             ));
+        } else if gauge < 19.0 {
+            lowered.push(*rule);
         }
+    }
+    if lowered.is_empty() {
+        problems.push(format!(
+            "no heavy rule stepped down during the flood: lowest levels (gauge, /policy) \
+             {lowest:?}"
+        ));
     }
 
     // Pressure gone, each rule steps back up to its own level. A rule judges windows by
@@ -464,15 +478,26 @@ fn heavy_flood_sheds_compression_not_producers() {
         .map(|t| t.finish().unwrap_or_else(|e| fail(format!("{e:#}"))))
         .collect();
     eprintln!("after the flood: {trickled:?} records trickled until the levels were back");
-    // One log line a step: down to within 3..19 and back up, for each rule.
+    // One log line a step: a rule that stepped down went within 3..19 and back to 19;
+    // the other logged no change.
     for rule in rules {
         let steps = level_steps(&proxy.log(), rule);
         let lowest = steps.iter().map(|(_, to)| *to).min();
         let last = steps.last().map(|(_, to)| *to);
-        if steps.len() < 2 || !lowest.is_some_and(|l| (3..19).contains(&l)) || last != Some(19) {
+        let ok = if lowered.contains(&rule) {
+            steps.len() >= 2 && lowest.is_some_and(|l| (3..19).contains(&l)) && last == Some(19)
+        } else {
+            steps.is_empty()
+        };
+        if !ok {
             problems.push(format!(
-                "rule {rule}'s level changes in the log (from, to): {steps:?}; expected \
-                 steps down within 3..19 and back to 19"
+                "rule {rule}'s level changes in the log (from, to): {steps:?}; it was {} \
+                 during the flood",
+                if lowered.contains(&rule) {
+                    "lowered"
+                } else {
+                    "not lowered"
+                }
             ));
         }
     }
