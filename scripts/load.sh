@@ -13,7 +13,7 @@
 #    it recompress, against kpress's CPU doing it in front of a topic that stores as sent;
 #  - the same question in topic mode (topic_mode_offload in tests/load.rs): gzip into
 #    zstd topics straight to the broker and through a kpress with no rules, broker CPU
-#    ms/MB each way (about 4 minutes a round at LOAD_RECORDS, 4 routes);
+#    ms/MB each way, 4 routes in alternating rounds;
 #  - then Kafka's own recompression (a Java MemoryRecords program) against kpress's per
 #    core (tests/recompression_vs_java.rs);
 #  - then one busy connection's recompression on one core and on two, and throughput
