@@ -244,8 +244,7 @@ fn stored_codec(topic: &str, client: Client, source: Compression) -> StoredCodec
     }
 }
 
-/// Five source codecs × (five policy codecs + `producer`) for each client of the issue's
-/// plan: Java 4.1 (Produce v13, topic ids), kcat (librdkafka 2.0, v7) and
+/// Five source codecs × (five policy codecs + `producer`) for each client: Java 4.1 (Produce v13, topic ids), kcat (librdkafka 2.0, v7) and
 /// confluent-kafka (librdkafka 2.16, v10); Java 3.9 (v11, topic names) for one source
 /// codec. The broker stores exactly the codec the policy semantics say, and consumers
 /// through kpress read back every record byte for byte.
