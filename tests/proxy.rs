@@ -244,10 +244,11 @@ fn stored_codec(topic: &str, client: Client, source: Compression) -> StoredCodec
     }
 }
 
-/// Five source codecs × (five policy codecs + `producer`) for each client: Java 4.1 (Produce v13, topic ids), kcat (librdkafka 2.0, v7) and
-/// confluent-kafka (librdkafka 2.16, v10); Java 3.9 (v11, topic names) for one source
-/// codec. The broker stores exactly the codec the policy semantics say, and consumers
-/// through kpress read back every record byte for byte.
+/// Five source codecs × (five policy codecs + `producer`) for each client: Java 4.1
+/// (Produce v13, topic ids), kcat (librdkafka 2.0, v7) and confluent-kafka (librdkafka
+/// 2.16, v10); Java 3.9 (v11, topic names) for one source codec. The broker stores
+/// exactly the codec the policy semantics say, and consumers through kpress read back
+/// every record byte for byte.
 #[test]
 fn every_client_and_codec_pair_through_kpress_stores_the_policy_codec() {
     let (cluster, proxy) = shared();
