@@ -20,7 +20,7 @@
 //! - kafka-clients 2.0.1 (Produce v3-v6) into a zstd topic passes as sent (no zstd below
 //!   Produce v7), the broker converts as before, and an lz4 topic is converted by kpress.
 //! - With `[shadow]` on and no rule, a topic created after kpress started gets its own
-//!   `topic` label within the refresh interval, not `_other`.
+//!   `topic` label from its first request, not `_other`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -1079,7 +1079,16 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
     let file = write_records(&work.path().join("records"), &records);
     let mut failures = Vec::new();
     let labelled = |name: &str| counter(&proxy, name, &[("topic", topic)]) > 0.0;
-    // Produce until the label shows (the first batches may come before the refresh).
+    let other = || {
+        counter(
+            &proxy,
+            "kpress_produce_bytes_in_total",
+            &[("topic", "_other")],
+        )
+    };
+    let other_before = other();
+    // Produce until the label shows. The producer's own Metadata request names the
+    // topic, so the first run's bytes already carry it, before any refresh lists it.
     let mut rounds = 0;
     let seen = wait_until(Duration::from_secs(30), || {
         rounds += 1;
@@ -1089,6 +1098,13 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
     });
     let took = created.elapsed();
     eprintln!("{topic} labelled after {took:?} ({rounds} kcat runs)");
+    if rounds != 1 || other() != other_before {
+        failures.push(format!(
+            "the first producer's bytes were not all labelled {topic}: {rounds} kcat runs, \
+             _other grew by {} B",
+            other() - other_before
+        ));
+    }
     let bound = Duration::from_millis(REFRESH_MS) + Duration::from_secs(5);
     if !seen || took > bound {
         failures.push(format!(

@@ -80,6 +80,8 @@ trait MetadataVisitor<'a> {
     fn broker(&mut self, broker: Broker<'a>);
     /// A topic with a name and a non-nil id (v10+).
     fn topic(&mut self, id: [u8; 16], name: &'a str);
+    /// A topic the broker answered without error, under its name (any version).
+    fn named(&mut self, name: &'a str);
 }
 
 /// The first walk: the parse is the check.
@@ -88,6 +90,7 @@ struct CheckOnly;
 impl MetadataVisitor<'_> for CheckOnly {
     fn broker(&mut self, _: Broker<'_>) {}
     fn topic(&mut self, _: [u8; 16], _: &str) {}
+    fn named(&mut self, _: &str) {}
 }
 
 /// The second walk: copies the body up to each broker's host, writes the
@@ -139,6 +142,10 @@ impl<'a> MetadataVisitor<'a> for Splicer<'a, '_> {
 
     fn topic(&mut self, id: [u8; 16], name: &'a str) {
         self.observer.topic(id, name);
+    }
+
+    fn named(&mut self, name: &'a str) {
+        self.observer.named_topic(name);
     }
 }
 
@@ -202,7 +209,7 @@ fn walk_metadata_response<'a>(
     let min_topic = if flex { 2 + 1 + 1 + 1 } else { 2 + 2 + 4 };
     let topics = r.required_count(flex, min_topic, "topics")?;
     for _ in 0..topics {
-        r.i16()?; // error_code
+        let error_code = r.i16()?;
         let name_start = r.position();
         let name = r.length_prefixed(string)?;
         // Names are nullable from v12; kafka-protocol refuses a null before.
@@ -215,6 +222,9 @@ fn walk_metadata_response<'a>(
         let name = name
             .map(|name| utf8(name, name_start, "name"))
             .transpose()?;
+        if let (0, Some(name)) = (error_code, name) {
+            visitor.named(name);
+        }
         if v >= FIRST_TOPIC_ID {
             let id = r.uuid()?;
             if let Some(name) = name {

@@ -19,6 +19,12 @@ pub trait ResponseObserver {
     /// A Metadata response named topic `id`.
     fn topic(&mut self, id: [u8; 16], name: &str);
 
+    /// A Metadata response answered for topic `name` without error: a topic the
+    /// cluster has, in any version (clients before v10 see no topic ids).
+    fn named_topic(&mut self, name: &str) {
+        let _ = name;
+    }
+
     /// The highest version of `api_key` the relayed ApiVersions response
     /// advertises, given what the broker and kpress support
     /// (`min(broker_max, kpress_max)`). Override to cap lower, e.g. Produce

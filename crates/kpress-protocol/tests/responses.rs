@@ -32,6 +32,7 @@ use uuid::Uuid;
 struct Proxy {
     brokers: Vec<(i32, String, i32)>,
     topics: HashMap<[u8; 16], String>,
+    named: Vec<String>,
     produce_cap: Option<i16>,
 }
 
@@ -43,6 +44,10 @@ impl ResponseObserver for Proxy {
 
     fn topic(&mut self, id: [u8; 16], name: &str) {
         self.topics.insert(id, name.to_owned());
+    }
+
+    fn named_topic(&mut self, name: &str) {
+        self.named.push(name.to_owned());
     }
 
     fn max_version(&mut self, api_key: i16, capped_max: i16) -> i16 {
@@ -145,6 +150,22 @@ fn metadata_addresses_are_rewritten_at_every_version() {
             HashMap::new()
         };
         assert_eq!(proxy.topics, expected_topics, "v{version}");
+    }
+}
+
+/// Clients before Metadata v10 see no topic ids: the names the broker answered without
+/// error are reported all the same, and a name it refused is not.
+#[test]
+fn metadata_reports_the_topics_answered_without_error_at_every_version() {
+    for version in 0..=13 {
+        let mut response = metadata(version);
+        let refused = MetadataResponseTopic::default()
+            .with_error_code(3)
+            .with_name(Some(TopicName(s("invented"))));
+        response.topics.push(refused);
+        let mut proxy = Proxy::default();
+        rewrite_decoded(api_key::METADATA, version, &response, &mut proxy);
+        assert_eq!(proxy.named, vec!["orders".to_owned()], "v{version}");
     }
 }
 

@@ -146,6 +146,18 @@ impl Cluster {
             .retain(|name| !deleted(name));
     }
 
+    /// A topic the brokers' Metadata answered: it may carry a metric label from the
+    /// first request, before topic mode's refresh lists it.
+    fn record_named_topic(&self, name: &str) {
+        if self.is_named_topic(name) {
+            return;
+        }
+        self.named_topics
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(Arc::from(name));
+    }
+
     fn record_topic(&self, id: [u8; 16], name: &str) {
         let known = self.topic_name(&id);
         if known.as_deref() != Some(name) {
@@ -268,6 +280,10 @@ impl ResponseObserver for AddressObserver<'_> {
 
     fn topic(&mut self, id: [u8; 16], name: &str) {
         self.cluster.record_topic(id, name);
+    }
+
+    fn named_topic(&mut self, name: &str) {
+        self.cluster.record_named_topic(name);
     }
 }
 
