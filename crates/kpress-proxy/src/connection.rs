@@ -1190,34 +1190,14 @@ mod tests {
         h.task.await.unwrap().unwrap();
     }
 
-    /// One policy for every topic, with a fallback under overload.
-    struct WithFallback {
-        normal: RewritePolicy,
-        fallback: RewritePolicy,
-    }
-
-    impl PolicyLookup for WithFallback {
-        fn policy_for(&self, _topic: &str) -> &RewritePolicy {
-            &self.normal
-        }
-
-        fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
-            self.normal.target.is(codec, options) || self.fallback.target.is(codec, options)
-        }
-
-        fn overload_policy_for(&self, _topic: &str) -> &RewritePolicy {
-            &self.fallback
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn a_produce_past_the_wait_limit_takes_the_fallback_on_an_express_slot() {
         let mut settings = settings(1 << 22, 30000);
         settings.max_rewrite_wait = Duration::from_millis(500);
-        let policies: Arc<dyn PolicyLookup> = Arc::new(WithFallback {
-            normal: RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
-            fallback: RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default()),
-        });
+        let policies: Arc<dyn PolicyLookup> = Arc::new(crate::test_policies::WithFallback::codecs(
+            Codec::Zstd,
+            Codec::Lz4,
+        ));
         let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
         std::mem::forget(control);
         // Every regular slot taken for longer than a request may wait.

@@ -50,6 +50,8 @@ mod scheduler;
 pub mod shadow;
 mod shared;
 mod status;
+#[cfg(test)]
+mod test_policies;
 pub mod tls;
 mod topic_configs;
 mod topic_ids;

@@ -1019,34 +1019,14 @@ mod tests {
         assert_eq!(rewrite.reports.rewritten_batches(), 1);
     }
 
-    /// zstd normally, lz4 under overload.
-    struct ZstdOrLz4 {
-        normal: RewritePolicy,
-        fallback: RewritePolicy,
-    }
-
-    impl PolicyLookup for ZstdOrLz4 {
-        fn policy_for(&self, _topic: &str) -> &RewritePolicy {
-            &self.normal
-        }
-
-        fn uses(&self, codec: Codec, options: &CompressionOptions) -> bool {
-            self.normal.target.is(codec, options) || self.fallback.target.is(codec, options)
-        }
-
-        fn overload_policy_for(&self, _topic: &str) -> &RewritePolicy {
-            &self.fallback
-        }
-    }
-
     #[test]
     fn under_overload_each_topic_takes_its_fallback_and_is_reported_so() {
         let batch = gzip_batch(50);
         let (payload, header_len) = produce_v7(&batch);
-        let rules: Arc<dyn PolicyLookup> = Arc::new(ZstdOrLz4 {
-            normal: RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default()),
-            fallback: RewritePolicy::to_codec(Codec::Lz4, CompressionOptions::default()),
-        });
+        let rules: Arc<dyn PolicyLookup> = Arc::new(crate::test_policies::WithFallback::codecs(
+            Codec::Zstd,
+            Codec::Lz4,
+        ));
         let policy = PolicySnapshot::rules_only(Arc::clone(&rules));
         let to = |under| {
             let rewrite =
