@@ -156,6 +156,8 @@ impl Walk<'_> {
         let mut level_set: Option<(&str, Range<usize>)> = None;
         // `overload.min_level` as written, checked once the table's codec is known.
         let mut min_level = None;
+        // Where `overload.compression.type`'s value stands, for the topic-mode check.
+        let mut overload_at: Option<Range<usize>> = None;
         for FlatKey { name, key, value } in &flat {
             let name = name.as_str();
             // `compression.type` and `"compression.type"` are different TOML keys.
@@ -241,6 +243,7 @@ impl Walk<'_> {
                         // already passes as sent.
                         .and_then(|text| match text.parse::<kpress_batch::CompressionType>() {
                             Ok(c) => {
+                                overload_at = Some(span.clone());
                                 policy.overload.compression = match c {
                                     kpress_batch::CompressionType::Producer => {
                                         Compression::Producer
@@ -361,6 +364,22 @@ impl Walk<'_> {
                 "compression.type = \"topic\" stores the topic's own level \
                  (its compression.<codec>.level): name a codec to set a level here",
                 None,
+            );
+            ok = false;
+        }
+        // Under overload a topic-mode topic passes as sent, whatever a fallback says.
+        if let (Compression::Topic, true, Some(span), false) = (
+            policy.compression,
+            names_topic_mode,
+            overload_at,
+            policy.overload.compression == Compression::Producer,
+        ) {
+            self.sink.bad_value(
+                OVERLOAD_COMPRESSION_TYPE,
+                &span,
+                "compression.type = \"topic\" passes as sent under overload, so the \
+                 broker converts as it would without kpress: name a codec to have a fallback",
+                Some("\"producer\" beside compression.type = \"topic\"".to_owned()),
             );
             ok = false;
         }
@@ -651,6 +670,15 @@ mod tests {
                  (allowed: {})",
                 kpress_batch::CompressionType::ALLOWED
             )
+        );
+        assert_eq!(
+            one_problem(&rule(
+                "match = \"a\"\ncompression.type = \"topic\"\noverload.compression.type = \"lz4\""
+            )),
+            "t.toml:8:29: overload.compression.type = \"lz4\": compression.type = \"topic\" \
+             passes as sent under overload, so the broker converts as it would without kpress: \
+             name a codec to have a fallback (allowed: \"producer\" beside compression.type = \
+             \"topic\")"
         );
         // A fallback is a fixed setting: under overload a topic-mode topic passes as sent.
         assert_eq!(
