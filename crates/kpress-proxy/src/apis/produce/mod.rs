@@ -245,15 +245,13 @@ async fn run_rewrite(
     .await
 }
 
-/// Tells the rules how long the request waited for a work slot, once per topic in it,
-/// or that it gave up waiting (`missed`): adaptive levels go by it.
+/// Tells the rules how long the request waited for a work slot, once per topic entry
+/// in it, or that it gave up waiting (`missed`): adaptive levels go by it. Entries are
+/// already one per run of a topic's partitions; a topic a client repeats only adds
+/// waits of the same length, which leaves a rule's mean wait as it was.
 fn note_waits(policy: &PolicySnapshot, reports: &BatchReports, waited: Duration, missed: bool) {
-    let mut noted: Vec<&str> = Vec::new();
     for (topic, _) in &reports.outcomes {
-        if !noted.contains(&&**topic) {
-            policy.rules.note_wait(topic, waited, missed);
-            noted.push(topic);
-        }
+        policy.rules.note_wait(topic, waited, missed);
     }
 }
 
