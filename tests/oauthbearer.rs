@@ -428,26 +428,17 @@ fn client_login(stream: &mut SecureStream, token: &str) -> anyhow::Result<Durati
     Ok(Duration::from_millis(u64::try_from(ms)?))
 }
 
-/// A gzip batch of `records` stamped now: the builder's fixed 2023 timestamp would
-/// have the broker roll the segment at each append and delete the old ones
-/// (`retention.ms` counts from record timestamps).
+/// A gzip batch of `records`.
 fn gzip_batch(records: &[Vec<u8>]) -> Vec<u8> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    BatchBuilder {
-        base_timestamp: i64::try_from(now).unwrap(),
-        ..BatchBuilder::codec(Codec::Gzip)
-    }
-    .build(
-        &records
-            .iter()
-            .cloned()
-            .map(Record::value)
-            .collect::<Vec<_>>(),
-    )
-    .expect("a gzip batch")
+    BatchBuilder::codec(Codec::Gzip)
+        .build(
+            &records
+                .iter()
+                .cloned()
+                .map(Record::value)
+                .collect::<Vec<_>>(),
+        )
+        .expect("a gzip batch")
 }
 
 /// A gzip Produce v13 of `records` on `stream` (already logged in).

@@ -386,6 +386,9 @@ impl KafkaCluster {
                 .join(",");
             let certificate = pki.server(&["localhost", "127.0.0.1"])?;
             let security_settings = security.broker_settings(&certificate.keystore, pki.ca_cert());
+            // Test batches carry fixed timestamps years old. Time-based rolling would
+            // start a new segment at the next append (tests read the first), and time
+            // retention would delete a segment a test is about to read.
             let properties = format!(
                 "process.roles=broker,controller\n\
                  node.id={id}\n\
@@ -405,6 +408,8 @@ impl KafkaCluster {
                  transaction.state.log.num.partitions=3\n\
                  transaction.state.log.min.isr=1\n\
                  group.initial.rebalance.delay.ms=0\n\
+                 log.retention.ms=-1\n\
+                 log.roll.ms=9223372036854775807\n\
                  {extra_properties}\n",
                 data = data_dir.display()
             );
