@@ -230,8 +230,9 @@ impl Bench {
         ]
         .into_iter()
         .map(|role| {
-            let proxy = KpressProxy::start_in_front_of(&cluster, &role.rules(gzip_provider))
-                .unwrap_or_else(|e| panic!("starting kpress ({role:?}): {e:#}"));
+            let proxy =
+                KpressProxy::start_measuring_in_front_of(&cluster, &role.rules(gzip_provider))
+                    .unwrap_or_else(|e| panic!("starting kpress ({role:?}): {e:#}"));
             let pid = kpress_pid(&proxy);
             Proxy { role, proxy, pid }
         })
@@ -1242,7 +1243,7 @@ fn topic_mode_offload() {
     }
     // Nothing but where to listen and where the brokers are (and the admin port the
     // counters are read from): `[defaults] compression.type = "topic"` is the default.
-    let proxy = KpressProxy::start_in_front_of(&cluster, "")
+    let proxy = KpressProxy::start_measuring_in_front_of(&cluster, "")
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let kpress_pid = kpress_pid(&proxy);
     let payload = Dataset::ApacheAccessLog.path();

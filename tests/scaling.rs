@@ -374,7 +374,7 @@ impl Bench {
 }
 
 fn start_kpress(cluster: &KafkaCluster, zstd_level: u64) -> (KpressProxy, u32) {
-    let proxy = KpressProxy::start_in_front_of(cluster, &rules(zstd_level))
+    let proxy = KpressProxy::start_measuring_in_front_of(cluster, &rules(zstd_level))
         .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
     let pid = kpress_pid(&proxy);
     (proxy, pid)

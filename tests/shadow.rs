@@ -376,7 +376,8 @@ fn shadow_trials_cost_measured() {
     JavaClient::new(kafka_version())
         .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
         .unwrap();
-    let base = KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), "");
+    let base =
+        KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), "").measuring();
     let proxy = KpressProxy::start_with(KpressSetup {
         rules: rules(""),
         ..base

@@ -119,9 +119,10 @@ impl Bench {
                 &cluster.node_ids(),
                 PASS_THROUGH_RULES,
             )
+            .measuring()
         })
         .unwrap_or_else(|e| panic!("starting kpress with TLS: {e:#}"));
-        let plain_proxy = KpressProxy::start_in_front_of(&cluster, PASS_THROUGH_RULES)
+        let plain_proxy = KpressProxy::start_measuring_in_front_of(&cluster, PASS_THROUGH_RULES)
             .unwrap_or_else(|e| panic!("starting kpress in plain TCP: {e:#}"));
         let client_tls = ClientSecurity::ssl(pki.ca_cert());
         Bench {

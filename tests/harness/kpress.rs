@@ -204,6 +204,10 @@ pub struct KpressSetup {
     pub upstream_sasl: Option<UpstreamSaslKeys>,
     /// The policy: `[defaults]` and `[[topics]]` sections, optionally `[limits]`.
     pub rules: String,
+    /// Leave `[limits] max_rewrite_wait_ms` as the rules have it: measurements time
+    /// what an operator gets, and may run builds that predate the key. Otherwise the
+    /// rules wait for rewrites (see [`patient_rewrites`]).
+    pub measuring: bool,
 }
 
 impl KpressSetup {
@@ -215,6 +219,14 @@ impl KpressSetup {
             node_ids: node_ids.to_vec(),
             rules: rules.to_string(),
             ..KpressSetup::default()
+        }
+    }
+
+    /// This setup for a measurement (see [`measuring`](Self::measuring)).
+    pub fn measuring(self) -> KpressSetup {
+        KpressSetup {
+            measuring: true,
+            ..self
         }
     }
 
@@ -279,8 +291,30 @@ impl KpressSetup {
                 }
             }
         }
-        config.push_str(&format!("[admin]\nbind = \"{metrics}\"\n{}\n", self.rules));
+        config.push_str(&format!(
+            "[admin]\nbind = \"{metrics}\"\n{}\n",
+            if self.measuring {
+                self.rules.clone()
+            } else {
+                patient_rewrites(&self.rules)
+            }
+        ));
         Ok((config, env))
+    }
+}
+
+/// `rules` with `[limits] max_rewrite_wait_ms = 30000` unless they set it. Tests of
+/// rewrites expect every batch rewritten, and a debug kpress beside other tests on two
+/// cores can keep a request waiting past the default (500 ms), which sends it on as it
+/// came. Tests of overload set their own.
+fn patient_rewrites(rules: &str) -> String {
+    const WAIT: &str = "max_rewrite_wait_ms = 30000\n";
+    if rules.contains("max_rewrite_wait_ms") {
+        rules.to_string()
+    } else if rules.contains("[limits]\n") {
+        rules.replacen("[limits]\n", &format!("[limits]\n{WAIT}"), 1)
+    } else {
+        format!("{rules}\n[limits]\n{WAIT}")
     }
 }
 
@@ -464,6 +498,18 @@ impl KpressProxy {
             &cluster.node_addresses(),
             &cluster.node_ids(),
             rules,
+        )
+    }
+
+    /// [`start_in_front_of`](Self::start_in_front_of) for a measurement
+    /// ([`KpressSetup::measuring`]).
+    pub fn start_measuring_in_front_of(
+        cluster: &KafkaCluster,
+        rules: &str,
+    ) -> anyhow::Result<KpressProxy> {
+        KpressProxy::start_with(
+            KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), rules)
+                .measuring(),
         )
     }
 
@@ -771,7 +817,8 @@ mod tests {
              [upstream.tls]\nca = \"/pki/ca.pem\"\ncert = \"/pki/k.pem\"\nkey = \"/pki/k.key\"\n\
              [upstream.sasl]\nmechanism = \"SCRAM-SHA-512\"\nusername = \"kpress\"\n\
              password_file = \"{}\"\n\
-             [admin]\nbind = \"127.0.0.1:9100\"\n[defaults]\ncompression.type = \"zstd\"\n",
+             [admin]\nbind = \"127.0.0.1:9100\"\n[defaults]\ncompression.type = \"zstd\"\n\
+             [limits]\nmax_rewrite_wait_ms = 30000\n\n",
             password_file.display()
         );
         assert_eq!(config, expected);
@@ -795,5 +842,28 @@ mod tests {
             env,
             [("KPRESS_SASL_PASSWORD".to_string(), "pw\"1".to_string())]
         );
+    }
+
+    #[test]
+    fn rules_wait_for_rewrites_unless_they_say_otherwise() {
+        let wait = "max_rewrite_wait_ms = 30000\n";
+        assert_eq!(
+            patient_rewrites("[[topics]]\nmatch = \"*\"\n"),
+            format!("[[topics]]\nmatch = \"*\"\n\n[limits]\n{wait}")
+        );
+        assert_eq!(
+            patient_rewrites("[limits]\nmax_topic_labels = 10\n"),
+            format!("[limits]\n{wait}max_topic_labels = 10\n")
+        );
+        let own = "[limits]\nmax_rewrite_wait_ms = 100\n";
+        assert_eq!(patient_rewrites(own), own);
+        for rules in [
+            "",
+            "[limits]\nmax_batch_bytes = 1\n[[topics]]\nmatch = \"*\"\n",
+        ] {
+            let patient = patient_rewrites(rules);
+            assert_eq!(patient.matches("[limits]").count(), 1, "{patient}");
+            assert_eq!(patient.matches(wait).count(), 1, "{patient}");
+        }
     }
 }
