@@ -276,6 +276,20 @@ pub trait PolicyLookup: Send + Sync {
     fn note_wait(&self, topic: &str, waited: std::time::Duration, missed: bool) {
         let _ = (topic, waited, missed);
     }
+
+    /// Notes the thread CPU time the rewrite of `topic`'s batches in one request took:
+    /// what a cap on a policy's share of rewrite CPU counts.
+    fn note_rewrite_cpu(&self, topic: &str, cpu: std::time::Duration) {
+        let _ = (topic, cpu);
+    }
+
+    /// Whether `topic`'s policy has spent its share of the rewrite CPU of `slots` work
+    /// slots in the current window: its requests then take the overload policy
+    /// without waiting for a slot.
+    fn over_cpu_share(&self, topic: &str, slots: usize) -> bool {
+        let _ = (topic, slots);
+        false
+    }
 }
 
 /// The policy that keeps every batch as sent.

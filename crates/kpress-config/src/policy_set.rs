@@ -14,7 +14,7 @@ use kpress_batch::{PassReason, PolicyLookup, RewritePolicy, Target, TargetSource
 use kpress_codec::{Codec, CompressionOptions};
 
 use crate::overload::{ladder, level_key, level_of, StepReason, Stepper, Window};
-use crate::settings::{Compression, Config, Limits, OverloadSettings, TopicPolicy};
+use crate::settings::{Compression, Config, CpuShare, Limits, OverloadSettings, TopicPolicy};
 use crate::topic_match::TopicPattern;
 use crate::topic_mode::{TopicCompression, TopicConfigSource, TopicModePolicies};
 
@@ -62,6 +62,10 @@ struct CompiledRule {
     waited_nanos: AtomicU64,
     misses: AtomicU64,
     stepper: Mutex<Stepper>,
+    /// `overload.max_cpu_share`, and the rewrite CPU its topics' requests took in this
+    /// window.
+    max_cpu_share: Option<f64>,
+    cpu_nanos: AtomicU64,
     /// Its policies by codec and level when it follows the topic's own configuration
     /// (`compression.type = "topic"`).
     topic_mode: Option<TopicModePolicies>,
@@ -145,6 +149,8 @@ impl CompiledRule {
             waited_nanos: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             stepper: Mutex::new(Stepper::default()),
+            max_cpu_share: policy.overload.max_cpu_share.map(CpuShare::fraction),
+            cpu_nanos: AtomicU64::new(0),
             topic_mode,
         }
     }
@@ -279,10 +285,13 @@ impl PolicySet {
 }
 
 impl PolicySet {
-    /// Ends an evaluation window of `[overload] adaptive`: each rule's waits since the
-    /// last call are judged, and its level steps when a streak says so. The changes
-    /// made, for the log; none when adaptive levels are off.
+    /// Ends an `[overload]` window: every rule's CPU share starts again, and with
+    /// `adaptive` each rule's waits since the last call are judged and its level steps
+    /// when a streak says so. The changes made, for the log.
     pub fn end_window(&self) -> Vec<LevelChange> {
+        for rule in &self.rules {
+            rule.cpu_nanos.store(0, Ordering::Relaxed);
+        }
         if !self.overload.adaptive {
             return Vec::new();
         }
@@ -372,6 +381,23 @@ impl PolicyLookup for PolicySet {
 
     fn overload_policy_for(&self, topic: &str) -> &RewritePolicy {
         &self.rules[self.policy_index(topic)].fallback
+    }
+
+    fn note_rewrite_cpu(&self, topic: &str, cpu: Duration) {
+        let rule = &self.rules[self.policy_index(topic)];
+        if rule.max_cpu_share.is_some() {
+            let nanos = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
+            rule.cpu_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
+    }
+
+    fn over_cpu_share(&self, topic: &str, slots: usize) -> bool {
+        let rule = &self.rules[self.policy_index(topic)];
+        let Some(share) = rule.max_cpu_share else {
+            return false;
+        };
+        let window_nanos = self.overload.window_ms as f64 * 1e6;
+        rule.cpu_nanos.load(Ordering::Relaxed) as f64 >= share * window_nanos * slots as f64
     }
 
     fn note_wait(&self, topic: &str, waited: Duration, missed: bool) {
@@ -523,5 +549,29 @@ mod tests {
         assert_eq!(effective(&adaptive), 16);
         // A reload compiles a new set: it starts again at the configured level.
         assert_eq!(effective(&set(ADAPTIVE)), 19);
+    }
+
+    #[test]
+    fn a_rule_past_its_cpu_share_of_the_window_is_over_until_the_window_ends() {
+        // A quarter of 2 slots over 1000 ms windows: 500 ms of CPU a window.
+        let set = set("[overload]\nwindow_ms = 1000\n\
+             [[topics]]\nmatch = \"heavy.*\"\ncompression.type = \"zstd\"\n\
+             overload.max_cpu_share = 0.25\n\
+             [[topics]]\nmatch = \"light.*\"\ncompression.type = \"lz4\"\n");
+        let ms = Duration::from_millis;
+        set.note_rewrite_cpu("heavy.a", ms(300));
+        set.note_rewrite_cpu("heavy.b", ms(199));
+        assert!(!set.over_cpu_share("heavy.a", 2));
+        // The rule's topics share one budget; with one slot it is 250 ms.
+        assert!(set.over_cpu_share("heavy.c", 1));
+        set.note_rewrite_cpu("heavy.b", ms(1));
+        assert!(set.over_cpu_share("heavy.a", 2));
+        // A rule without a cap, and the defaults, are never over.
+        set.note_rewrite_cpu("light.a", ms(10_000));
+        assert!(!set.over_cpu_share("light.a", 2));
+        assert!(!set.over_cpu_share("other", 2));
+        // Each window starts again, adaptive or not.
+        assert!(set.end_window().is_empty());
+        assert!(!set.over_cpu_share("heavy.a", 2));
     }
 }

@@ -473,6 +473,34 @@ pub struct OverloadPolicy {
     /// `overload.min_level`: the lowest level adaptive steps may reach; `None`: the
     /// bottom of the codec's ladder.
     pub min_level: Option<i32>,
+    /// `overload.max_cpu_share`: the share of kpress's rewrite CPU (its work slots over
+    /// an `[overload]` window) the rule's topics may spend before the rest of their
+    /// requests in that window take the fallback; `None`: no cap.
+    pub max_cpu_share: Option<CpuShare>,
+}
+
+/// A fraction of kpress's rewrite CPU, in `(0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct CpuShare(f64);
+
+// Never NaN: `CpuShare::new` takes only finite fractions.
+impl Eq for CpuShare {}
+
+impl CpuShare {
+    /// `fraction` if it is in `(0, 1]`.
+    pub fn new(fraction: f64) -> Option<CpuShare> {
+        (fraction.is_finite() && fraction > 0.0 && fraction <= 1.0).then_some(CpuShare(fraction))
+    }
+
+    pub fn fraction(self) -> f64 {
+        self.0
+    }
+}
+
+impl fmt::Display for CpuShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 impl Default for OverloadPolicy {
@@ -481,6 +509,7 @@ impl Default for OverloadPolicy {
             compression: Compression::Producer,
             levels: CompressionOptions::default(),
             min_level: None,
+            max_cpu_share: None,
         }
     }
 }
@@ -544,6 +573,9 @@ impl fmt::Display for TopicPolicy {
         }
         if let Some(min) = self.overload.min_level {
             write!(f, ", overload.min_level={min}")?;
+        }
+        if let Some(share) = self.overload.max_cpu_share {
+            write!(f, ", overload.max_cpu_share={share}")?;
         }
         Ok(())
     }

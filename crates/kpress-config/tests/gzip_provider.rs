@@ -51,7 +51,8 @@ compression.gzip.providr = "isal"
             "t.toml:14:18: compression.gzip.providr: unknown key in [[topics]] (allowed: match, "
         ) && p[2].ends_with(
             "compression.gzip.provider, overload.compression.type, overload.compression.gzip.level, \
-             overload.compression.lz4.level, overload.compression.zstd.level, overload.min_level); \
+             overload.compression.lz4.level, overload.compression.zstd.level, overload.min_level, \
+             overload.max_cpu_share); \
              did you mean compression.gzip.provider?"
         ),
         "{}",

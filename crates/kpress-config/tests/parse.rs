@@ -749,7 +749,7 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
         p[1]
     );
     // Nothing near enough: only the list of known keys.
-    assert!(p[2].ends_with("overload.min_level)"), "{}", p[2]);
+    assert!(p[2].ends_with("overload.max_cpu_share)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
         p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics); did you mean topics?"),

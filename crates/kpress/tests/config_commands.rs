@@ -135,7 +135,7 @@ fn bad_file_exits_1_naming_file_line_key_value_and_range() {
         [
             format!("{bad}:10:26: compression.zstd.level = 23: out of range (allowed: -131072..22)"),
             format!(
-                "{bad}:11:18: compression.zstd.windw: unknown key in [[topics]] (allowed: match, compression.type, recompress, only_if_smaller, compression.gzip.level, compression.gzip.buffer, compression.snappy.block, compression.lz4.level, compression.lz4.block, compression.zstd.level, compression.zstd.window, compression.gzip.provider, overload.compression.type, overload.compression.gzip.level, overload.compression.lz4.level, overload.compression.zstd.level, overload.min_level); did you mean compression.zstd.window?"
+                "{bad}:11:18: compression.zstd.windw: unknown key in [[topics]] (allowed: match, compression.type, recompress, only_if_smaller, compression.gzip.level, compression.gzip.buffer, compression.snappy.block, compression.lz4.level, compression.lz4.block, compression.zstd.level, compression.zstd.window, compression.gzip.provider, overload.compression.type, overload.compression.gzip.level, overload.compression.lz4.level, overload.compression.zstd.level, overload.min_level, overload.max_cpu_share); did you mean compression.zstd.window?"
             ),
             format!("{bad}: 2 problems"),
         ]

@@ -14,24 +14,26 @@ use toml::Spanned;
 use super::Walk;
 use crate::overload::{level_key, level_of, level_range, LEVEL_KEYS};
 use crate::problem::line_column;
-use crate::settings::{Compression, TopicPolicy, TopicRule};
+use crate::settings::{Compression, CpuShare, TopicPolicy, TopicRule};
 use crate::topic_match::TopicPattern;
 
 /// Keys of a `[defaults]` or `[[topics]]` table besides `match` and `compression.*`.
 pub(super) const KEYS: [&str; 3] = ["compression.type", "recompress", "only_if_smaller"];
 /// `overload.*` keys of a `[defaults]` or `[[topics]]` table: the fallback under
-/// overload (the level keys are the codec options' own, prefixed) and the floor of
-/// adaptive levels.
-pub(super) const OVERLOAD_KEYS: [&str; 5] = [
+/// overload (the level keys are the codec options' own, prefixed), the floor of
+/// adaptive levels and the cap on the rule's share of rewrite CPU.
+pub(super) const OVERLOAD_KEYS: [&str; 6] = [
     OVERLOAD_COMPRESSION_TYPE,
     "overload.compression.gzip.level",
     "overload.compression.lz4.level",
     "overload.compression.zstd.level",
     OVERLOAD_MIN_LEVEL,
+    OVERLOAD_MAX_CPU_SHARE,
 ];
 const OVERLOAD_PREFIX: &str = "overload.";
 const OVERLOAD_COMPRESSION_TYPE: &str = "overload.compression.type";
 const OVERLOAD_MIN_LEVEL: &str = "overload.min_level";
+const OVERLOAD_MAX_CPU_SHARE: &str = "overload.max_cpu_share";
 /// Keys of a `[defaults]` or `[[topics]]` table that kpress does not take, with what to
 /// write instead.
 const RENAMED_KEYS: [(&str, &str); 1] = [(
@@ -284,6 +286,10 @@ impl Walk<'_> {
                 OVERLOAD_MIN_LEVEL => self
                     .integer(name, value, Some(MIN_LEVEL_ALLOWED.to_owned()))
                     .map(|n| min_level = Some((n, span.clone()))),
+                OVERLOAD_MAX_CPU_SHARE => self
+                    .fraction(name, value, f64::MIN_POSITIVE, "0 < share <= 1")
+                    .and_then(CpuShare::new)
+                    .map(|share| policy.overload.max_cpu_share = Some(share)),
                 option if OPTION_KEYS.contains(&option) => {
                     let level = option.ends_with(".level").then(|| (option, span.clone()));
                     let allowed = allowed_values(option).map(|a| a.to_string());
@@ -713,6 +719,38 @@ mod tests {
             )),
             "t.toml:8:22: overload.min_level = 1: compression.type snappy has no levels to step \
              down (allowed: only with compression.type gzip, lz4 or zstd)"
+        );
+    }
+
+    #[test]
+    fn max_cpu_share_is_a_fraction_inherited_from_defaults() {
+        let c = config(&format!(
+            "{HEAD}[defaults]\noverload.max_cpu_share = 0.5\n\
+             [[topics]]\nmatch = \"a\"\ncompression.type = \"zstd\"\n\
+             [[topics]]\nmatch = \"b\"\ncompression.type = \"zstd\"\noverload.max_cpu_share = 1\n"
+        ));
+        let share =
+            |p: &crate::TopicPolicy| p.overload.max_cpu_share.map(crate::CpuShare::fraction);
+        assert_eq!(share(&c.defaults), Some(0.5));
+        assert_eq!(share(&c.topics[0].policy), Some(0.5));
+        assert_eq!(share(&c.topics[1].policy), Some(1.0));
+        assert!(c.topics[1]
+            .policy
+            .to_string()
+            .ends_with(", overload.max_cpu_share=1"));
+        for (value, column) in [("0", 26), ("1.5", 26), ("-0.1", 26), ("nan", 26)] {
+            assert_eq!(
+                one_problem(&defaults(&format!("overload.max_cpu_share = {value}"))),
+                format!(
+                    "t.toml:6:{column}: overload.max_cpu_share = {value}: out of range \
+                     (allowed: 0 < share <= 1)"
+                )
+            );
+        }
+        assert_eq!(
+            one_problem(&defaults("overload.max_cpu_share = \"half\"")),
+            "t.toml:6:26: overload.max_cpu_share = \"half\": must be a number, not string \
+             (allowed: 0 < share <= 1)"
         );
     }
 

@@ -145,7 +145,7 @@ impl Walk<'_> {
     }
 
     /// A number (float or integer) in `min..=1`.
-    fn fraction(
+    pub(super) fn fraction(
         &mut self,
         key: &str,
         value: &Spanned<DeValue<'_>>,
