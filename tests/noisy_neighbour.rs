@@ -650,6 +650,144 @@ fn heavy_flood_sheds_compression_not_producers() {
     eprintln!("noisy neighbour test took {:.0?}", started.elapsed());
 }
 
+/// `capped.*` may spend a ten-thousandth of kpress's rewrite CPU a minute-long window
+/// (12 ms with two slots), then falls back to lz4; `free.*` has no cap. The harness
+/// lets requests wait for a slot, so no deadline sends anything to the fallback.
+const SHARE_POLICY: &str = "\
+[overload]
+window_ms = 60000
+
+[defaults]
+compression.type = \"producer\"
+
+[[topics]]
+match = \"capped.*\"
+compression.type = \"zstd\"
+compression.zstd.level = 19
+overload.max_cpu_share = 0.0001
+overload.compression.type = \"lz4\"
+
+[[topics]]
+match = \"free.*\"
+compression.type = \"zstd\"
+compression.zstd.level = 19
+";
+
+/// A rule past its `overload.max_cpu_share` of the window: its next requests go to its
+/// fallback without waiting for a slot, counted `overloaded_fallback` and in
+/// `kpress_overload_cpu_share_requests_total`, every batch stored in the codec its
+/// outcome says and every record read back as sent; an uncapped rule's batches are all
+/// rewritten.
+#[test]
+fn a_rule_past_its_cpu_share_takes_its_fallback() {
+    let (capped, free) = ("capped.a", "free.a");
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    JavaClient::new(kafka_version())
+        .create_producer_codec_topics(&cluster.bootstrap(), &[capped, free], 1)
+        .unwrap();
+    let proxy = KpressProxy::start_with(KpressSetup::in_front_of(
+        &cluster.node_addresses(),
+        &cluster.node_ids(),
+        SHARE_POLICY,
+    ))
+    .unwrap();
+    let file = Dataset::ApacheAccessLog.path();
+    let produce = |topic: &str| {
+        kcat::produce_file(
+            &proxy.bootstrap(),
+            topic,
+            0,
+            Compression::Gzip,
+            &file,
+            &FLOOD_SETTINGS,
+        )
+        .unwrap_or_else(|e| panic!("producing into {topic}: {e:#}\n{}", proxy.log()))
+    };
+    let fallbacks = || {
+        let metrics = proxy.scrape_metrics().unwrap();
+        by_label(&metrics, BATCHES, ("topic", capped), "outcome")
+            .get("overloaded_fallback")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    // The first run's requests may all have passed the check before any rewrite was
+    // charged; a later run's find the share spent (a run after the window's end starts
+    // again).
+    let mut runs = 0;
+    while runs < 4 && (runs < 2 || fallbacks() == 0.0) {
+        produce(capped);
+        runs += 1;
+    }
+    produce(free);
+
+    let records = Dataset::ApacheAccessLog.records();
+    let metrics = proxy.scrape_metrics().unwrap();
+    let stored = stored_batches(&cluster, &[capped, free]).unwrap();
+    let mut problems = Vec::new();
+    for ((topic, stored), (fallback, sent)) in [capped, free].iter().zip(&stored).zip([
+        (Some("lz4"), runs * records.len() as u64),
+        (None, records.len() as u64),
+    ]) {
+        let outcomes = by_label(&metrics, BATCHES, ("topic", topic), "outcome");
+        eprintln!("{topic}: {outcomes:?}; stored {}", stored.codecs());
+        problems.extend(outcome_problems(
+            topic, &outcomes, stored, "zstd", fallback, "gzip",
+        ));
+        let count = |o: &str| outcomes.get(o).copied().unwrap_or(0.0);
+        let rewritten = count("rewritten") + count("grown");
+        let shed = count("overloaded_fallback") + count("overloaded_passed");
+        match fallback {
+            Some(_) if rewritten == 0.0 || count("overloaded_fallback") == 0.0 => {
+                problems.push(format!(
+                    "{topic}: {outcomes:?} after {runs} runs; expected batches rewritten, then \
+                     batches at the fallback"
+                ))
+            }
+            None if shed > 0.0 => {
+                problems.push(format!("{topic}: uncapped, yet {outcomes:?}"));
+            }
+            _ => {}
+        }
+        if stored.records != sent {
+            problems.push(format!(
+                "{topic}: {sent} records sent, {} stored",
+                stored.records
+            ));
+        }
+        match kcat::consume_partition(&cluster.bootstrap(), topic, 0, &[]) {
+            Ok(read) => {
+                let mut expected: Vec<&[u8]> = records
+                    .iter()
+                    .cycle()
+                    .take(sent as usize)
+                    .map(Vec::as_slice)
+                    .collect();
+                let mut read: Vec<&[u8]> = read.iter().map(|(_, v)| v.as_slice()).collect();
+                expected.sort_unstable();
+                read.sort_unstable();
+                problems.extend(
+                    diff_records(&expected, &read).map(|d| format!("{topic} read back: {d}")),
+                );
+            }
+            Err(e) => problems.push(format!("{topic}: kcat: {e:#}")),
+        }
+    }
+    let sent_by_share = proxy
+        .counter("kpress_overload_cpu_share_requests_total", &[])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    if sent_by_share < 1.0 {
+        problems.push(format!(
+            "kpress_overload_cpu_share_requests_total is {sent_by_share}"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}",
+        problems.join("\n"),
+        proxy.log()
+    );
+}
+
 // ---- The measurement ----
 
 /// Where the light producer's records go, and what stores them.

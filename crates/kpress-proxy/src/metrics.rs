@@ -163,6 +163,10 @@ pub const POLICY_LOADED_TIME: &str = "kpress_policy_loaded_timestamp_seconds";
 /// pattern, or `[defaults]`) and `codec`: the configured level, or lower while
 /// `[overload] adaptive` has stepped it down.
 pub const OVERLOAD_LEVEL: &str = "kpress_overload_level";
+/// Produce requests sent to their rule's overload fallback without waiting for a work
+/// slot: the rule's topics had spent its `overload.max_cpu_share` of the window's
+/// rewrite CPU. Their batches are counted `overloaded_fallback` or `overloaded_passed`.
+pub const OVERLOAD_CPU_SHARE_REQUESTS: &str = "kpress_overload_cpu_share_requests_total";
 
 /// Shadow trials (`[shadow]`): bytes of the sampled batches as the producer sent them
 /// (whole batches), labelled `topic` and `candidate` (the candidate's spec, e.g.
@@ -547,6 +551,14 @@ pub(crate) fn batch_passed(reason: PassReason) {
         [const { OnceLock::new() }; PassReason::ALL.len()];
     COUNTERS[reason.index()]
         .get_or_init(|| metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()))
+        .increment(1);
+}
+
+/// Counts a request sent to the overload fallback by its rule's CPU share.
+pub(crate) fn cpu_share_spent() {
+    static COUNTER: OnceLock<Counter> = OnceLock::new();
+    COUNTER
+        .get_or_init(|| metrics::counter!(OVERLOAD_CPU_SHARE_REQUESTS))
         .increment(1);
 }
 

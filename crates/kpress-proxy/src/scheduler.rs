@@ -68,6 +68,8 @@ pub(crate) struct Overloaded;
 #[derive(Clone)]
 pub(crate) struct Scheduler {
     state: Arc<Mutex<State>>,
+    /// Regular slots, fixed at creation.
+    slots: usize,
 }
 
 impl fmt::Debug for Scheduler {
@@ -400,6 +402,7 @@ impl Scheduler {
     pub(crate) fn new(slots: usize) -> Scheduler {
         let slots = slots.max(1);
         Scheduler {
+            slots,
             state: Arc::new(Mutex::new(State {
                 slots,
                 free: slots,
@@ -416,6 +419,11 @@ impl Scheduler {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// How many regular slots there are: the rewrite CPU a window holds.
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
     }
 
     /// Waits for a slot in `key`'s turn; with a `deadline`, at most until then

@@ -240,6 +240,10 @@ fn rule_json(policy: &TopicPolicy) -> Value {
         }
     }
     overload.insert("min_level".into(), policy.overload.min_level.into());
+    overload.insert(
+        "max_cpu_share".into(),
+        policy.overload.max_cpu_share.map(|s| s.fraction()).into(),
+    );
     json!({
         "compression.type": policy.compression.name(),
         "options": options,
@@ -407,7 +411,7 @@ pub(super) mod tests {
             "[overload]\nadaptive = true\n[defaults]\ncompression.type = \"lz4\"\n\
              [[topics]]\nmatch = \"heavy.*\"\ncompression.type = \"zstd\"\n\
              compression.zstd.level = 19\noverload.compression.type = \"lz4\"\n\
-             overload.min_level = 10\n",
+             overload.min_level = 10\noverload.max_cpu_share = 0.25\n",
         ));
         let json = policy_json(&policy);
         assert_eq!(
@@ -421,6 +425,7 @@ pub(super) mod tests {
                 "compression.type": "lz4",
                 "compression.lz4.level": 9,
                 "min_level": 10,
+                "max_cpu_share": 0.25,
             })
         );
         assert_eq!(heavy["effective_level"], 19);

@@ -211,13 +211,27 @@ async fn run_rewrite(
     );
     let policy = conn.policy();
     let lane = batches.reports.largest_topic();
-    let (slot, under) = match conn.work_slot(lane.clone(), Some(deadline)).await {
+    // A rule that has spent its CPU share of the window does not queue: the request
+    // goes as if its deadline had passed, by its largest topic's rule.
+    let slots = conn.shared.work_slots.slots();
+    let over_share = lane
+        .as_deref()
+        .is_some_and(|topic| policy.rules.over_cpu_share(topic, slots));
+    let acquired = if over_share {
+        metrics::cpu_share_spent();
+        Err(Overloaded)
+    } else {
+        conn.work_slot(lane.clone(), Some(deadline)).await
+    };
+    let (slot, under) = match acquired {
         Ok(slot) => {
             note_waits(&policy, &batches.reports, queued.elapsed(), false);
             (slot, Under::Normal)
         }
         Err(Overloaded) => {
-            note_waits(&policy, &batches.reports, queued.elapsed(), true);
+            if !over_share {
+                note_waits(&policy, &batches.reports, queued.elapsed(), true);
+            }
             let express = has_fallback_work(&*policy.rules, &batches.reports)
                 .then(|| conn.express_slot(lane))
                 .flatten();
@@ -356,8 +370,12 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
     let known = |topic: &str| shared.is_known_topic(topic);
     reports.send_shadow_samples(&shared.policy.topic_labels, known);
     reports.record_metrics(&shared.policy.topic_labels, known, dropped);
+    let rules = &*shared.policy.snapshot().rules;
+    for (topic, cpu) in reports.cpu_by_topic() {
+        rules.note_rewrite_cpu(topic, cpu);
+    }
     crate::topic_configs::count_target_sources(
-        &*shared.policy.snapshot().rules,
+        rules,
         reports.outcomes.iter().map(|(t, r)| (&**t, r.len())),
     );
 }

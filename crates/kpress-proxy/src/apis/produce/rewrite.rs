@@ -151,6 +151,14 @@ impl BatchReports {
         }
     }
 
+    /// The rewrite CPU each topic's batches took, for topics that took some.
+    pub(crate) fn cpu_by_topic(&self) -> impl Iterator<Item = (&str, Duration)> {
+        self.outcomes.iter().filter_map(|(topic, reports)| {
+            let cpu: Duration = reports.iter().map(|r| r.cpu).sum();
+            (!cpu.is_zero()).then_some((&**topic, cpu))
+        })
+    }
+
     /// Counts every batch in the metrics by topic (labelled as for
     /// [`send_shadow_samples`](Self::send_shadow_samples)). `dropped`: the rewritten
     /// request was not sent (the original went on), so every batch is counted with that
