@@ -36,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
-use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_batch::builder::BatchBuilder;
 use kpress_codec::Codec;
 use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::compression::Compression;
@@ -431,13 +431,7 @@ fn client_login(stream: &mut SecureStream, token: &str) -> anyhow::Result<Durati
 /// A gzip batch of `records`.
 fn gzip_batch(records: &[Vec<u8>]) -> Vec<u8> {
     BatchBuilder::codec(Codec::Gzip)
-        .build(
-            &records
-                .iter()
-                .cloned()
-                .map(Record::value)
-                .collect::<Vec<_>>(),
-        )
+        .build_values(records)
         .expect("a gzip batch")
 }
 

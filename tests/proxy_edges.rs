@@ -3,7 +3,7 @@
 //! SASL/PLAIN clients authenticating through kpress (which has no credentials), and a
 //! SIGTERM that stops kpress cleanly with exit status 0.
 
-use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_batch::builder::BatchBuilder;
 use kpress_codec::Codec;
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, write_records, Dataset};
@@ -90,13 +90,7 @@ fn produce_v13_for_a_topic_created_behind_kpress() {
     for (start, len) in [(0, 6), (6, 50), (56, 400)] {
         let records = &all[start..start + len];
         let batch = BatchBuilder::codec(Codec::Gzip)
-            .build(
-                &records
-                    .iter()
-                    .cloned()
-                    .map(Record::value)
-                    .collect::<Vec<_>>(),
-            )
+            .build_values(records)
             .expect("build a gzip batch");
         match produce_raw_by_id(node, topic_id, 0, &batch, Duration::from_secs(30)) {
             Ok(r) if r.error_code == 0 => expected.extend_from_slice(records),

@@ -26,7 +26,7 @@
 //! client-final message repeats the client nonce, which Kafka 4 refuses; librdkafka
 //! 2.6.1 fixed it), so SCRAM is spoken by Java and confluent-kafka (librdkafka 2.16).
 
-use kpress_batch::builder::{BatchBuilder, Record};
+use kpress_batch::builder::BatchBuilder;
 use kpress_codec::Codec;
 use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::compression::Compression;
@@ -485,13 +485,7 @@ fn raw_secure_stream_speaks_tls_and_sasl_plain() {
         .map(|(id, _)| id)
         .expect("Metadata over SASL_SSL names the topic");
     let batch = BatchBuilder::codec(Codec::Gzip)
-        .build(
-            &records
-                .iter()
-                .cloned()
-                .map(Record::value)
-                .collect::<Vec<_>>(),
-        )
+        .build_values(&records)
         .expect("build a gzip batch");
     match produce_by_id_on(&mut stream, topic_id, 0, &batch, TIMEOUT) {
         Ok(answer) if answer.error_code == 0 => {
@@ -763,13 +757,7 @@ fn sasl_ssl_cluster_through_kpress() {
     ));
     let records: Vec<Vec<u8>> = dataset().0[..400].to_vec();
     let batch = BatchBuilder::codec(Codec::Gzip)
-        .build(
-            &records
-                .iter()
-                .cloned()
-                .map(Record::value)
-                .collect::<Vec<_>>(),
-        )
+        .build_values(&records)
         .expect("build a gzip batch");
     let produced = SecureStream::connect(node, &ClientSecurity::sasl_ssl(ca, &alice()), TIMEOUT)
         .and_then(|mut stream| produce_by_id_on(&mut stream, topic_id, 0, &batch, TIMEOUT));

@@ -127,6 +127,12 @@ impl BatchBuilder {
         self.build_raw(&raw, records.len() as i32, records.len() as i32 - 1)
     }
 
+    /// A batch of records with only the given values.
+    pub fn build_values<V: AsRef<[u8]>>(&self, values: &[V]) -> Result<Vec<u8>, CodecError> {
+        let records: Vec<Record> = values.iter().map(|v| Record::value(v.as_ref())).collect();
+        self.build(&records)
+    }
+
     /// A batch around an already encoded records section, with the given counts (which
     /// need not agree, to build malformed batches).
     pub fn build_raw(
