@@ -220,6 +220,13 @@ impl ClusterConnector {
     }
 }
 
+/// A side connection to a bootstrap server that failed.
+impl From<ConnectionError> for ClusterClientError {
+    fn from(err: ConnectionError) -> ClusterClientError {
+        broker_error("bootstrap", &err)
+    }
+}
+
 fn broker_error(address: &str, err: &ConnectionError) -> ClusterClientError {
     ClusterClientError::Broker {
         address: address.to_owned(),
@@ -243,17 +250,19 @@ impl std::fmt::Debug for ClusterClient {
 }
 
 impl ClusterClient {
-    /// A client on a new side connection of the running proxy `shared` (the first
-    /// bootstrap server that accepts and logs kpress in).
-    pub(crate) async fn side(shared: &Arc<Shared>) -> Result<ClusterClient, ClusterClientError> {
-        let (stream, _) = upstream::side_session_any(shared)
-            .await
-            .map_err(|err| broker_error("bootstrap", &err))?;
-        Ok(ClusterClient {
+    /// A client on `stream`, a side connection of the running proxy `shared` to a
+    /// bootstrap server.
+    pub(crate) fn over(shared: &Arc<Shared>, stream: Stream) -> ClusterClient {
+        ClusterClient {
             shared: Arc::clone(shared),
             stream,
             address: "bootstrap".to_owned(),
-        })
+        }
+    }
+
+    /// The connection, to keep for later requests.
+    pub(crate) fn into_stream(self) -> Stream {
+        self.stream
     }
 
     pub fn address(&self) -> &str {

@@ -42,6 +42,7 @@ mod error;
 mod frame_io;
 pub mod handler;
 mod handoff;
+mod kept_side;
 mod listeners;
 pub mod metrics;
 mod probe;

@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::cluster_client::{ClusterClient, ClusterClientError};
+use crate::kept_side::KeptSide;
 use crate::metrics;
 use crate::shared::Shared;
 
@@ -346,18 +347,19 @@ pub(crate) fn spawn(shared: &Arc<Shared>) {
         }
         let mut next_refresh = Instant::now();
         let mut follow_reloads = true;
+        let mut side = KeptSide::default();
         loop {
             let Some(shared) = weak.upgrade() else { return };
             if shared.is_shutting_down() {
                 return;
             }
             if cache.refresh_now.swap(false, Ordering::Relaxed) || Instant::now() >= next_refresh {
-                refresh(&shared, &cache).await;
+                refresh(&shared, &mut side, &cache).await;
                 next_refresh = Instant::now() + cache.refresh;
             }
             let queued = cache.take_queued(TOPICS_PER_REQUEST);
             if !queued.is_empty() {
-                look_up(&shared, &cache, &queued).await;
+                look_up(&shared, &mut side, &cache, &queued).await;
                 continue;
             }
             drop(shared);
@@ -386,16 +388,16 @@ async fn closed(shared: &Weak<Shared>) {
     }
 }
 
-/// A side connection and the DescribeConfigs version its broker reads.
-async fn connect(shared: &Arc<Shared>) -> Result<(ClusterClient, Option<i16>), ClusterClientError> {
-    let mut client = ClusterClient::side(shared).await?;
-    let version = client.api_versions().await?.describe_configs();
-    Ok((client, version))
-}
-
 /// The whole topic list and every topic's configs; what was known stays if it fails.
-async fn refresh(shared: &Arc<Shared>, cache: &TopicConfigCache) {
-    match read_cluster(shared, cache.capacity).await {
+async fn refresh(shared: &Arc<Shared>, side: &mut KeptSide, cache: &TopicConfigCache) {
+    let read = side
+        .run(shared, |stream| async move {
+            let mut client = ClusterClient::over(shared, stream);
+            let answers = read_cluster(&mut client, cache.capacity).await?;
+            Ok::<_, ClusterClientError>((answers, client.into_stream()))
+        })
+        .await;
+    match read {
         Ok(answers) => {
             let listed = answers.iter().filter(|(_, a)| a.exists).count();
             let deleted = cache.replace(answers);
@@ -426,10 +428,10 @@ async fn refresh(shared: &Arc<Shared>, cache: &TopicConfigCache) {
 }
 
 async fn read_cluster(
-    shared: &Arc<Shared>,
+    client: &mut ClusterClient,
     capacity: usize,
 ) -> Result<Vec<(Arc<str>, Answer)>, ClusterClientError> {
-    let (mut client, version) = connect(shared).await?;
+    let version = client.api_versions().await?.describe_configs();
     let mut names: Vec<Arc<str>> = client
         .metadata()
         .await?
@@ -456,7 +458,7 @@ async fn read_cluster(
     };
     let mut answers = Vec::with_capacity(names.len());
     for chunk in names.chunks(TOPICS_PER_REQUEST) {
-        answers.extend(describe(&mut client, version, chunk).await?);
+        answers.extend(describe(client, version, chunk).await?);
     }
     // The listing names every topic, even one the describe could not.
     for (_, answer) in &mut answers {
@@ -466,15 +468,22 @@ async fn read_cluster(
 }
 
 /// Looks up `topics` (pending, queued between refreshes).
-async fn look_up(shared: &Arc<Shared>, cache: &TopicConfigCache, topics: &[Arc<str>]) {
-    let result = async {
-        let (mut client, version) = connect(shared).await?;
-        match version {
-            Some(version) => describe(&mut client, version, topics).await.map(Some),
-            None => Ok(None),
-        }
-    }
-    .await;
+async fn look_up(
+    shared: &Arc<Shared>,
+    side: &mut KeptSide,
+    cache: &TopicConfigCache,
+    topics: &[Arc<str>],
+) {
+    let result = side
+        .run(shared, |stream| async move {
+            let mut client = ClusterClient::over(shared, stream);
+            let answers = match client.api_versions().await?.describe_configs() {
+                Some(version) => Some(describe(&mut client, version, topics).await?),
+                None => None,
+            };
+            Ok::<_, ClusterClientError>((answers, client.into_stream()))
+        })
+        .await;
     match result {
         Ok(Some(answers)) => cache.store(answers),
         Ok(None) => {
@@ -593,11 +602,14 @@ mod tests {
             pub(super) topics: Mutex<Vec<(String, String)>>,
             /// (API key, topics named) of each request served.
             pub(super) requests: Mutex<Vec<(i16, Vec<String>)>>,
+            /// Connections accepted.
+            pub(super) connections: std::sync::atomic::AtomicUsize,
         }
 
         pub(super) async fn serve(listener: TcpListener, broker: Arc<Broker>) {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
+                broker.connections.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(connection(stream, Arc::clone(&broker)));
             }
         }
@@ -830,6 +842,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["a"]
         );
+        // Two full reads and two lookups, on one kept connection.
+        assert_eq!(broker.connections.load(Ordering::Relaxed), 1);
     }
 
     #[test]

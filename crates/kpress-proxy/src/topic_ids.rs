@@ -10,13 +10,14 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::Direction;
 use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
+use crate::kept_side::KeptSide;
 use crate::listeners::ensure_node_listeners;
 use crate::metrics;
 use crate::shared::Shared;
@@ -94,7 +95,7 @@ impl TopicIdResolver {
 
 /// The lookup task: ends when the proxy's shared state is gone.
 async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
-    let mut side: Option<Side> = None;
+    let mut side = KeptSide::default();
     while let Some(first) = queue.recv().await {
         let mut waiting = vec![first.done];
         let mut ids: HashSet<[u8; 16]> = first.ids.into_iter().collect();
@@ -127,8 +128,6 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
                     });
                 }
                 Err(err) => {
-                    // The next lookup opens a new side connection.
-                    side = None;
                     metrics::topic_id_lookup("failed");
                     tracing::warn!(
                         fault = %err.fault(),
@@ -145,87 +144,17 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
     }
 }
 
-/// The lookup task's side connection, and when its login is due again.
-struct Side {
-    stream: Stream,
-    /// When to log in again, and when the broker's session (KIP-368) ends, if it set
-    /// a lifetime.
-    session: Option<Session>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Session {
-    /// [`REAUTHENTICATE_AT`] into the lifetime.
-    reauthenticate_at: Instant,
-    /// Past this the broker closes the connection on its next request, a
-    /// re-authentication included: a new connection is opened instead.
-    ends_at: Instant,
-}
-
-/// The share of a session's lifetime after which the side connection logs in again,
-/// leaving room for a slow token endpoint before the broker would close it.
-const REAUTHENTICATE_AT: f64 = 0.8;
-
-impl Session {
-    fn starting_now(lifetime: Option<Duration>) -> Option<Session> {
-        let now = Instant::now();
-        lifetime.map(|lifetime| Session {
-            reauthenticate_at: now + lifetime.mul_f64(REAUTHENTICATE_AT),
-            ends_at: now + lifetime,
-        })
-    }
-}
-
-/// One Metadata request for `ids` on the side connection, opened if need be. A kept
-/// connection whose session is due for re-authentication logs in again first. One the
-/// broker has closed since (idle past `connections.max.idle.ms`, an expired SASL
-/// session, a restart) is replaced once and the request sent again.
+/// One Metadata request for `ids` on the lookup task's side connection.
 async fn ask(
     shared: &Arc<Shared>,
-    side: &mut Option<Side>,
+    side: &mut KeptSide,
     ids: &[[u8; 16]],
 ) -> Result<(), ConnectionError> {
-    let now = Instant::now();
-    if side
-        .as_ref()
-        .and_then(|kept| kept.session)
-        .is_some_and(|session| now >= session.ends_at)
-    {
-        tracing::debug!("side connection's session ended while idle; opening a new one");
-        *side = None;
-    }
-    if let Some(kept) = side.as_mut() {
-        let due = kept
-            .session
-            .is_some_and(|session| now >= session.reauthenticate_at);
-        let ready = if due {
-            upstream::reauthenticate(shared, &mut kept.stream)
-                .await
-                .map(|lifetime| {
-                    tracing::debug!(?lifetime, "side connection re-authenticated");
-                    kept.session = Session::starting_now(lifetime);
-                })
-        } else {
-            Ok(())
-        };
-        let asked = match ready {
-            Ok(()) => ask_on(shared, &mut kept.stream, ids).await,
-            Err(err) => Err(err),
-        };
-        match asked {
-            Ok(()) => return Ok(()),
-            Err(err) => {
-                tracing::debug!(error = %err, "side connection lost; opening a new one");
-                *side = None;
-            }
-        }
-    }
-    let (stream, lifetime) = upstream::side_session_any(shared).await?;
-    let kept = side.insert(Side {
-        stream,
-        session: Session::starting_now(lifetime),
-    });
-    ask_on(shared, &mut kept.stream, ids).await
+    side.run(shared, |mut stream| async move {
+        ask_on(shared, &mut stream, ids).await?;
+        Ok(((), stream))
+    })
+    .await
 }
 
 async fn ask_on(
