@@ -21,6 +21,15 @@
 //!   Produce v7), the broker converts as before, and an lz4 topic is converted by kpress.
 //! - With `[shadow]` on and no rule, a topic created after kpress started gets its own
 //!   `topic` label from its first request, not `_other`.
+//!
+//! `first_batches_of_new_topics` (ignored, a measurement) times, for topics created
+//! after kpress started, how long kpress takes to learn each one's configuration after
+//! its first Produce request, and that request's latency against later ones and against
+//! the broker directly:
+//!
+//!   KPRESS_BIN=target/release/kpress FIRST_TOPICS=30 FIRST_REPORT=path.md \
+//!     cargo test -p kpress-tests --test topic_mode -- --ignored --exact \
+//!     first_batches_of_new_topics --nocapture
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -1188,4 +1197,136 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
         metrics,
         proxy.log()
     );
+}
+
+/// Milliseconds since `since`.
+fn ms_since(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1000.0
+}
+
+/// The median, 90th percentile and largest of `values`.
+fn spread(mut values: Vec<f64>) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.9), at(1.0))
+}
+
+#[test]
+#[ignore = "a measurement: see the module documentation"]
+fn first_batches_of_new_topics() {
+    use kpress_tests::measure::{env_number, publish_report, release_kpress};
+    use kpress_tests::raw_produce::{connect, produce_raw_on};
+
+    let count = env_number("FIRST_TOPICS", 30) as usize;
+    let timeout = Duration::from_secs(30);
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let java = JavaClient::new(kafka_version());
+    let warm = "tm.first.warm";
+    java.create_topic(&cluster.bootstrap(), warm, 1, &["compression.type=zstd"])
+        .unwrap();
+    // Refreshes only at the first demand, so each new topic is learned by a lookup.
+    let proxy = start(
+        KpressSetup {
+            upstream_keys: vec!["topic_config_refresh_ms = 3600000".to_owned()],
+            ..KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), "")
+        }
+        .measuring(),
+    );
+    let node = SocketAddr::from((
+        [127, 0, 0, 1],
+        proxy.node_port_base().expect("ports mode") + 1,
+    ));
+    let records = Dataset::ApacheAccessLog.records();
+    let batch = BatchBuilder::codec(Codec::Gzip)
+        .build_values(&records[..20])
+        .expect("a gzip batch");
+    let mut via = connect(node, timeout).unwrap();
+    let mut direct = connect(cluster.node_addresses()[0], timeout).unwrap();
+    let produce = |stream: &mut TcpStream, topic: &str| {
+        let started = Instant::now();
+        let answer = produce_raw_on(stream, topic, 0, &batch, timeout)
+            .unwrap_or_else(|e| panic!("Produce to {topic}: {e:#}"));
+        assert_eq!(answer.error_code, 0, "Produce to {topic}");
+        ms_since(started)
+    };
+    let known = |topic: &str| {
+        learned_topic(&proxy, topic).is_some_and(|t| t["topic_config"]["state"] == "known")
+    };
+    // The first demand starts the full read; after it only lookups learn topics.
+    produce(&mut via, warm);
+    assert!(wait_until(timeout, || known(warm)), "{}", proxy.log());
+    let names: Vec<String> = (0..count).map(|i| format!("tm.first.{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    java.create_topics(
+        &cluster.bootstrap(),
+        &names,
+        1,
+        1,
+        &["compression.type=zstd"],
+    )
+    .unwrap();
+    // Straight to the broker until it leads every new partition (a client would retry
+    // NOT_LEADER_OR_FOLLOWER): kpress hears nothing of it.
+    for topic in &names {
+        let deadline = Instant::now() + timeout;
+        while produce_raw_on(&mut direct, topic, 0, &batch, timeout)
+            .map_or(true, |answer| answer.error_code != 0)
+        {
+            assert!(Instant::now() < deadline, "{topic} never led");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let pending_before = counter(&proxy, PASSED, &[("reason", "topic_config_pending")]);
+    let (mut learned, mut first, mut later, mut straight) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for topic in &names {
+        let asked = Instant::now();
+        first.push(produce(&mut via, topic));
+        // /policy is read back to back: its own reads (a millisecond or two) bound
+        // the resolution.
+        while !known(topic) {
+            assert!(asked.elapsed() < timeout, "{topic} never learned");
+        }
+        learned.push(ms_since(asked));
+        for _ in 0..5 {
+            later.push(produce(&mut via, topic));
+            straight.push(produce(&mut direct, topic));
+        }
+    }
+    let pending = counter(&proxy, PASSED, &[("reason", "topic_config_pending")]) - pending_before;
+    let rewritten: f64 = names
+        .iter()
+        .map(|topic| counter(&proxy, REWRITTEN, &[("topic", topic), ("to", "zstd")]))
+        .sum();
+    let row = |what: &str, values: Vec<f64>| {
+        let (p50, p90, max) = spread(values);
+        format!("| {what} | {p50:.1} | {p90:.1} | {max:.1} |\n")
+    };
+    let mut report = format!(
+        "{count} topics created (compression.type=zstd) after kpress started in topic mode \
+         ({} build), one Kafka {} broker; per topic, one Produce v7 of a 20-record gzip \
+         batch through kpress, then `/policy` read until the topic's config is known, then \
+         5 more through kpress and 5 straight to the broker, alternating.\n\n\
+         | ms | median | p90 | max |\n|---|---:|---:|---:|\n",
+        if release_kpress() { "release" } else { "debug" },
+        kafka_version(),
+    );
+    report.push_str(&row(
+        "first Produce through kpress (topic not known)",
+        first,
+    ));
+    report.push_str(&row("first Produce until its config is known", learned));
+    report.push_str(&row("later Produce through kpress (converted)", later));
+    report.push_str(&row(
+        "Produce straight to the broker (it converts)",
+        straight,
+    ));
+    report.push_str(&format!(
+        "\nBatches passed as sent while pending: {pending} of {count} first requests; \
+         later batches rewritten to zstd: {rewritten} of {}.\n",
+        5 * count
+    ));
+    publish_report("FIRST_REPORT", &report);
+    assert_eq!(pending, count as f64, "{}", proxy.log());
+    assert_eq!(rewritten, (5 * count) as f64, "{}", proxy.log());
 }

@@ -29,6 +29,23 @@ pub fn produce_raw(
     records: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<PartitionResponse> {
+    produce_raw_on(
+        &mut connect(addr, timeout)?,
+        topic,
+        partition,
+        records,
+        timeout,
+    )
+}
+
+/// [`produce_raw`] on a connection the caller opened and keeps.
+pub fn produce_raw_on(
+    stream: &mut (impl Read + Write),
+    topic: &str,
+    partition: i32,
+    records: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<PartitionResponse> {
     let mut body = request_header(PRODUCE_VERSION, 7);
     body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional id: null
     body.extend_from_slice(&(-1i16).to_be_bytes()); // acks: all
@@ -40,7 +57,7 @@ pub fn produce_raw(
     body.extend_from_slice(&partition.to_be_bytes());
     body.extend_from_slice(&(records.len() as i32).to_be_bytes());
     body.extend_from_slice(records);
-    let response = exchange(addr, &body, timeout)?;
+    let response = exchange_on(stream, &body)?;
     ensure!(
         response.get(..4) == Some(&7i32.to_be_bytes()[..]),
         "correlation id changed"
@@ -150,18 +167,13 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
+/// A TCP connection to `addr` with `timeout` for reads and writes.
+pub fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, timeout)
         .with_context(|| format!("connecting to {addr}"))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
     Ok(stream)
-}
-
-/// Sends one request `body` (header and payload) to `addr` on a new connection and
-/// returns the response body (from the correlation id on).
-fn exchange(addr: SocketAddr, body: &[u8], timeout: Duration) -> anyhow::Result<Vec<u8>> {
-    exchange_on(&mut connect(addr, timeout)?, body)
 }
 
 /// Sends one request `body` framed by its size on `stream` and returns the response
