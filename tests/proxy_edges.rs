@@ -231,13 +231,7 @@ fn sasl_plain_clients_authenticate_through_kpress() {
     if kcat::consume_partition(&bootstrap, topics[0], 0, &wrong).is_ok() {
         failures.push("a wrong password was accepted through kpress".to_string());
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }
 
 /// SIGTERM after real traffic: kpress logs why it stops, finishes, and exits 0; its log

@@ -996,11 +996,5 @@ fn sni_routes_three_brokers_through_one_port() {
     {
         failures.push(format!("a connection without SNI: {e:#}"));
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }

@@ -631,13 +631,7 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
             codecs.len()
         ));
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }
 
 /// kpress refreshing topic configs once an hour: after `kafka-configs --alter` from lz4
@@ -746,13 +740,7 @@ fn a_policy_reload_reads_topic_configs_at_once() {
     if let Some(diff) = diff_records(&expected, &dump.payloads()) {
         failures.push(format!("stored records: {diff}"));
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }
 
 /// kpress's own login and the clients' one on a broker with ACLs.
@@ -946,13 +934,7 @@ fn a_topic_kpress_may_not_describe_passes_as_sent() {
         }
         Err(e) => failures.push(format!("reading back through kpress: {e:#}")),
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }
 
 /// kafka-clients 2.0.1 produces with Produce v3-v6, where zstd is refused: into a zstd
@@ -1047,13 +1029,7 @@ fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
         Ok(problems) => failures.extend(problems),
         Err(e) => failures.push(format!("reading back through kpress: {e:#}")),
     }
-    assert!(
-        failures.is_empty(),
-        "{}\n{}\n{}",
-        failures.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    proxy.assert_no_failures(&failures, &cluster);
 }
 
 /// With `[shadow]` on and no rule at all, a topic created after kpress started and

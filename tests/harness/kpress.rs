@@ -721,6 +721,19 @@ impl KpressProxy {
         }
     }
 
+    /// Panics listing `failures`, with kpress's log and `cluster`'s, unless there are
+    /// none.
+    #[track_caller]
+    pub fn assert_no_failures(&self, failures: &[String], cluster: &KafkaCluster) {
+        assert!(
+            failures.is_empty(),
+            "{}\n{}\n{}",
+            failures.join("\n"),
+            self.log(),
+            cluster.describe_logs()
+        );
+    }
+
     /// The proxy's log so far.
     pub fn log(&self) -> String {
         format!(
