@@ -34,6 +34,9 @@ pub struct PolicySet {
     /// Topic name → index into `rules`.
     cache: RwLock<HashMap<Box<str>, usize>>,
     overload: OverloadSettings,
+    /// Whether some rule sets `overload.max_cpu_share`: without one, the Produce path's
+    /// CPU-share questions cost no lookup.
+    cpu_shares: bool,
     /// Where topic mode learns topics' configurations; without one, topic-mode topics
     /// pass as sent (counted `topic_config_unavailable`).
     topic_configs: Option<Arc<dyn TopicConfigSource>>,
@@ -215,6 +218,7 @@ impl PolicySet {
         ));
         PolicySet {
             patterns,
+            cpu_shares: rules.iter().any(|rule| rule.max_cpu_share.is_some()),
             rules,
             cache: RwLock::new(HashMap::new()),
             overload: config.overload,
@@ -384,6 +388,9 @@ impl PolicyLookup for PolicySet {
     }
 
     fn note_rewrite_cpu(&self, topic: &str, cpu: Duration) {
+        if !self.cpu_shares {
+            return;
+        }
         let rule = &self.rules[self.policy_index(topic)];
         if rule.max_cpu_share.is_some() {
             let nanos = u64::try_from(cpu.as_nanos()).unwrap_or(u64::MAX);
@@ -392,6 +399,9 @@ impl PolicyLookup for PolicySet {
     }
 
     fn over_cpu_share(&self, topic: &str, slots: usize) -> bool {
+        if !self.cpu_shares {
+            return false;
+        }
         let rule = &self.rules[self.policy_index(topic)];
         let Some(share) = rule.max_cpu_share else {
             return false;
