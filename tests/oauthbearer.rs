@@ -628,15 +628,7 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
         .unwrap_or_else(|e| panic!("creating {java_topic}: {e:#}"));
     let java_records = records("java");
     let file = write_records(&dir.path().join("java-records"), &java_records);
-    let oauth_client = vec![
-        "security.protocol=SASL_PLAINTEXT".to_owned(),
-        "sasl.mechanism=OAUTHBEARER".to_owned(),
-        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_owned(),
-        format!("sasl.oauthbearer.token.endpoint.url={}", idp.url("/token")),
-        format!(
-            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"java-client\" clientSecret=\"{JAVA_SECRET}\" scope=\"kafka\" ;"
-        ),
-    ];
+    let oauth_client = java_client_oauth(&idp);
     let produced = java.produce_file(
         &proxy.bootstrap(),
         java_topic,
@@ -837,15 +829,7 @@ fn topic_mode_over_oauthbearer(
         &file,
         &ProduceOptions {
             compression: Compression::Lz4,
-            properties: vec![
-                "security.protocol=SASL_PLAINTEXT".to_owned(),
-                "sasl.mechanism=OAUTHBEARER".to_owned(),
-                "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_owned(),
-                format!("sasl.oauthbearer.token.endpoint.url={}", idp.url("/token")),
-                format!(
-                    "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"java-client\" clientSecret=\"{JAVA_SECRET}\" scope=\"kafka\" ;"
-                ),
-            ],
+            properties: java_client_oauth(idp),
             ..ProduceOptions::default()
         },
     );
@@ -890,4 +874,18 @@ fn topic_mode_over_oauthbearer(
     }
     failures.extend(secrets_in_log(&proxy, idp));
     (proxy, failures)
+}
+
+/// A Java client's own OAUTHBEARER login: client credentials of "java-client" at
+/// `idp`'s token endpoint.
+fn java_client_oauth(idp: &IdentityProvider) -> Vec<String> {
+    vec![
+        "security.protocol=SASL_PLAINTEXT".to_owned(),
+        "sasl.mechanism=OAUTHBEARER".to_owned(),
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler".to_owned(),
+        format!("sasl.oauthbearer.token.endpoint.url={}", idp.url("/token")),
+        format!(
+            "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=\"java-client\" clientSecret=\"{JAVA_SECRET}\" scope=\"kafka\" ;"
+        ),
+    ]
 }

@@ -606,6 +606,19 @@ mod tests {
             pub(super) connections: std::sync::atomic::AtomicUsize,
         }
 
+        impl Broker {
+            /// The topics each DescribeConfigs request named, in order.
+            pub(super) fn described(&self) -> Vec<Vec<String>> {
+                self.requests
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(key, _)| *key == kpress_protocol::api_key::DESCRIBE_CONFIGS)
+                    .map(|(_, topics)| topics.clone())
+                    .collect()
+            }
+        }
+
         pub(super) async fn serve(listener: TcpListener, broker: Arc<Broker>) {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
@@ -781,14 +794,7 @@ mod tests {
         );
         assert_eq!(cache.topic_compression("secret"), TopicCompression::Denied);
         assert!(!cache.is_cluster_topic("made-up"));
-        let described: Vec<Vec<String>> = broker
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(key, _)| *key == 32)
-            .map(|(_, topics)| topics.clone())
-            .collect();
+        let described = broker.described();
         assert_eq!(described, [vec!["a", "b", "secret"]]);
 
         broker.requests.lock().unwrap().clear();
@@ -811,14 +817,7 @@ mod tests {
             known("gzip", None, TargetSource::Topic)
         );
         until(|| cache.topic_compression("made-up") == TopicCompression::Unavailable).await;
-        let described: Vec<Vec<String>> = broker
-            .requests
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(key, _)| *key == 32)
-            .map(|(_, topics)| topics.clone())
-            .collect();
+        let described = broker.described();
         // Queued together they share a request, unless the task took "c" alone first.
         let asked: Vec<&String> = described.iter().flatten().collect();
         assert_eq!(asked, ["c", "made-up"], "each topic asked about once");
