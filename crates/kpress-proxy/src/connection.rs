@@ -360,8 +360,19 @@ mod tests {
     }
 
     fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
-        let policies: Arc<dyn PolicyLookup> = Arc::new(policy);
-        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
+        shared_with_handlers(Arc::new(policy), settings, crate::Handlers::kpress())
+    }
+
+    fn shared_with_handlers(
+        policies: Arc<dyn PolicyLookup>,
+        settings: ProxySettings,
+        handlers: crate::Handlers,
+    ) -> Arc<Shared> {
+        let (shared, control) = Shared::new(SharedConfig {
+            handlers,
+            ..SharedConfig::for_tests(policies, settings)
+        })
+        .unwrap();
         // The shutdown senders live for the whole test: dropping them means shutdown.
         std::mem::forget(control);
         shared
@@ -995,6 +1006,30 @@ mod tests {
         std::future::pending::<()>().await;
     }
 
+    /// Forwards requests as read, and notifies as each is read.
+    #[derive(Debug)]
+    struct NotifyOnRequest(Arc<tokio::sync::Notify>);
+
+    impl crate::handler::ApiHandler for NotifyOnRequest {
+        fn on_request(
+            &self,
+            _conn: &Arc<ConnectionContext>,
+            _request: &mut RequestContext,
+            frame: crate::handler::Frame,
+        ) -> Result<RequestStep, crate::handler::HandlerError> {
+            self.0.notify_one();
+            Ok(RequestStep::Forward(Message::original(frame)))
+        }
+    }
+
+    /// The next frame on `stream`, within 30 s: on real time, a test that fails fails
+    /// rather than hangs.
+    async fn next_frame(stream: &mut DuplexStream) -> Vec<u8> {
+        tokio::time::timeout(Duration::from_secs(30), read_exact_frame(stream))
+            .await
+            .expect("a frame within 30 s")
+    }
+
     /// A connection whose first Produce request waits for its v13 topic id to be named
     /// (by a lookup the test holds), with a Produce by name and a Heartbeat behind it.
     struct HeldFirstRewrite {
@@ -1010,7 +1045,10 @@ mod tests {
         settings.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
         // Stored uncompressed: a rewrite's output is larger than its input.
         let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
-        let shared = shared_from(policy, settings);
+        let heartbeat_read = Arc::new(tokio::sync::Notify::new());
+        let handlers =
+            crate::Handlers::kpress().register(12, NotifyOnRequest(Arc::clone(&heartbeat_read)));
+        let shared = shared_with_handlers(Arc::new(policy), settings, handlers);
         let mut h = start(Arc::clone(&shared));
         let (asked_tx, asked) = tokio::sync::oneshot::channel();
         let (release, release_rx) = tokio::sync::oneshot::channel();
@@ -1028,6 +1066,11 @@ mod tests {
             .await
             .expect("the first Produce asked for its topic id")
             .unwrap();
+        // Requests in the socket but not yet read are not kpress's to answer: the tests
+        // begin once all three were read.
+        tokio::time::timeout(Duration::from_secs(10), heartbeat_read.notified())
+            .await
+            .expect("the Heartbeat behind both Produce requests was read");
         HeldFirstRewrite {
             h,
             shared,
@@ -1082,9 +1125,9 @@ mod tests {
             "a request overtook a Produce being rewritten"
         );
         release.send(()).unwrap();
-        let first = read_exact_frame(&mut h.broker).await;
-        let second = read_exact_frame(&mut h.broker).await;
-        let third = read_exact_frame(&mut h.broker).await;
+        let first = next_frame(&mut h.broker).await;
+        let second = next_frame(&mut h.broker).await;
+        let third = next_frame(&mut h.broker).await;
         // Both Produce requests rewritten (the first once its id was named), in order.
         assert_eq!(first[8..12], 1i32.to_be_bytes(), "correlation id");
         assert_eq!(forwarded_codec(&first), Some(Codec::None));
@@ -1096,7 +1139,7 @@ mod tests {
             h.broker.write_all(response).await.unwrap();
         }
         for response in &responses {
-            assert_eq!(&read_exact_frame(&mut h.client).await, response);
+            assert_eq!(&next_frame(&mut h.client).await, response);
         }
         drop(h.client);
         h.task.await.unwrap().unwrap();
@@ -1116,17 +1159,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(!h.task.is_finished(), "closed with requests read");
         release.send(()).unwrap();
-        let first = read_exact_frame(&mut h.broker).await;
+        let first = next_frame(&mut h.broker).await;
         assert_eq!(first[8..12], 1i32.to_be_bytes(), "correlation id");
         assert_eq!(forwarded_codec(&first), Some(Codec::None));
-        assert_eq!(
-            read_exact_frame(&mut h.broker).await[8..12],
-            2i32.to_be_bytes()
-        );
-        assert_eq!(read_exact_frame(&mut h.broker).await, requests[2]);
+        assert_eq!(next_frame(&mut h.broker).await[8..12], 2i32.to_be_bytes());
+        assert_eq!(next_frame(&mut h.broker).await, requests[2]);
         for response in held_rewrite_responses() {
             h.broker.write_all(&response).await.unwrap();
-            assert_eq!(read_exact_frame(&mut h.client).await, response);
+            assert_eq!(next_frame(&mut h.client).await, response);
         }
         h.task.await.unwrap().unwrap();
     }
@@ -1298,14 +1338,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn response_work_runs_off_the_reactor_and_responses_stay_in_order() {
         let handlers = crate::Handlers::kpress().register(12, SlowUpperCase);
-        let policies: Arc<dyn PolicyLookup> = Arc::new(RewritePolicy::default());
-        let (shared, control) = Shared::new(SharedConfig {
+        let policies = Arc::new(RewritePolicy::default());
+        let mut h = start(shared_with_handlers(
+            policies,
+            settings(1 << 22, 30000),
             handlers,
-            ..SharedConfig::for_tests(policies, settings(1 << 22, 30000))
-        })
-        .unwrap();
-        std::mem::forget(control);
-        let mut h = start(shared);
+        ));
         let requests = [
             request(12, 3, 1, b"first"),
             request(12, 3, 2, b"second"),
