@@ -527,6 +527,7 @@ mod tests {
     use kpress_batch::RewritePolicy;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
+    use tokio::sync::mpsc;
 
     async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
         let mut size = [0u8; 4];
@@ -536,16 +537,18 @@ mod tests {
         Some(body)
     }
 
-    /// Answers the first Metadata request on each connection naming itself node 0;
-    /// holds every other request forever.
-    async fn silent_broker(listener: TcpListener) {
+    /// Answers each Metadata request naming itself node 0; holds every other request
+    /// forever. Reports each request's API key on `received`, if anyone listens.
+    async fn silent_broker(listener: TcpListener, received: mpsc::UnboundedSender<i16>) {
         let port = listener.local_addr().unwrap().port();
         loop {
             let (mut stream, _) = listener.accept().await.unwrap();
+            let received = received.clone();
             tokio::spawn(async move {
                 while let Some(request) = read_request(&mut stream).await {
                     let api_key = i16::from_be_bytes([request[0], request[1]]);
                     let version = i16::from_be_bytes([request[2], request[3]]);
+                    let _ = received.send(api_key);
                     if api_key != 3 {
                         continue;
                     }
@@ -592,7 +595,8 @@ mod tests {
     async fn shutdown_waits_out_the_grace_then_closes_what_is_left() {
         let broker = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let broker_addr = broker.local_addr().unwrap();
-        tokio::spawn(silent_broker(broker));
+        let (received, mut broker_received) = mpsc::unbounded_channel();
+        tokio::spawn(silent_broker(broker, received));
         let bind = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let node_port_base = free_port();
         let settings = ProxySettings {
@@ -627,7 +631,17 @@ mod tests {
         let mut frame = (request.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(&request);
         client.write_all(&frame).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let forwarded = async {
+            while let Some(api_key) = broker_received.recv().await {
+                if api_key == 12 {
+                    return;
+                }
+            }
+            panic!("the broker stand-in stopped");
+        };
+        tokio::time::timeout(Duration::from_secs(10), forwarded)
+            .await
+            .expect("the Heartbeat reached the broker");
 
         let started = std::time::Instant::now();
         stop.send(()).unwrap();
@@ -699,7 +713,7 @@ mod tests {
         assert!(!proxy.is_finished());
         // The broker comes up: its node gets a listener once kpress asks again.
         let broker = TcpListener::bind(("127.0.0.1", broker_port)).await.unwrap();
-        tokio::spawn(silent_broker(broker));
+        tokio::spawn(silent_broker(broker, mpsc::unbounded_channel().0));
         let node_served = async {
             while TcpStream::connect(("127.0.0.1", node_port_base))
                 .await
