@@ -105,6 +105,17 @@ fn kafka_configs(cluster: &KafkaCluster, args: &[&str]) {
         .unwrap_or_else(|e| panic!("kafka-configs {args:?}: {e:#}"));
 }
 
+/// Creates `topic` (one partition) with `compression.type=compression`.
+fn create_topic(java: &JavaClient, bootstrap: &str, topic: &str, compression: &str) {
+    java.create_topic(
+        bootstrap,
+        topic,
+        1,
+        &[&format!("compression.type={compression}")],
+    )
+    .unwrap_or_else(|e| panic!("creating {topic}: {e:#}"));
+}
+
 /// `GET path` on kpress's admin endpoint (the `[admin] bind` of its config file).
 fn admin_get(proxy: &KpressProxy, path: &str) -> String {
     let config = std::fs::read_to_string(proxy.config_file().expect("a config file"))
@@ -241,8 +252,7 @@ fn topic_mode_stores_each_topics_codec(version: &str) {
             .unwrap_or_else(|e| panic!("creating {}: {e:#}", topic.name));
     }
     let warm = "tm.warm-up";
-    java.create_topic(&admin, warm, 1, &["compression.type=producer"])
-        .unwrap_or_else(|e| panic!("creating {warm}: {e:#}"));
+    create_topic(&java, &admin, warm, "producer");
     let proxy = start(two_key_setup(
         &cluster.node_addresses(),
         &cluster.node_ids(),
@@ -540,8 +550,7 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
     let java = JavaClient::new(kafka_version());
     let topic = "tm.altered";
-    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=lz4"])
-        .unwrap_or_else(|e| panic!("creating {topic}: {e:#}"));
+    create_topic(&java, &cluster.bootstrap(), topic, "lz4");
     let proxy = start(two_key_setup(
         &cluster.node_addresses(),
         &cluster.node_ids(),
@@ -642,15 +651,8 @@ fn a_policy_reload_reads_topic_configs_at_once() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
     let java = JavaClient::new(kafka_version());
     let (topic, warm) = ("tm.reloaded", "tm.reload-warm-up");
-    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=lz4"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    java.create_topic(
-        &cluster.bootstrap(),
-        warm,
-        1,
-        &["compression.type=producer"],
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&java, &cluster.bootstrap(), topic, "lz4");
+    create_topic(&java, &cluster.bootstrap(), warm, "producer");
     let proxy = start(KpressSetup {
         upstream_keys: vec!["topic_config_refresh_ms = 3600000".to_owned()],
         ..KpressSetup::in_front_of(&cluster.node_addresses(), &cluster.node_ids(), "")
@@ -791,17 +793,9 @@ fn a_topic_kpress_may_not_describe_passes_as_sent() {
         .unwrap_or_else(|e| panic!("starting Kafka with ACLs: {e:#}"));
     let java = JavaClient::new(kafka_version());
     let (open_zstd, open_lz4, closed) = ("open.zstd", "open.lz4", "closed.zstd");
-    java.create_topic(
-        &cluster.bootstrap(),
-        open_zstd,
-        1,
-        &["compression.type=zstd"],
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
-    java.create_topic(&cluster.bootstrap(), open_lz4, 1, &["compression.type=lz4"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    java.create_topic(&cluster.bootstrap(), closed, 1, &["compression.type=zstd"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&java, &cluster.bootstrap(), open_zstd, "zstd");
+    create_topic(&java, &cluster.bootstrap(), open_lz4, "lz4");
+    create_topic(&java, &cluster.bootstrap(), closed, "zstd");
     add_acl(
         &cluster,
         &[
@@ -947,31 +941,10 @@ fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
     let current = JavaClient::new(kafka_version());
     let old = pre_zstd_java_client();
     let (zstd_topic, lz4_topic) = ("tm.old-zstd", "tm.old-lz4");
-    current
-        .create_topic(
-            &cluster.bootstrap(),
-            zstd_topic,
-            1,
-            &["compression.type=zstd"],
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    current
-        .create_topic(
-            &cluster.bootstrap(),
-            lz4_topic,
-            1,
-            &["compression.type=lz4"],
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&current, &cluster.bootstrap(), zstd_topic, "zstd");
+    create_topic(&current, &cluster.bootstrap(), lz4_topic, "lz4");
     let warm = "tm.old-warm-up";
-    current
-        .create_topic(
-            &cluster.bootstrap(),
-            warm,
-            1,
-            &["compression.type=producer"],
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&current, &cluster.bootstrap(), warm, "producer");
     let proxy = start(two_key_setup(
         &cluster.node_addresses(),
         &cluster.node_ids(),
@@ -1042,13 +1015,7 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
     let java = JavaClient::new(kafka_version());
     let warm = "tm.labels-warm";
-    java.create_topic(
-        &cluster.bootstrap(),
-        warm,
-        1,
-        &["compression.type=producer"],
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&java, &cluster.bootstrap(), warm, "producer");
     let proxy = start(KpressSetup {
         rules: "[shadow]\ncandidates = [\"zstd:3\"]\nsample = 1.0\nmax_cpu_fraction = 1.0\n"
             .to_owned(),
@@ -1056,8 +1023,7 @@ fn a_topic_created_after_kpress_started_is_labelled_by_name() {
     });
     warm_up(&proxy, &java, warm, &[]);
     let topic = "tm.created-later";
-    java.create_topic(&cluster.bootstrap(), topic, 1, &["compression.type=zstd"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    create_topic(&java, &cluster.bootstrap(), topic, "zstd");
     let created = Instant::now();
     let records: Vec<Vec<u8>> = Dataset::ApacheAccessLog.records()[..500].to_vec();
     let work = tempfile::tempdir().expect("temp dir");
@@ -1198,8 +1164,7 @@ fn first_batches_of_new_topics() {
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
     let java = JavaClient::new(kafka_version());
     let warm = "tm.first.warm";
-    java.create_topic(&cluster.bootstrap(), warm, 1, &["compression.type=zstd"])
-        .unwrap();
+    create_topic(&java, &cluster.bootstrap(), warm, "zstd");
     // Refreshes only at the first demand, so each new topic is learned by a lookup.
     let proxy = start(
         KpressSetup {
