@@ -343,6 +343,9 @@ mod tests {
     use tokio::io::{AsyncReadExt, DuplexStream};
     use tokio::task::JoinHandle;
 
+    /// The API the tests send when any request kpress forwards as read will do.
+    const HEARTBEAT: i16 = kafka_protocol::messages::ApiKey::Heartbeat as i16;
+
     /// Settings for in-memory tests: 1 MiB frames, a connection may hold one.
     fn settings(max_inflight_bytes: usize, node_port_base: u16) -> ProxySettings {
         let mut settings = ProxySettings::for_tests(
@@ -484,7 +487,7 @@ mod tests {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
         let list_offsets = request(2, 1, 1, b"list-offsets body");
         let produce = produce_v7(2, 0, &gzip_batch());
-        let heartbeat = request(12, 3, 3, b"heartbeat body");
+        let heartbeat = request(HEARTBEAT, 3, 3, b"heartbeat body");
         for req in [&list_offsets, &produce, &heartbeat] {
             h.client.write_all(req).await.unwrap();
         }
@@ -646,7 +649,10 @@ mod tests {
     #[tokio::test]
     async fn wrong_correlation_id_from_broker_is_a_broker_fault() {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        h.client.write_all(&request(12, 3, 7, b"x")).await.unwrap();
+        h.client
+            .write_all(&request(HEARTBEAT, 3, 7, b"x"))
+            .await
+            .unwrap();
         read_exact_frame(&mut h.broker).await;
         h.broker.write_all(&response(8, b"y")).await.unwrap();
         let err = h.task.await.unwrap().unwrap_err();
@@ -663,7 +669,10 @@ mod tests {
     #[tokio::test]
     async fn broker_closing_with_a_response_owed_is_a_broker_fault() {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        h.client.write_all(&request(12, 3, 7, b"x")).await.unwrap();
+        h.client
+            .write_all(&request(HEARTBEAT, 3, 7, b"x"))
+            .await
+            .unwrap();
         read_exact_frame(&mut h.broker).await;
         drop(h.broker);
         let err = h.task.await.unwrap().unwrap_err();
@@ -698,7 +707,10 @@ mod tests {
     #[tokio::test]
     async fn shutdown_answers_requests_already_read_then_closes() {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        h.client.write_all(&request(12, 3, 1, b"x")).await.unwrap();
+        h.client
+            .write_all(&request(HEARTBEAT, 3, 1, b"x"))
+            .await
+            .unwrap();
         read_exact_frame(&mut h.broker).await;
         h.shutdown.send(true).unwrap();
         tokio::task::yield_now().await;
@@ -746,7 +758,7 @@ mod tests {
                 let writer = tokio::spawn(async move {
                     for i in 0..20 {
                         write
-                            .write_all(&request(12, 3, i, &vec![1u8; 10_000]))
+                            .write_all(&request(HEARTBEAT, 3, i, &vec![1u8; 10_000]))
                             .await
                             .unwrap();
                     }
@@ -844,7 +856,7 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
         let mut good = start(Arc::clone(&shared));
-        let heartbeat = request(12, 3, 1, &[7u8; 50_000]);
+        let heartbeat = request(HEARTBEAT, 3, 1, &[7u8; 50_000]);
         good.client.write_all(&heartbeat).await.unwrap();
         let forwarded =
             tokio::time::timeout(Duration::from_secs(1), read_exact_frame(&mut good.broker))
@@ -872,7 +884,10 @@ mod tests {
         settings.frame_timeout = Duration::from_secs(5);
         let shared = shared_from(RewritePolicy::default(), settings);
         let mut h = start(Arc::clone(&shared));
-        h.client.write_all(&request(12, 3, 1, b"x")).await.unwrap();
+        h.client
+            .write_all(&request(HEARTBEAT, 3, 1, b"x"))
+            .await
+            .unwrap();
         read_exact_frame(&mut h.broker).await;
         // A response far larger than the client-side pipe, never read by the client.
         h.broker
@@ -1046,8 +1061,8 @@ mod tests {
         // Stored uncompressed: a rewrite's output is larger than its input.
         let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
         let heartbeat_read = Arc::new(tokio::sync::Notify::new());
-        let handlers =
-            crate::Handlers::kpress().register(12, NotifyOnRequest(Arc::clone(&heartbeat_read)));
+        let handlers = crate::Handlers::kpress()
+            .register(HEARTBEAT, NotifyOnRequest(Arc::clone(&heartbeat_read)));
         let shared = shared_with_handlers(Arc::new(policy), settings, handlers);
         let mut h = start(Arc::clone(&shared));
         let (asked_tx, asked) = tokio::sync::oneshot::channel();
@@ -1057,7 +1072,7 @@ mod tests {
         let requests = [
             produce_v13(1, [0x5a; 16], &batch),
             produce_v7(2, -1, &batch),
-            request(12, 3, 3, b"heartbeat body"),
+            request(HEARTBEAT, 3, 3, b"heartbeat body"),
         ];
         for request in &requests {
             h.client.write_all(request).await.unwrap();
@@ -1337,7 +1352,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn response_work_runs_off_the_reactor_and_responses_stay_in_order() {
-        let handlers = crate::Handlers::kpress().register(12, SlowUpperCase);
+        let handlers = crate::Handlers::kpress().register(HEARTBEAT, SlowUpperCase);
         let policies = Arc::new(RewritePolicy::default());
         let mut h = start(shared_with_handlers(
             policies,
@@ -1345,8 +1360,8 @@ mod tests {
             handlers,
         ));
         let requests = [
-            request(12, 3, 1, b"first"),
-            request(12, 3, 2, b"second"),
+            request(HEARTBEAT, 3, 1, b"first"),
+            request(HEARTBEAT, 3, 2, b"second"),
             request(2, 1, 3, b"list offsets"),
         ];
         for req in &requests {
@@ -1379,7 +1394,7 @@ mod tests {
     #[tokio::test]
     async fn api_versions_newer_than_kpress_parses_is_answered_unsupported_in_order() {
         let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        let heartbeat = request(12, 3, 1, b"before");
+        let heartbeat = request(HEARTBEAT, 3, 1, b"before");
         h.client.write_all(&heartbeat).await.unwrap();
         // ApiVersions v5, header v2: client id "c" (compact: none here, classic
         // string in header v2), no tagged fields.

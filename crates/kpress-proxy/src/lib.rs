@@ -529,6 +529,8 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
     use tokio::sync::mpsc;
 
+    const HEARTBEAT: i16 = kafka_protocol::messages::ApiKey::Heartbeat as i16;
+
     async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
         let mut size = [0u8; 4];
         stream.read_exact(&mut size).await.ok()?;
@@ -549,7 +551,7 @@ mod tests {
                     let api_key = i16::from_be_bytes([request[0], request[1]]);
                     let version = i16::from_be_bytes([request[2], request[3]]);
                     let _ = received.send(api_key);
-                    if api_key != 3 {
+                    if api_key != kpress_protocol::api_key::METADATA {
                         continue;
                     }
                     let mut body = BytesMut::new();
@@ -626,14 +628,16 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         // A Heartbeat v3 the broker never answers: in flight at shutdown.
-        let mut request = vec![0, 12, 0, 3, 0, 0, 0, 1, 0xff, 0xff];
+        let mut request = HEARTBEAT.to_be_bytes().to_vec();
+        // Version 3, correlation id 1, null client id.
+        request.extend_from_slice(&[0, 3, 0, 0, 0, 1, 0xff, 0xff]);
         request.extend_from_slice(b"body");
         let mut frame = (request.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(&request);
         client.write_all(&frame).await.unwrap();
         let forwarded = async {
             while let Some(api_key) = broker_received.recv().await {
-                if api_key == 12 {
+                if api_key == HEARTBEAT {
                     return;
                 }
             }
