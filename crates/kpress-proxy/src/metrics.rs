@@ -124,6 +124,37 @@ pub const PRODUCE_QUEUE_SECONDS: &str = "kpress_produce_queue_seconds";
 /// Histogram: per Produce request rewritten, time spent rewriting it (all its batches).
 pub const PRODUCE_REWRITE_SECONDS: &str = "kpress_produce_rewrite_seconds";
 
+/// Counters of fractional seconds. The facade's counters take whole numbers, so these
+/// are facade gauges only ever increased; [`served_types`] makes `/metrics` declare them
+/// counters, as their `_total` says and as `rate()` over them needs.
+pub const FRACTIONAL_COUNTERS: [&str; 2] = [REWRITE_CPU_SECONDS, SHADOW_CPU_SECONDS];
+
+/// The exporter's text with the `# TYPE` line of each of [`FRACTIONAL_COUNTERS`] saying
+/// `counter`.
+pub fn served_types(rendered: String) -> String {
+    if !FRACTIONAL_COUNTERS
+        .iter()
+        .any(|name| rendered.contains(&format!("# TYPE {name} gauge\n")))
+    {
+        return rendered;
+    }
+    let mut out = String::with_capacity(rendered.len());
+    for line in rendered.split_inclusive('\n') {
+        match line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" gauge\n"))
+        {
+            Some(name) if FRACTIONAL_COUNTERS.contains(&name) => {
+                out.push_str("# TYPE ");
+                out.push_str(name);
+                out.push_str(" counter\n");
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Bucket bounds of every histogram above, for the exporter (without them the
 /// Prometheus exporter renders summaries, which cannot be aggregated).
 pub const HISTOGRAM_BUCKETS: [(&str, &[f64]); 6] = [
@@ -457,7 +488,7 @@ impl TopicSeries {
 
     /// Adds rewriting thread CPU time spent on the topic.
     pub(crate) fn cpu_time(&self, cpu: Duration) {
-        // A gauge only ever increased: the facade's counters take whole numbers.
+        // Served as a counter: see FRACTIONAL_COUNTERS.
         self.cpu_seconds.increment(cpu.as_secs_f64());
     }
 }
@@ -696,7 +727,7 @@ pub(crate) fn shadow_trial(
             .increment(bytes_in as u64);
         metrics::counter!(SHADOW_BYTES_OUT, "topic" => topic_label(), "candidate" => candidate())
             .increment(result.bytes_out as u64);
-        // A gauge only ever increased: the facade's counters take whole numbers.
+        // Served as a counter: see FRACTIONAL_COUNTERS.
         metrics::gauge!(SHADOW_CPU_SECONDS, "topic" => topic_label(), "candidate" => candidate())
             .increment(result.cpu.as_secs_f64());
     }
@@ -709,6 +740,25 @@ pub(crate) fn side_authentication(result: &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fractional_counters_are_served_as_counters() {
+        let rendered = "# TYPE kpress_rewrite_cpu_seconds_total gauge\n\
+                        kpress_rewrite_cpu_seconds_total{topic=\"t\"} 0.25\n\
+                        # TYPE kpress_connections_open gauge\n\
+                        kpress_connections_open 3\n\
+                        # TYPE kpress_shadow_cpu_seconds_total gauge\n";
+        assert_eq!(
+            served_types(rendered.to_owned()),
+            "# TYPE kpress_rewrite_cpu_seconds_total counter\n\
+             kpress_rewrite_cpu_seconds_total{topic=\"t\"} 0.25\n\
+             # TYPE kpress_connections_open gauge\n\
+             kpress_connections_open 3\n\
+             # TYPE kpress_shadow_cpu_seconds_total counter\n"
+        );
+        let untouched = "# TYPE kpress_connections_open gauge\nkpress_connections_open 3\n";
+        assert_eq!(served_types(untouched.to_owned()), untouched);
+    }
 
     #[test]
     fn only_known_topics_get_labels_and_only_up_to_the_cap() {

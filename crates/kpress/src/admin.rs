@@ -123,7 +123,7 @@ impl Admin {
             Route::Metrics => text(
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",
-                self.metrics.render(),
+                kpress_proxy::metrics::served_types(self.metrics.render()),
             ),
             Route::Healthz => plain(StatusCode::OK, "ok\n"),
             Route::Readyz => match self.readiness().await {
