@@ -446,8 +446,8 @@ fn bearer_source(source: &kpress_config::BearerTokenSource) -> String {
             )
         }
         kpress_config::BearerTokenSource::AwsMskIam { region } => format!(
-            "AWS MSK IAM tokens for {region}, signed with AWS_ACCESS_KEY_ID, \
-             AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a role assumed by \
+            "AWS MSK IAM tokens for {region}, signed with AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN if set), or with a role assumed by \
              AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN"
         ),
     }
@@ -554,8 +554,8 @@ mod tests {
             (
                 "token_provider = \"aws_msk_iam\"\nregion = \"eu-west-1\"\n",
                 "  kpress's own SASL: OAUTHBEARER, AWS MSK IAM tokens for eu-west-1, signed with \
-                 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, or with a \
-                 role assumed by AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN",
+                 AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN if set), \
+                 or with a role assumed by AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN",
             ),
         ] {
             let out = summary_of(&format!(
