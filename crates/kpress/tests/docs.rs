@@ -6,7 +6,7 @@
 //!   table(s) the keys belong to in backticks (`` `[listener.tls]` ``,
 //!   `` `[defaults]` and `[[topics]]` ``), and the first cell holds the key in backticks.
 //! - Every ```` ```toml ```` block of the README and of `docs/`, and every `config/*.toml`,
-//!   passes `kpress check-config`. A block with both a `[listener]` and an `[upstream]`
+//!   passes `kpress check-config --strict` (no warnings either). A block with both a `[listener]` and an `[upstream]`
 //!   header is a complete policy, checked as written; any other block is a fragment,
 //!   which must start with a table header and is checked after a minimal `[listener]`
 //!   and `[upstream]` (whichever it lacks) are put before it. The certificates, keys,
@@ -21,6 +21,13 @@
 //!   defines, and the operations and shadow-trials chapters name every one it defines.
 //! - Every relative link of the README and `docs/` reaches a file, and a `#fragment` a
 //!   heading of it.
+//! - Every metric's `# TYPE` agrees with its name: a `_total` is a counter, and a
+//!   counter is a `_total` (types read from where `crates/kpress-proxy` registers each).
+//! - Every default the policy reference gives as a literal is kpress's: a policy setting
+//!   the key to it parses to the same settings as one leaving it out. Prose quoting a
+//!   key's default in the form `` `[limits] max_rewrite_wait_ms` (default 500 ms) `` (or
+//!   `(30 s by default)`, or a TOML comment `# … default 0.01`) quotes the reference's.
+//! - Every environment variable the crates' sources read is named in the book.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -399,6 +406,8 @@ fn check_config(policy: &str, dir: &Path, pem: &Pem) -> Result<(), String> {
     fs::write(&file, policy).expect("writing the policy");
     let output = Command::new(KPRESS)
         .arg("check-config")
+        // An example that warns teaches a setting that does nothing.
+        .arg("--strict")
         .arg(&file)
         .env_remove("KPRESS_LOG")
         .env_remove("RUST_LOG")
@@ -794,4 +803,561 @@ fn metrics_in_the_docs_are_the_metrics_kpress_serves() {
         ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A metric's type as `/metrics` declares it (`# TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetricType {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// The `[A, B]` of a `pub const NAME: [...] = [A, B];` in `source` (one line or several).
+fn const_list<'a>(source: &'a str, name: &str) -> Vec<&'a str> {
+    let start = source
+        .find(&format!("pub const {name}:"))
+        .unwrap_or_else(|| panic!("metrics.rs has no `pub const {name}`"));
+    let body = &source[start..];
+    let body = &body[body.find("= [").expect("a list") + 3..];
+    let body = &body[..body.find("];").expect("the list's end")];
+    body.split(',')
+        .map(|item| item.trim().trim_start_matches('(').trim())
+        .filter(|item| !item.is_empty())
+        .collect()
+}
+
+/// The type `/metrics` declares for each metric `crates/kpress-proxy/src/metrics.rs`
+/// defines, read from where the code registers it: `counter!(NAME`, `gauge!(NAME` or
+/// `histogram!(NAME` with the constant, a `by_pair(NAME)` (counters by codec pair),
+/// the histograms' bucket table, and `FRACTIONAL_COUNTERS`, the gauges `/metrics`
+/// serves as counters.
+fn served_metric_types() -> BTreeMap<String, Vec<MetricType>> {
+    let source = read(&repo_root().join("crates/kpress-proxy/src/metrics.rs"));
+    let consts: BTreeMap<&str, String> = source
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub const "))
+        .filter_map(|rest| rest.split_once(": &str = \"kpress_"))
+        .filter_map(|(ident, name)| name.split_once('"').map(|(name, _)| (ident, name)))
+        .map(|(ident, name)| (ident, format!("kpress_{name}")))
+        .collect();
+    let mut types: BTreeMap<String, Vec<MetricType>> = BTreeMap::new();
+    let mut add = |ident: &str, kind: MetricType| {
+        if let Some(name) = consts.get(ident) {
+            let seen = types.entry(name.clone()).or_default();
+            if !seen.contains(&kind) {
+                seen.push(kind);
+            }
+        }
+    };
+    // Registrations may sit in other files of the crate too.
+    let mut sources = vec![source.clone()];
+    let src = repo_root().join("crates/kpress-proxy/src");
+    let mut stack = vec![src];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("listing kpress-proxy/src") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("metrics.rs") {
+                sources.push(read(&path));
+            }
+        }
+    }
+    for text in &sources {
+        for (macro_name, kind) in [
+            ("counter!(", MetricType::Counter),
+            ("gauge!(", MetricType::Gauge),
+            ("histogram!(", MetricType::Histogram),
+            ("by_pair(", MetricType::Counter),
+        ] {
+            for (at, _) in text.match_indices(macro_name) {
+                let args = text[at + macro_name.len()..].trim_start();
+                let ident: String = args
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                add(&ident, kind);
+            }
+        }
+    }
+    for ident in const_list(&source, "HISTOGRAM_BUCKETS")
+        .into_iter()
+        .step_by(2)
+    {
+        add(ident, MetricType::Histogram);
+    }
+    for ident in const_list(&source, "FRACTIONAL_COUNTERS") {
+        let name = consts
+            .get(ident)
+            .unwrap_or_else(|| panic!("FRACTIONAL_COUNTERS names {ident}, no metric"));
+        let seen = types.entry(name.clone()).or_default();
+        assert_eq!(
+            seen.as_slice(),
+            [MetricType::Gauge],
+            "{name} is in FRACTIONAL_COUNTERS, so it must be registered as a gauge only"
+        );
+        *seen = vec![MetricType::Counter];
+    }
+    types
+}
+
+#[test]
+fn every_metric_type_agrees_with_its_name() {
+    let defined = defined_metrics();
+    let types = served_metric_types();
+    let mut problems = Vec::new();
+    for name in &defined {
+        let counter = name.ends_with("_total");
+        match types.get(name).map(Vec::as_slice) {
+            None | Some([]) => problems.push(format!(
+                "{name}: registered nowhere as counter!, gauge! or histogram! of its constant"
+            )),
+            Some([kind]) => {
+                if counter && *kind != MetricType::Counter {
+                    problems.push(format!(
+                        "{name} ends in _total but /metrics serves it as a {kind:?}: a \
+                         _total is a counter (rate() over it must make sense)"
+                    ));
+                }
+                if !counter && *kind == MetricType::Counter {
+                    problems.push(format!(
+                        "{name} is a counter, so its name must end in _total"
+                    ));
+                }
+            }
+            Some(kinds) => problems.push(format!("{name}: registered as {kinds:?}")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The literal a default cell of the policy reference starts with, when the cell is
+/// that literal alone or followed by a parenthesis (`` `"ports"` ``, `30000`,
+/// `4194304 (4 MiB)`, `-1 (zlib's default, 6)`); `None` for prose (`bind`'s port + 100,
+/// none, required, a conditional default).
+fn literal_default(cell: &str) -> Option<String> {
+    let head = match cell.find(" (") {
+        Some(at) if cell.ends_with(')') => &cell[..at],
+        _ => cell,
+    };
+    let value = head.trim().trim_matches('`').trim();
+    let number = value.parse::<f64>().is_ok();
+    let boolean = value == "true" || value == "false";
+    let string = value.len() >= 2
+        && value.starts_with('"')
+        && value.ends_with('"')
+        && !value[1..value.len() - 1].contains('"');
+    (number || boolean || string).then(|| value.to_owned())
+}
+
+/// The policy reference's documented defaults: dotted key (`limits.max_frame_bytes`,
+/// `defaults.compression.zstd.level`) to its default cell.
+fn documented_defaults() -> BTreeMap<String, (usize, String)> {
+    let text = read(&repo_root().join("docs/policy.md"));
+    let mut out = BTreeMap::new();
+    for table in tables(&text)
+        .iter()
+        .filter(|t| t.header.first().is_some_and(|h| h == "key"))
+    {
+        let Some(column) = table.header.iter().position(|h| h == "default") else {
+            continue;
+        };
+        for (line, row) in &table.rows {
+            let Some(cell) = row.get(column) else {
+                continue;
+            };
+            for key in backticked(&row[0]) {
+                for section in sections_named(&table.heading) {
+                    out.insert(format!("{section}.{key}"), (*line, cell.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A policy whose last table is `key`'s, with what that table needs to be valid;
+/// `key = value` appended at its end when given. `None` for a section no base is
+/// known for.
+fn policy_setting_key(key: &str, value: Option<&str>) -> Option<String> {
+    let listener = "[listener]\nbind = \"127.0.0.1:19092\"\n";
+    let upstream = "[upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n";
+    let (section, leaf) = key.split_once('.')?;
+    let (table, leaf) = match section {
+        "listener" | "upstream" => match leaf.split_once('.') {
+            Some((sub @ ("tls" | "sasl"), rest)) => (format!("{section}.{sub}"), rest),
+            _ => (section.to_owned(), leaf),
+        },
+        _ => (section.to_owned(), leaf),
+    };
+    let mut text = String::new();
+    if table != "listener" {
+        text.push_str(listener);
+    }
+    if table != "upstream" {
+        text.push_str(upstream);
+    }
+    let base = match table.as_str() {
+        "listener" => listener.to_owned(),
+        "upstream" => upstream.to_owned(),
+        "listener.tls" => "[listener.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\n".to_owned(),
+        "upstream.tls" => "[upstream.tls]\n".to_owned(),
+        "upstream.sasl" => "[upstream.sasl]\nmechanism = \"PLAIN\"\nusername = \"u\"\n\
+                            password_env = \"P\"\n"
+            .to_owned(),
+        "limits" | "log" => format!("[{table}]\n"),
+        // Its other keys are read only with adaptive levels on (else warned about).
+        "overload" if leaf != "adaptive" => "[overload]\nadaptive = true\n".to_owned(),
+        "overload" => "[overload]\n".to_owned(),
+        "admin" => "[admin]\nbind = \"127.0.0.1:9464\"\n".to_owned(),
+        "shadow" => "[shadow]\ncandidates = [\"zstd:3\"]\n".to_owned(),
+        "defaults" | "topics" => {
+            let header = if table == "topics" {
+                "[[topics]]\nmatch = \"t\"\n"
+            } else {
+                "[defaults]\n"
+            };
+            let codec_of = |rest: &str| {
+                ["gzip", "snappy", "lz4", "zstd"]
+                    .into_iter()
+                    .find(|codec| rest.starts_with(&format!("{codec}.")))
+            };
+            let mut rule = header.to_owned();
+            if let Some(rest) = leaf
+                .strip_prefix("overload.compression.")
+                .filter(|rest| *rest != "type")
+            {
+                let codec = codec_of(rest).unwrap_or("zstd");
+                rule.push_str(&format!(
+                    "compression.type = \"{codec}\"\noverload.compression.type = \"{codec}\"\n"
+                ));
+            } else if leaf != "compression.type" && leaf != "match" {
+                let codec = leaf
+                    .strip_prefix("compression.")
+                    .and_then(codec_of)
+                    .unwrap_or("zstd");
+                rule.push_str(&format!("compression.type = \"{codec}\"\n"));
+            }
+            rule
+        }
+        _ => return None,
+    };
+    text.push_str(&base);
+    if let Some(value) = value {
+        text.push_str(&format!("{leaf} = {value}\n"));
+    }
+    Some(text)
+}
+
+/// Every default the policy reference gives as a literal is what kpress uses when the
+/// key is left out: a policy setting the key to it parses to the same settings as one
+/// that does not set it.
+#[test]
+fn documented_defaults_are_the_codes_defaults() {
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for (key, (line, cell)) in documented_defaults() {
+        let Some(value) = literal_default(&cell) else {
+            continue;
+        };
+        let (Some(without), Some(with)) = (
+            policy_setting_key(&key, None),
+            policy_setting_key(&key, Some(&value)),
+        ) else {
+            problems.push(format!("line {line}: {key}: no policy to try it in"));
+            continue;
+        };
+        let parsed = |text: &str| {
+            kpress_config::parse(text, "policy")
+                .map(|mut config| {
+                    // Where each key was written, not what it sets.
+                    config.restart_keys = Default::default();
+                    // The unnamed provider is zlib (kpress-deflate's registry resolves it
+                    // so); named, it is `Named(Zlib)`.
+                    format!("{config:?}")
+                        .replace("Named(Zlib)", "Default")
+                        // No level written is the default level, info (logging.rs).
+                        .replace(
+                            "LogSettings { level: Some(\"info\") }",
+                            "LogSettings { level: None }",
+                        )
+                })
+                .map_err(|err| format!("{err}"))
+        };
+        checked += 1;
+        match (parsed(&without), parsed(&with)) {
+            (Ok(without), Ok(with)) if without == with => {}
+            (Ok(without), Ok(with)) => {
+                let at = without
+                    .bytes()
+                    .zip(with.bytes())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                let around = |s: &str| s[at.saturating_sub(80)..(at + 80).min(s.len())].to_owned();
+                problems.push(format!(
+                    "docs/policy.md:{line}: {key}: documented default {value} is not kpress's \
+                     (setting it changes the parsed policy: {} against {})",
+                    around(&without),
+                    around(&with)
+                ))
+            }
+            (Err(err), _) | (_, Err(err)) => problems.push(format!(
+                "docs/policy.md:{line}: {key} = {value}: {err}\n--- policy ---\n{with}"
+            )),
+        }
+    }
+    assert!(checked > 40, "only {checked} literal defaults checked");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A number with an optional unit (`500 ms`, `30 s`, `4 MiB`) in the unit of `key`
+/// (milliseconds for `*_ms`, seconds for `*_secs`, else bytes or a plain count).
+fn in_key_units(key: &str, number: f64, unit: &str) -> Option<f64> {
+    let factor = match (unit, key) {
+        ("", _) => 1.0,
+        ("ms", k) if k.ends_with("_ms") => 1.0,
+        ("s", k) if k.ends_with("_ms") => 1000.0,
+        ("s", k) if k.ends_with("_secs") => 1.0,
+        ("KiB", _) => 1024.0,
+        ("MiB", _) => 1048576.0,
+        ("GiB", _) => 1073741824.0,
+        _ => return None,
+    };
+    Some(number * factor)
+}
+
+/// Where prose quotes a policy key's default in the book's form: a key in backticks
+/// (`` `[limits] max_rewrite_wait_ms` ``, `` `readiness_window_secs` ``, a link
+/// `` [`topic_config_refresh_ms`](…) ``) followed by `(default VALUE[ UNIT]` or
+/// `(VALUE[ UNIT] by default`, or a ```` ```toml ```` line `key = …  # … default VALUE`.
+/// Yields (key as written, the table it names if any, value, unit).
+fn quoted_defaults(line: &str) -> Vec<(String, Option<String>, String, String)> {
+    let mut out = Vec::new();
+    let parts: Vec<&str> = line.split('`').collect();
+    for i in (1..parts.len()).step_by(2) {
+        let code = parts[i].trim();
+        let (table, key) = match code.strip_prefix('[').and_then(|c| c.split_once("] ")) {
+            Some((table, key)) => (Some(table.to_owned()), key),
+            None => (None, code),
+        };
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || "_.".contains(c))
+        {
+            continue;
+        }
+        let mut after = parts.get(i + 1).copied().unwrap_or("");
+        if let Some(rest) = after.strip_prefix("](") {
+            after = rest.split_once(')').map_or("", |(_, rest)| rest);
+        }
+        let Some(inside) = after.trim_start().strip_prefix('(') else {
+            continue;
+        };
+        let inside = inside.split([')', ',', ';']).next().unwrap_or("");
+        let words: Vec<&str> = inside.split_whitespace().collect();
+        let (value, unit) = match words.as_slice() {
+            ["default", value] => (*value, ""),
+            ["default", value, unit] => (*value, *unit),
+            [value, "by", "default"] => (*value, ""),
+            [value, unit, "by", "default"] => (*value, *unit),
+            _ => continue,
+        };
+        out.push((key.to_owned(), table, value.to_owned(), unit.to_owned()));
+    }
+    out
+}
+
+/// Prose that quotes a policy key's default quotes the policy reference's (which the
+/// test above holds to the code's).
+#[test]
+fn defaults_quoted_in_prose_are_the_references() {
+    let documented = documented_defaults();
+    let resolve = |key: &str, table: Option<&str>| -> Option<String> {
+        match table {
+            Some(table) => Some(format!("{table}.{key}")).filter(|k| documented.contains_key(k)),
+            None => {
+                let found: BTreeSet<&String> = documented
+                    .keys()
+                    .filter(|k| k.ends_with(&format!(".{key}")))
+                    .filter(|k| !k.starts_with("topics."))
+                    .collect();
+                (found.len() == 1).then(|| found.into_iter().next().unwrap().clone())
+            }
+        }
+    };
+    let number = |text: &str| text.trim_matches('`').replace(',', "").parse::<f64>().ok();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for path in markdown_files() {
+        let text = read(&path);
+        // (first line, text): prose paragraphs joined into one line each (a key may end
+        // one line and its default start the next), table rows and code lines as they are.
+        let mut pieces: Vec<(usize, String, bool)> = Vec::new();
+        let mut paragraph: Option<(usize, String)> = None;
+        for line in lines(&text) {
+            let row = line.text.trim_start().starts_with('|');
+            if line.in_code || row || line.text.trim().is_empty() {
+                if let Some((start, joined)) = paragraph.take() {
+                    pieces.push((start, joined, false));
+                }
+                if !line.text.trim().is_empty() {
+                    pieces.push((line.number, line.text.to_owned(), line.in_code));
+                }
+            } else {
+                match &mut paragraph {
+                    Some((_, joined)) => {
+                        joined.push(' ');
+                        joined.push_str(line.text.trim());
+                    }
+                    None => paragraph = Some((line.number, line.text.trim().to_owned())),
+                }
+            }
+        }
+        if let Some((start, joined)) = paragraph.take() {
+            pieces.push((start, joined, false));
+        }
+        let mut toml_table: Option<String> = None;
+        for (at_line, text, in_code) in pieces {
+            let mut quoted = Vec::new();
+            if in_code {
+                let setting = text.split('#').next().unwrap_or("").trim();
+                if setting.starts_with('[') && !setting.starts_with("[[") {
+                    toml_table = Some(setting.trim_matches(|c| c == '[' || c == ']').to_owned());
+                } else if let Some((setting, comment)) = text.trim().split_once('#') {
+                    let key = setting.split('=').next().unwrap_or("").trim();
+                    if let Some(at) = comment.find("default ") {
+                        let words: Vec<&str> = comment[at + 8..]
+                            .split([')', ',', ';'])
+                            .next()
+                            .unwrap_or("")
+                            .split_whitespace()
+                            .collect();
+                        if let (false, [value, rest @ ..]) = (key.is_empty(), words.as_slice()) {
+                            quoted.push((
+                                key.to_owned(),
+                                toml_table.clone(),
+                                value.to_string(),
+                                rest.first().copied().unwrap_or("").to_owned(),
+                            ));
+                        }
+                    }
+                }
+            } else {
+                toml_table = None;
+                quoted = quoted_defaults(&text);
+            }
+            for (key, table, value, unit) in quoted {
+                let Some(full) = resolve(&key, table.as_deref()) else {
+                    continue;
+                };
+                let (_, cell) = &documented[&full];
+                let Some(reference) = literal_default(cell) else {
+                    continue;
+                };
+                checked += 1;
+                let same = match (number(&value), number(&reference)) {
+                    (Some(quoted), Some(reference)) => {
+                        in_key_units(&full, quoted, &unit) == Some(reference)
+                    }
+                    _ => value.trim_matches('`') == reference,
+                };
+                if !same {
+                    problems.push(format!(
+                        "{}:{at_line}: {key}: default {} quoted, the policy reference \
+                         says {reference}",
+                        shown(&path),
+                        format!("{value} {unit}").trim_end(),
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 5, "only {checked} quoted defaults found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The environment variables a source text reads: in a file that reads the environment
+/// (`env::var`, `var_os`, `from_env`), every string literal outside its test module
+/// shaped like a variable name (`AWS_ROLE_ARN`, `KPRESS_LOG`).
+fn variables_read(source: &str) -> BTreeSet<String> {
+    let reads = ["env::var", "var_os(", "from_env("];
+    if !reads.iter().any(|r| source.contains(r)) {
+        return BTreeSet::new();
+    }
+    let mut code = source.split("#[cfg(test)]").next().unwrap_or("").to_owned();
+    // `env!` and `option_env!` read the build's environment, not kpress's.
+    while let Some(at) = code.find("env!(\"") {
+        let end = code[at + 6..]
+            .find('"')
+            .map_or(code.len(), |e| at + 6 + e + 1);
+        code.replace_range(at..end, "");
+    }
+    let shaped = |s: &str| {
+        s.len() > 3
+            && s.starts_with(|c: char| c.is_ascii_uppercase())
+            && s.contains('_')
+            && s.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    code.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| shaped(s))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_environment_variable_read_is_in_the_book() {
+    let mut read_by: BTreeMap<String, String> = BTreeMap::new();
+    let crates = repo_root().join("crates");
+    let mut stack = vec![crates];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("listing a directory") {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                // Sources only: tests, benches and build output read what harnesses set.
+                if !["tests", "benches", "target", "fuzz", "examples"].contains(&name) {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.components().any(|c| c.as_os_str() == "src")
+            {
+                for variable in variables_read(&read(&path)) {
+                    read_by.entry(variable).or_insert_with(|| shown(&path));
+                }
+            }
+        }
+    }
+    assert!(
+        read_by.contains_key("KPRESS_LOG") && read_by.contains_key("AWS_ROLE_ARN"),
+        "variables found: {read_by:?}"
+    );
+    let book: BTreeSet<String> = markdown_files()
+        .iter()
+        .flat_map(|path| {
+            backticked(&read(path))
+                .into_iter()
+                .flat_map(|code| {
+                    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let missing: Vec<String> = read_by
+        .iter()
+        .filter(|(variable, _)| !book.contains(*variable))
+        .map(|(variable, file)| format!("{variable} (read in {file})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "kpress reads these environment variables, but no page of the book names them in \
+         backticks: {}",
+        missing.join(", ")
+    );
 }
