@@ -549,3 +549,93 @@ fn matrix_measures_every_bench_candidate() {
     assert!(ranking.len() >= 40, "{}", ranking.len());
     assert_policy_accepts(report["toml"].as_str().unwrap());
 }
+
+#[test]
+fn small_batches_that_grow_are_named_with_only_if_smaller_in_the_rule() {
+    let dir = dataset(5000);
+    let path = dir.path().to_str().unwrap();
+    // 14 log lines a batch: zstd-3 comes out larger than the producer's gzip-6 in most.
+    let args = [
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "zstd:3",
+        "--current",
+        "gzip:6",
+        "--batch-size",
+        "14",
+    ];
+    let report = json(&args);
+    let small = &report["small_batches"];
+    let (grown, batches) = (
+        small["grown"].as_u64().unwrap(),
+        small["batches"].as_u64().unwrap(),
+    );
+    assert_eq!(batches, 358, "{small}");
+    assert!(grown * 2 > batches, "{small}");
+    assert!(small["not_smaller"].as_u64().unwrap() >= grown, "{small}");
+    assert_eq!(small["candidate"], "zstd:3");
+    assert_eq!(small["now"], "gzip:6");
+    assert_eq!(small["only_if_smaller"], true);
+    // zstd-3 stores less than gzip-6 only once batches hold hundreds of lines.
+    assert_eq!(small["smaller_from_batch_size"], 262144, "{small}");
+    let toml = report["toml"].as_str().unwrap();
+    assert!(toml.contains("only_if_smaller = true\n"), "{toml}");
+    assert_policy_accepts(toml);
+
+    let text = ok(&args);
+    assert!(
+        text.contains(&format!(
+            "Small batches: at today's 14 records a batch, {grown} of {batches} batches"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("counts them `grown`"), "{text}");
+    assert!(text.contains("From batch.size 256 KiB"), "{text}");
+    assert!(
+        text.contains("only_if_smaller = true in the rule"),
+        "{text}"
+    );
+    assert!(text.contains("in topic mode"), "{text}");
+    assert!(
+        text_block(&text).contains("only_if_smaller = true\n"),
+        "{text}"
+    );
+
+    // lz4 grows at every size: batching more does not turn it around.
+    let lz4 = ok(&[
+        "advise",
+        "--dir",
+        path,
+        "--candidates",
+        "lz4:9",
+        "--current",
+        "gzip:6",
+        "--batch-size",
+        "14",
+    ]);
+    assert!(
+        lz4.contains("batching more will not turn it around"),
+        "{lz4}"
+    );
+
+    // Batches of 1 MiB, or a producer that does not compress: nothing grows.
+    for extra in [
+        ["--current", "gzip:6", "--batch-bytes", "1048576"],
+        ["--current", "none", "--batch-size", "14"],
+    ] {
+        let report = json(
+            &[
+                &["advise", "--dir", path, "--candidates", "zstd:3"][..],
+                &extra,
+            ]
+            .concat(),
+        );
+        assert!(report["small_batches"].is_null(), "{extra:?}: {report}");
+        assert!(
+            !report["toml"].as_str().unwrap().contains("only_if_smaller"),
+            "{extra:?}: {report}"
+        );
+    }
+}

@@ -378,3 +378,99 @@ fn bad_arguments_say_what_is_allowed() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn batch_sizes_compare_each_candidate_with_the_producers_gzip_batch_by_batch() {
+    let file = apache_log();
+    let args = [
+        "--file",
+        &file,
+        "--batch-sizes",
+        "1,14,1000,20000",
+        "--batch-count",
+        "20",
+        "--candidate",
+        "zstd:3",
+        "--candidate",
+        "lz4",
+    ];
+    let doc = json(&bench(&[&args[..], &["--format", "json"]].concat()));
+    assert_eq!(doc["against"], "gzip:6");
+    assert_eq!(doc["too_few_records"], serde_json::json!([20000]));
+    let rows = doc["rows"].as_array().unwrap();
+    let sizes: Vec<u64> = rows
+        .iter()
+        .map(|r| r["records_per_batch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [1, 14, 1000]);
+    // At most --batch-count full batches: the 10,000 lines make 10 of 1000.
+    let batches: Vec<u64> = rows
+        .iter()
+        .map(|r| r["batches"].as_u64().unwrap())
+        .collect();
+    assert_eq!(batches, [20, 20, 10]);
+    let cell = |row: usize, candidate: usize, key: &str| {
+        rows[row]["candidates"][candidate][key].as_u64().unwrap()
+    };
+    // lz4 is larger than gzip-6 in every batch; zstd-3 in most of 14 lines, none of 1000.
+    for (row, &n) in batches.iter().enumerate() {
+        assert_eq!(cell(row, 1, "grown"), n, "{doc}");
+    }
+    assert!(cell(1, 0, "grown") * 2 > 20, "{doc}");
+    assert_eq!(cell(2, 0, "grown"), 0, "{doc}");
+    assert!(cell(2, 0, "batch_bytes") < rows[2]["against_bytes"].as_u64().unwrap());
+    assert_eq!(
+        doc["crossover"],
+        serde_json::json!([
+            {"candidate": "zstd:3", "smaller_from_records_per_batch": 1000},
+            {"candidate": "lz4:9", "smaller_from_records_per_batch": null},
+        ])
+    );
+
+    let out = bench(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("against the same batches in gzip:6"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- zstd:3: smaller from 1000 records per batch than gzip:6."),
+        "{text}"
+    );
+    assert!(
+        text.contains("- lz4:9: larger at every size up to 1000 records per batch than gzip:6."),
+        "{text}"
+    );
+
+    // --against names what the producer sends; it needs --batch-sizes.
+    let out = bench(&[
+        "--file",
+        &file,
+        "--batch-sizes",
+        "14",
+        "--batch-count",
+        "5",
+        "--candidate",
+        "zstd:3",
+        "--against",
+        "lz4",
+        "--format",
+        "csv",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[1].starts_with("14,5,"), "{csv}");
+    assert!(lines[1].contains(",lz4:9,"), "{csv}");
+    // zstd-3 is smaller than lz4 in every batch.
+    assert!(lines[1].ends_with(",0,0"), "{csv}");
+    let refused = bench(&["--file", &file, "--candidate", "zstd:3", "--against", "lz4"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--batch-sizes"),
+        "{}",
+        stderr(&refused)
+    );
+}

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use kpress_codec::Codec;
+use kpress_codec::{Candidate, Codec};
 use kpress_measure::{RecordsSection, SegmentLimits};
 use serde_json::{json, Value};
 
@@ -29,6 +29,9 @@ pub(crate) struct Input {
     pub(crate) sections: Vec<RecordsSection>,
     /// What stores these records now, when the input says (a segment's batches).
     pub(crate) stored_now: Option<(String, u64)>,
+    /// A segment stored in one compressed codec: that codec (at its Kafka default
+    /// options) and each batch's bytes as stored.
+    pub(crate) stored_per_batch: Option<(Candidate, Vec<u64>)>,
     pub(crate) regroup: Box<dyn Fn(usize) -> anyhow::Result<Vec<RecordsSection>>>,
 }
 
@@ -94,6 +97,7 @@ pub(crate) fn read_dir(dir: &Path, args: &Args) -> anyhow::Result<Input> {
         json,
         sections,
         stored_now: None,
+        stored_per_batch: None,
         regroup: Box::new(move |batch_bytes| {
             let values: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
             Ok(kpress_measure::sections_by_bytes(&values, batch_bytes))
@@ -125,10 +129,19 @@ pub(crate) fn read_segment(path: &Path) -> anyhow::Result<Input> {
         );
     }
     let stored: u64 = segment.batches.iter().map(|b| b.stored_bytes as u64).sum();
+    let per_batch: Vec<u64> = segment
+        .batches
+        .iter()
+        .map(|b| b.stored_bytes as u64)
+        .collect();
     let mut codecs: Vec<Codec> = segment.batches.iter().map(|b| b.codec).collect();
     codecs.sort_by_key(|c| c.id());
     codecs.dedup();
     let codec_names: Vec<&str> = codecs.iter().map(|c| c.name()).collect();
+    let stored_per_batch = match codecs.as_slice() {
+        [codec] if *codec != Codec::None => Some((Candidate::new(*codec), per_batch)),
+        _ => None,
+    };
     let sections: Vec<RecordsSection> = segment.batches.into_iter().map(|b| b.section).collect();
     let raw: u64 = sections.iter().map(|s| s.records.len() as u64).sum();
     let records: u64 = sections.iter().map(|s| u64::from(s.count)).sum();
@@ -160,6 +173,7 @@ pub(crate) fn read_segment(path: &Path) -> anyhow::Result<Input> {
             format!("the segment as stored ({})", codec_names.join(", ")),
             stored,
         )),
+        stored_per_batch,
         regroup: Box::new(move |batch_bytes| {
             kpress_measure::advice::regroup_by_bytes(&regroup_from, batch_bytes)
                 .context("regrouping the segment's records")

@@ -67,6 +67,7 @@ fn rules(advice: &[TopicAdvice], interval: Option<f64>) -> Vec<Rule> {
                         " over the counters' life"
                     },
                 )],
+                only_if_smaller: false,
             })
         })
         .collect()

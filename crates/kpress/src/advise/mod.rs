@@ -13,6 +13,7 @@ mod prometheus;
 mod rank;
 mod report;
 mod shadow;
+mod small_batches;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

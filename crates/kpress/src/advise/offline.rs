@@ -15,6 +15,7 @@ use super::input::{read_dir, read_segment};
 use super::policy_block::{self, Rule};
 use super::rank::{self, number, Floors, Goal, Measured};
 use super::report::{bytes, ranked_json, text_table};
+use super::small_batches;
 use super::{Args, Format, PLACEHOLDER_MATCH};
 
 /// The quicker set measured without --matrix: each codec at its common levels.
@@ -64,6 +65,27 @@ pub(crate) fn run(args: &Args, floors: &Floors) -> anyhow::Result<String> {
         None
     };
     let choice = rank::choice(&ranked).cloned();
+    // What the producer sends now, batch by batch, when it compresses: the advised
+    // codec may come out larger than it at today's batch size.
+    let now_per_batch = match (&input.stored_per_batch, &args.current) {
+        (Some((codec, per_batch)), _) => Some((
+            format!("the segment as stored ({})", codec.codec()),
+            codec.clone(),
+            per_batch.clone(),
+        )),
+        (None, Some(current)) if current.codec() != kpress_codec::Codec::None => Some((
+            current.to_string(),
+            current.clone(),
+            crate::bench::crossover::batch_bytes(current, &input.sections)?,
+        )),
+        _ => None,
+    };
+    let small = match (&choice, &now_per_batch) {
+        (Some(choice), Some((label, spec, per_batch))) => {
+            small_batches::check(&input, &choice.measured.candidate, label, spec, per_batch)?
+        }
+        _ => None,
+    };
     let topic = args
         .topic
         .clone()
@@ -91,6 +113,9 @@ pub(crate) fn run(args: &Args, floors: &Floors) -> anyhow::Result<String> {
             args.goal.name(),
             c.sentence
         )],
+        only_if_smaller: small
+            .as_ref()
+            .is_some_and(small_batches::SmallBatches::suggests_only_if_smaller),
     });
     let toml = rule
         .as_ref()
@@ -105,6 +130,7 @@ pub(crate) fn run(args: &Args, floors: &Floors) -> anyhow::Result<String> {
                 "ranking": ranked.iter().map(ranked_json).collect::<Vec<_>>(),
                 "choice": choice.as_ref().map(|c| c.measured.candidate.to_string()),
                 "batching": batching.as_ref().map(|b| b.json(lever.map(|(l, _)| l).unwrap_or(false))),
+                "small_batches": small.as_ref().map(small_batches::SmallBatches::json),
                 "toml": toml,
             }))?;
             out.push('\n');
@@ -130,6 +156,10 @@ pub(crate) fn run(args: &Args, floors: &Floors) -> anyhow::Result<String> {
             if let Some(batching) = &batching {
                 let _ = writeln!(out);
                 batching.text(&mut out, lever);
+            }
+            if let Some(small) = &small {
+                let _ = writeln!(out);
+                small.text(&mut out);
             }
             let _ = writeln!(out);
             match &toml {

@@ -13,6 +13,8 @@ pub(crate) struct Rule {
     pub(crate) topic_match: String,
     pub(crate) candidate: Candidate,
     pub(crate) comment: Vec<String>,
+    /// Keep the producer's batch when the rewrite is not smaller.
+    pub(crate) only_if_smaller: bool,
 }
 
 /// The rules as TOML, one `[[topics]]` table each, separated by blank lines.
@@ -40,6 +42,9 @@ pub(crate) fn render(rules: &[Rule]) -> String {
             } else {
                 let _ = writeln!(out, "{key} = {value}");
             }
+        }
+        if rule.only_if_smaller {
+            out.push_str("only_if_smaller = true\n");
         }
     }
     out
@@ -75,6 +80,7 @@ mod tests {
             topic_match: topic.to_owned(),
             candidate: spec.parse().unwrap(),
             comment: vec![],
+            only_if_smaller: false,
         }
     }
 
@@ -97,6 +103,17 @@ mod tests {
              compression.type = \"gzip\"\n\
              compression.gzip.level = 6\n\
              compression.gzip.provider = \"libdeflate\"\n"
+        );
+    }
+
+    #[test]
+    fn only_if_smaller_follows_the_codec_keys() {
+        let mut small = rule("clicks", "zstd:3");
+        small.only_if_smaller = true;
+        assert_eq!(
+            render(&[small]),
+            "[[topics]]\nmatch = \"clicks\"\ncompression.type = \"zstd\"\n\
+             compression.zstd.level = 3\nonly_if_smaller = true\n"
         );
     }
 

@@ -65,16 +65,51 @@ pub(super) enum Batching {
     Bytes(usize),
 }
 
-/// Reads `dir`'s files (regular, not hidden, in name order) and `files`, until they hold
-/// the records of `batch_count` batches, and builds `batch_count` sections, repeating
-/// the records when there are fewer.
-pub(super) fn read_dataset(
+/// Every record of a dataset's files, one per line (or per file).
+pub(super) struct Values {
+    pub(super) values: Vec<Vec<u8>>,
+    pub(super) files: Vec<String>,
+    pub(super) source: String,
+}
+
+/// Reads every record of `dir`'s files and `files`, as [`read_dataset`] reads them.
+pub(super) fn read_values(
     dir: Option<&Path>,
     files: &[PathBuf],
     record_per_file: bool,
-    batching: Batching,
-    batch_count: usize,
-) -> anyhow::Result<Records> {
+) -> anyhow::Result<Values> {
+    let paths = dataset_paths(dir, files)?;
+    let mut values = Vec::new();
+    let mut total: u64 = 0;
+    for path in &paths {
+        let data = read_bounded(path)?;
+        total += data.len() as u64;
+        if total > MAX_MEASURED_BYTES {
+            bail!("the files hold more than {MAX_MEASURED_BYTES} bytes: measure a sample");
+        }
+        if record_per_file {
+            values.push(data);
+        } else {
+            values.extend(kpress_measure::lines(&data).map(<[u8]>::to_vec));
+        }
+    }
+    if values.is_empty() {
+        bail!("no records in the files: every file is empty or blank");
+    }
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let source = match dir {
+        Some(dir) if files.is_empty() => dir.display().to_string(),
+        _ => names.join(", "),
+    };
+    Ok(Values {
+        values,
+        files: names,
+        source,
+    })
+}
+
+/// `dir`'s files (regular, not hidden, in name order), then `files`.
+fn dataset_paths(dir: Option<&Path>, files: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     if let Some(dir) = dir {
         let entries = fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
@@ -95,6 +130,20 @@ pub(super) fn read_dataset(
         paths.extend(found);
     }
     paths.extend(files.iter().cloned());
+    Ok(paths)
+}
+
+/// Reads `dir`'s files (regular, not hidden, in name order) and `files`, until they hold
+/// the records of `batch_count` batches, and builds `batch_count` sections, repeating
+/// the records when there are fewer.
+pub(super) fn read_dataset(
+    dir: Option<&Path>,
+    files: &[PathBuf],
+    record_per_file: bool,
+    batching: Batching,
+    batch_count: usize,
+) -> anyhow::Result<Records> {
+    let paths = dataset_paths(dir, files)?;
 
     // Records wanted, or (by bytes) file bytes that hold enough records.
     let (wanted_records, wanted_bytes) = match batching {

@@ -3,6 +3,7 @@
 //! and measures each candidate codec's compressed size and one core's compress and
 //! decompress time on them.
 
+pub(crate) mod crossover;
 mod input;
 mod plot;
 mod progress;
@@ -57,6 +58,19 @@ pub(crate) struct Args {
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["batch_size", "segment"],
           value_parser = clap::value_parser!(u32).range(64..=(1 << 30)))]
     batch_bytes: Option<u32>,
+    /// Compare each candidate, batch by batch, with the same batches as the producer
+    /// compresses them (--against) at each of these numbers of records per batch
+    /// (comma-separated; no value: 1,2,5,10,14,20,50,100,200,500,1000,2000): where a
+    /// rewrite stops coming out larger than the producer's batch. Sizes only, full batches
+    /// of the dataset's records (at most --batch-count of them).
+    #[arg(long, value_name = "RECORDS,...", value_delimiter = ',', num_args = 0..,
+          conflicts_with_all = ["segment", "batch_bytes", "plot"],
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    batch_sizes: Option<Vec<u32>>,
+    /// With --batch-sizes: what the producer sends, as a candidate spec (default gzip:6,
+    /// the Java producer's and librdkafka's default gzip level).
+    #[arg(long, value_name = "SPEC", requires = "batch_sizes")]
+    against: Option<String>,
     /// Batches to measure: the dataset's records are repeated if they make fewer
     /// (default 100); a segment's first N batches (default all).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
@@ -106,6 +120,9 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     let candidates = candidates(&args)?;
     if candidates.is_empty() && args.segment.is_none() {
         bail!("nothing to measure: name --compression, --candidate or --matrix");
+    }
+    if let Some(sizes) = &args.batch_sizes {
+        return batch_sizes(&args, sizes, &candidates);
     }
     let (records, stored) = match &args.segment {
         Some(path) => {
@@ -171,6 +188,44 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         plot::draw(path, &title, &results, &front)
             .with_context(|| format!("drawing {}", path.display()))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--batch-sizes`: each candidate against the producer's codec per records per batch.
+fn batch_sizes(args: &Args, sizes: &[u32], candidates: &[Candidate]) -> anyhow::Result<ExitCode> {
+    let against: Candidate = args
+        .against
+        .as_deref()
+        .unwrap_or(crossover::PRODUCER_GZIP)
+        .parse()
+        .map_err(|e| anyhow!("--against {e}"))?;
+    let sizes: Vec<usize> = if sizes.is_empty() {
+        crossover::DEFAULT_BATCH_SIZES.to_vec()
+    } else {
+        sizes.iter().map(|&n| n as usize).collect()
+    };
+    let dataset = input::read_values(args.dir.as_deref(), &args.file, args.record_per_file)?;
+    let values: Vec<&[u8]> = dataset.values.iter().map(Vec::as_slice).collect();
+    let measured = crossover::measure(
+        &values,
+        &sizes,
+        args.batch_count.map(|n| n as usize),
+        &against,
+        candidates,
+    )?;
+    let out = match args.format {
+        Format::Table => measured.table(&format!("{} ({} records)", dataset.source, values.len())),
+        Format::Csv => measured.csv(),
+        Format::Json => format!(
+            "{:#}\n",
+            measured.json(json!({
+                "files": dataset.files,
+                "records": values.len(),
+                "record_per_file": args.record_per_file,
+            }))
+        ),
+    };
+    std::io::stdout().write_all(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
