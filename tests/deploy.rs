@@ -24,7 +24,7 @@ use anyhow::{bail, ensure, Context};
 use kpress_tests::kpress::kpress_binary;
 use kpress_tests::paths;
 use kpress_tests::process::{run, run_ok};
-use kpress_tests::tls::TestPki;
+use kpress_tests::tls::{CertFiles, TestPki};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,9 +34,12 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Reads manifests (a file of YAML documents) and prints one line per fact the test
 /// checks; with a pod directory, lays out every Deployment's volume mounts in it: a
-/// ConfigMap item from the ConfigMap of the same file, a Secret item from the file of
-/// that key in the secrets directory. Only projected volumes are understood: anything
-/// else fails here, so a new volume kind gets a test before it ships.
+/// ConfigMap item from the ConfigMap of the same file, a Secret item from the file
+/// `<secrets>/<Secret name>/<key>`, the cluster's Secrets as this test has them. A
+/// Secret item the cluster lacks fails here, unless its source is `optional` (then
+/// nothing is mounted, as the kubelet does). Projected and Secret volumes are
+/// understood, emptyDir ones are made empty: anything else fails here, so a new volume
+/// kind gets a test before it ships.
 const MANIFEST_FACTS: &str = r#"
 import os, shutil, sys, yaml
 manifests, pod_dir, secrets_dir, namespace = sys.argv[1:5]
@@ -48,20 +51,54 @@ def put(root, rel, write):
     path = os.path.join(root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write(path)
+def secret_items(mount, root, secret):
+    """Lays out the items of a Secret (volume or projected source) under root."""
+    name, optional = secret.get("name") or secret.get("secretName"), secret.get("optional", False)
+    stored = os.path.join(secrets_dir, name)
+    items = secret.get("items")
+    if items is None:
+        if not os.path.isdir(stored):
+            if optional:
+                print("absent", mount, "secret", name, "-")
+                return
+            raise SystemExit("the pod mounts Secret %s, which this test's cluster does not have" % name)
+        items = [{"key": k, "path": k} for k in sorted(os.listdir(stored))]
+    for it in items:
+        key, source = it["key"], os.path.join(stored, it["key"])
+        if not os.path.isfile(source):
+            if optional:
+                print("absent", os.path.join(mount, it["path"]), "secret", name, key)
+                continue
+            raise SystemExit("the pod mounts key %s of Secret %s, which this test's cluster does not have" % (key, name))
+        put(root, it["path"], lambda p: shutil.copyfile(source, p))
+        print("file", os.path.join(mount, it["path"]), "secret", name, key)
 for d in docs:
     kind, name = d["kind"], d["metadata"]["name"]
     print("doc", kind, name)
     if kind == "Service":
         for p in d["spec"]["ports"]:
             print("service-port", name, p["port"], p.get("targetPort", p["port"]))
+    if kind == "ServiceAccount":
+        annotations = d["metadata"].get("annotations") or {}
+        print("service-account", name, d.get("automountServiceAccountToken", "-"),
+              ",".join("%s=%s" % kv for kv in sorted(annotations.items())) or "-")
     if kind != "Deployment":
         continue
     pod = d["spec"]["template"]["spec"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     sc = pod.get("securityContext", {})
     print("pod-security", sc.get("runAsNonRoot"), sc.get("runAsUser"))
+    print("pod-service-account", name, pod.get("serviceAccountName", "default"),
+          pod.get("automountServiceAccountToken", "-"))
     for c in pod["containers"]:
         print("args", " ".join(c.get("args", [])))
+        for e in c.get("env", []):
+            ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+            value = "secret:%s/%s" % (ref["name"], ref["key"]) if ref else e.get("value", "-")
+            print("env", e["name"], value)
+        for e in c.get("envFrom", []):
+            source = e.get("secretRef") or e.get("configMapRef")
+            print("env-from", "secret" if "secretRef" in e else "configmap", source["name"])
         named = {p["name"]: p["containerPort"] for p in c.get("ports", []) if "name" in p}
         for p in c.get("ports", []):
             print("container-port", p.get("name", "-"), p["containerPort"])
@@ -72,20 +109,27 @@ for d in docs:
         print("container-security", csc.get("allowPrivilegeEscalation"), csc.get("readOnlyRootFilesystem"))
         print("resources", "limits" in c.get("resources", {}), "requests" in c.get("resources", {}))
         for m in c.get("volumeMounts", []):
-            root = os.path.join(pod_dir, m["mountPath"].lstrip("/"))
-            print("mount", m["mountPath"])
-            for src in volumes[m["name"]]["projected"]["sources"]:
+            mount = m["mountPath"]
+            root = os.path.join(pod_dir, mount.lstrip("/"))
+            print("mount", mount)
+            volume = volumes[m["name"]]
+            if "secret" in volume:
+                secret_items(mount, root, volume["secret"])
+                continue
+            if "emptyDir" in volume:
+                os.makedirs(root, exist_ok=True)
+                continue
+            if "projected" not in volume:
+                raise SystemExit("volume the test does not lay out: %r" % volume)
+            for src in volume["projected"]["sources"]:
                 if "configMap" in src:
                     data = configmaps[src["configMap"]["name"]]
                     for it in src["configMap"]["items"]:
                         text = data[it["key"]]
                         put(root, it["path"], lambda p: open(p, "w").write(text))
-                        print("file", os.path.join(m["mountPath"], it["path"]), "configmap", it["key"])
+                        print("file", os.path.join(mount, it["path"]), "configmap", it["key"])
                 elif "secret" in src:
-                    for it in src["secret"]["items"]:
-                        key = it["key"]
-                        put(root, it["path"], lambda p: shutil.copyfile(os.path.join(secrets_dir, key), p))
-                        print("file", os.path.join(m["mountPath"], it["path"]), "secret", src["secret"]["name"], key)
+                    secret_items(mount, root, src["secret"])
                 else:
                     raise SystemExit("volume source the test does not lay out: %r" % src)
 
@@ -541,17 +585,65 @@ impl Drop for Scratch {
     }
 }
 
-/// Test certificates under the keys Kubernetes TLS and CA Secrets use: `tls.crt`,
-/// `tls.key` (a server certificate for `names`) and `ca.crt`.
-fn secret_keys(dir: &Path, names: &[&str]) -> anyhow::Result<PathBuf> {
-    let pki = TestPki::generate(&dir.join("pki"))?;
-    let server = pki.server(names)?;
-    let keys = dir.join("secret-keys");
-    std::fs::create_dir_all(&keys)?;
-    std::fs::copy(&server.chain, keys.join("tls.crt"))?;
-    std::fs::copy(&server.key, keys.join("tls.key"))?;
-    std::fs::copy(pki.ca_cert(), keys.join("ca.crt"))?;
-    Ok(keys)
+/// The cluster's Secrets as one test has them, `<dir>/<name>/<key>`: what
+/// `MANIFEST_FACTS` mounts from. Certificates come from one test PKI: a server
+/// certificate for the names kpress is reached by in these tests, and its CA.
+struct Secrets {
+    dir: PathBuf,
+    pki: TestPki,
+    server: CertFiles,
+}
+
+impl Secrets {
+    /// No Secrets yet, under `<scratch>/secrets`.
+    fn new(scratch: &Path) -> anyhow::Result<Secrets> {
+        let pki = TestPki::generate(&scratch.join("pki"))?;
+        let server = pki.server(&[
+            "*.kafka.test",
+            "bootstrap.kafka.test",
+            "kpress",
+            "kpress.kafka.svc",
+        ])?;
+        let dir = scratch.join("secrets");
+        std::fs::create_dir_all(&dir)?;
+        Ok(Secrets { dir, pki, server })
+    }
+
+    /// Secrets holding the server certificate under the keys of a `kubernetes.io/tls`
+    /// Secret (`tls.crt`, `tls.key`) and the CA as cert-manager adds it (`ca.crt`).
+    fn tls(self, names: &[&str]) -> anyhow::Result<Secrets> {
+        for name in names {
+            self.file(name, "tls.crt", &self.server.chain)?;
+            self.file(name, "tls.key", &self.server.key)?;
+            self.file(name, "ca.crt", self.pki.ca_cert())?;
+        }
+        Ok(self)
+    }
+
+    /// Secret `name` holding the CA bundle under `key`.
+    fn ca(self, name: &str, key: &str) -> anyhow::Result<Secrets> {
+        self.file(name, key, self.pki.ca_cert())?;
+        Ok(self)
+    }
+
+    /// Secret `name` holding `text` under `key`.
+    fn text(self, name: &str, key: &str, text: &str) -> anyhow::Result<Secrets> {
+        let secret = self.dir.join(name);
+        std::fs::create_dir_all(&secret)?;
+        std::fs::write(secret.join(key), text)?;
+        Ok(self)
+    }
+
+    fn file(&self, name: &str, key: &str, from: &Path) -> anyhow::Result<()> {
+        let secret = self.dir.join(name);
+        std::fs::create_dir_all(&secret)?;
+        std::fs::copy(from, secret.join(key))?;
+        Ok(())
+    }
+
+    fn path(&self) -> &Path {
+        &self.dir
+    }
 }
 
 /// The namespace the manifests are applied in (`helm template --namespace`).
@@ -574,20 +666,24 @@ fn read_facts(manifests: &Path, pod: &Path, secrets: &Path) -> anyhow::Result<Fa
 
 /// Everything checked of one set of manifests: validation, facts, the mounted volume
 /// laid out under `<scratch>/pod`, and `kpress check-config` on the policy the
-/// container's `--config` names there. Returns the facts and check-config's output.
+/// container's `--config` names there. The cluster has the TLS Secrets the chart's
+/// tests name (`kpress-tls`, `clients-ca`, `brokers-tls`). Returns the facts and
+/// check-config's output.
 fn check_manifests(scratch: &Path, manifests: &Path) -> anyhow::Result<(Facts, String)> {
+    let secrets = Secrets::new(scratch)?.tls(&["kpress-tls", "clients-ca", "brokers-tls"])?;
+    check_manifests_with(scratch, manifests, &secrets)
+}
+
+/// [`check_manifests`] in a cluster with `secrets`. An absolute path in the policy
+/// under a mount of the pod is read where the mount is laid out, as the pod would.
+fn check_manifests_with(
+    scratch: &Path,
+    manifests: &Path,
+    secrets: &Secrets,
+) -> anyhow::Result<(Facts, String)> {
     validate(manifests)?;
-    let secrets = secret_keys(
-        scratch,
-        &[
-            "*.kafka.test",
-            "bootstrap.kafka.test",
-            "kpress",
-            "kpress.kafka.svc",
-        ],
-    )?;
     let pod = scratch.join("pod");
-    let facts = read_facts(manifests, &pod, &secrets)?;
+    let facts = read_facts(manifests, &pod, secrets.path())?;
 
     let config = facts
         .args
@@ -606,6 +702,16 @@ fn check_manifests(scratch: &Path, manifests: &Path) -> anyhow::Result<(Facts, S
         facts.mounted_files
     );
     let policy = pod.join(config.trim_start_matches('/'));
+    let text = std::fs::read_to_string(&policy)?;
+    let mut in_pod = text.clone();
+    for mount in facts.rows("mount") {
+        let mount = mount[0].trim_end_matches('/');
+        let laid_out = format!("\"{}{mount}/", pod.display());
+        in_pod = in_pod.replace(&format!("\"{mount}/"), &laid_out);
+    }
+    if in_pod != text {
+        std::fs::write(&policy, in_pod)?;
+    }
     let checked = run(
         Command::new(kpress_binary())
             .arg("check-config")
@@ -673,7 +779,12 @@ fn plain_manifests_validate_and_their_policy_checks_where_the_pod_mounts_it() {
     let scratch = Scratch::new("plain");
     let manifests = scratch.path().join("manifests.yaml");
     let mut all = String::new();
-    for name in ["configmap.yaml", "deployment.yaml", "service.yaml"] {
+    for name in [
+        "configmap.yaml",
+        "serviceaccount.yaml",
+        "deployment.yaml",
+        "service.yaml",
+    ] {
         let text =
             std::fs::read_to_string(paths::workspace_root().join("deploy/kubernetes").join(name))
                 .unwrap();
@@ -684,7 +795,13 @@ fn plain_manifests_validate_and_their_policy_checks_where_the_pod_mounts_it() {
     let (facts, checked) = check_manifests(scratch.path(), &manifests).unwrap();
     assert_eq!(
         kinds(&facts),
-        ["ConfigMap", "Deployment", "Service", "Service"]
+        [
+            "ConfigMap",
+            "Deployment",
+            "Service",
+            "Service",
+            "ServiceAccount"
+        ]
     );
     assert!(
         checked.contains("listen 0.0.0.0:9092 (advertised as kpress, broker node N on port 9192+N"),
@@ -698,6 +815,87 @@ fn plain_manifests_validate_and_their_policy_checks_where_the_pod_mounts_it() {
     let mut container = serving.clone();
     container.insert(9464);
     assert_eq!(facts.container_ports, container);
+    // Its own ServiceAccount, with no API token; the credential Secrets are optional
+    // and absent from this cluster, so nothing of them is mounted.
+    for line in [
+        "pod-service-account kpress kpress False",
+        "service-account kpress False -",
+        "absent /etc/kpress/upstream-sasl/password secret kpress-upstream-sasl password",
+        "absent /etc/kpress/upstream-tls/ca.crt secret kpress-upstream-tls ca.crt",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+    assert_eq!(
+        facts.mounted_files,
+        [
+            "/etc/kpress/kpress.toml",
+            "/etc/kpress/tls/tls.crt",
+            "/etc/kpress/tls/tls.key"
+        ]
+    );
+}
+
+/// The plain manifests' documented way to a SASL_SSL cluster: the configmap's
+/// commented [upstream.tls] and [upstream.sasl] lines, the Secrets
+/// kpress-upstream-tls and kpress-upstream-sasl.
+#[test]
+fn plain_manifests_log_in_with_the_optional_credential_secrets() {
+    let scratch = Scratch::new("plain-scram");
+    let root = paths::workspace_root().join("deploy/kubernetes");
+    let commented =
+        "    # [upstream.tls]\n    # ca = \"upstream-tls/ca.crt\"\n    # [upstream.sasl]\n    \
+                     # mechanism = \"SCRAM-SHA-512\"\n    # username = \"kpress\"\n    \
+                     # password_file = \"upstream-sasl/password\"\n";
+    let configmap = std::fs::read_to_string(root.join("configmap.yaml")).unwrap();
+    assert_eq!(configmap.matches(commented).count(), 1, "{commented}");
+    let mut all = format!(
+        "---\n{}",
+        configmap.replace(commented, &commented.replace("# ", ""))
+    );
+    for name in ["serviceaccount.yaml", "deployment.yaml", "service.yaml"] {
+        all.push_str("---\n");
+        all.push_str(&std::fs::read_to_string(root.join(name)).unwrap());
+    }
+    let manifests = scratch.path().join("manifests.yaml");
+    std::fs::write(&manifests, all).unwrap();
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .and_then(|s| s.ca("kpress-upstream-tls", "ca.crt"))
+        .and_then(|s| s.text("kpress-upstream-sasl", "password", "plain-password\n"))
+        .unwrap();
+    let (facts, checked) = check_manifests_with(scratch.path(), &manifests, &secrets).unwrap();
+    assert!(
+        checked.contains("kpress's own SASL: SCRAM-SHA-512 as \"kpress\", password from file ")
+            && checked.contains("/etc/kpress/upstream-sasl/password"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("brokers: TLS, certificates checked against ")
+            && checked.contains("/etc/kpress/upstream-tls/ca.crt"),
+        "{checked}"
+    );
+    for line in [
+        "file /etc/kpress/upstream-sasl/password secret kpress-upstream-sasl password",
+        "file /etc/kpress/upstream-tls/ca.crt secret kpress-upstream-tls ca.crt",
+        "absent /etc/kpress/upstream-tls/tls.crt secret kpress-upstream-tls tls.crt",
+        "absent /etc/kpress/upstream-sasl/token secret kpress-upstream-sasl token",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+
+    // The policy names the password, the cluster has no such Secret: the optional mount
+    // is empty and check-config, as the pod would run it, says which file is missing.
+    let scratch = Scratch::new("plain-scram-missing");
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .and_then(|s| s.ca("kpress-upstream-tls", "ca.crt"))
+        .unwrap();
+    let err = check_manifests_with(scratch.path(), &manifests, &secrets).unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("upstream.sasl.password_file") && err.contains("file not found"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -713,7 +911,8 @@ fn chart_defaults_render_ports_mode_without_tls() {
             "Deployment",
             "PodDisruptionBudget",
             "Service",
-            "Service"
+            "Service",
+            "ServiceAccount"
         ]
     );
     assert!(
@@ -884,6 +1083,7 @@ fn plain_scaling_examples_scale_drain_and_scrape_the_plain_deployment() {
     let mut with_hpa = String::new();
     for name in [
         "configmap.yaml",
+        "serviceaccount.yaml",
         "deployment.yaml",
         "service.yaml",
         "scaling/hpa.yaml",
@@ -913,6 +1113,7 @@ fn plain_scaling_examples_scale_drain_and_scrape_the_plain_deployment() {
             "PodDisruptionBudget",
             "Service",
             "Service",
+            "ServiceAccount",
             "ServiceMonitor"
         ]
     );
@@ -935,7 +1136,7 @@ fn plain_scaling_examples_scale_drain_and_scrape_the_plain_deployment() {
     // As shipped, deployment.yaml sets replicas, which the HPA would fight.
     let shipped = scratch.path().join("as-shipped.yaml");
     std::fs::write(&shipped, &as_shipped).unwrap();
-    let secrets = scratch.path().join("secret-keys");
+    let secrets = scratch.path().join("secrets");
     let facts = read_facts(&shipped, &scratch.path().join("pod-2"), &secrets).unwrap();
     let err = check_scaling(&facts, 9464).unwrap_err();
     assert!(format!("{err:#}").contains("sets replicas: 2"), "{err:#}");
@@ -956,7 +1157,8 @@ fn chart_autoscaling_hands_replicas_to_an_hpa_on_cpu() {
             "HorizontalPodAutoscaler",
             "PodDisruptionBudget",
             "Service",
-            "Service"
+            "Service",
+            "ServiceAccount"
         ]
     );
     assert_probes_on_admin_port(&facts, &checked, 9464);
@@ -992,7 +1194,8 @@ fn chart_autoscaling_hands_replicas_to_an_hpa_on_cpu() {
             "Deployment",
             "HorizontalPodAutoscaler",
             "Service",
-            "Service"
+            "Service",
+            "ServiceAccount"
         ]
     );
     for line in [
@@ -1042,7 +1245,13 @@ fn chart_disruption_budget_follows_the_replica_count() {
         let (facts, _) = check_manifests(scratch.path(), &manifests).unwrap();
         assert_eq!(
             kinds(&facts),
-            ["ConfigMap", "Deployment", "Service", "Service"],
+            [
+                "ConfigMap",
+                "Deployment",
+                "Service",
+                "Service",
+                "ServiceAccount"
+            ],
             "{args:?}"
         );
     }
@@ -1069,6 +1278,7 @@ fn chart_service_monitor_scrapes_metrics_on_the_admin_port() {
             "PodDisruptionBudget",
             "Service",
             "Service",
+            "ServiceAccount",
             "ServiceMonitor"
         ]
     );
@@ -1209,6 +1419,133 @@ fn chart_refuses_values_kpress_would_refuse() {
             vec!["--set", "podDisruptionBudget.maxUnavailable=0"],
             "lets no pod be evicted",
         ),
+        (
+            vec!["--set", "upstreamSasl.mechanism=SCRAM"],
+            r#"upstreamSasl.mechanism must be "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" or "OAUTHBEARER", not "SCRAM""#,
+        ),
+        (
+            vec!["--set", "upstreamSasl.passwordRef.name=kpress"],
+            "upstreamSasl.passwordRef: set upstreamSasl.mechanism too",
+        ),
+        (
+            vec!["--set", "upstreamSasl.mechanism=SCRAM-SHA-512,upstreamSasl.username=kpress"],
+            "needs the password: passwordRef (a Secret's key) or passwordEnv",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=PLAIN,upstreamSasl.username=kpress",
+                "--set",
+                "upstreamSasl.passwordRef.name=kpress,upstreamSasl.passwordEnv=PASSWORD",
+            ],
+            "set only one of passwordRef and passwordEnv",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=PLAIN,upstreamSasl.username=kpress,upstreamSasl.passwordEnv=PASSWORD",
+            ],
+            "upstreamSasl.passwordEnv names PASSWORD, which no entry of env sets",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=PLAIN,upstreamSasl.username=kpress",
+                "--set",
+                "upstreamSasl.passwordRef.name=kpress,upstreamSasl.passwordRef.key=",
+            ],
+            "upstreamSasl.passwordRef.key: name the key of Secret kpress",
+        ),
+        (
+            vec!["--set", "upstreamSasl.mechanism=OAUTHBEARER"],
+            "OAUTHBEARER takes its tokens from a token endpoint (tokenEndpointUrl)",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.username=kpress",
+            ],
+            "upstreamSasl.username is for PLAIN and SCRAM, not OAUTHBEARER",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenEndpointUrl=https://idp/token",
+            ],
+            "upstreamSasl.tokenEndpointUrl needs upstreamSasl.clientId",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenEndpointUrl=idp/token",
+            ],
+            r#"upstreamSasl.tokenEndpointUrl must be an http(s) URL with a host, not "idp/token""#,
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenProvider=aws_msk_iam",
+                "--set",
+                "upstreamSasl.tokenFile=/t",
+            ],
+            "set only one token source, not tokenFile and tokenProvider",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenProvider=aws_msk_iam",
+                "--set",
+                "upstreamSasl.region=eu-west-1",
+            ],
+            "MSK's IAM listeners take TLS only (port 9098): set upstreamTls.enabled",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenProvider=aws_msk_iam",
+                "--set",
+                "upstreamTls.enabled=true",
+            ],
+            "needs upstreamSasl.region",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenFile=/t,upstreamSasl.region=eu-west-1",
+            ],
+            "upstreamSasl.region is only for tokenProvider, not tokenFile",
+        ),
+        (
+            vec![
+                "--set",
+                "upstreamSasl.mechanism=OAUTHBEARER,upstreamSasl.tokenFile=token",
+            ],
+            r#"upstreamSasl.tokenFile must be an absolute path in a volume of extraVolumes, not "token""#,
+        ),
+        (
+            vec!["--set", "upstreamTls.clientCertificate=true"],
+            "upstreamTls.clientCertificate: name the Secret holding it",
+        ),
+        (
+            vec!["--set", "upstreamTls.secretName=ca,upstreamTls.caKey=ca crt"],
+            r#""ca crt" is not a Secret key"#,
+        ),
+        (
+            vec![
+                "--set-json",
+                r#"extraVolumeMounts=[{"name":"t","mountPath":"/etc/kpress/token"}]"#,
+            ],
+            "extraVolumeMounts: /etc/kpress/token is under /etc/kpress",
+        ),
+        (
+            vec![
+                "--set",
+                "serviceAccount.create=false",
+                "--set-string",
+                "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r",
+            ],
+            "serviceAccount.annotations apply to a ServiceAccount the chart creates",
+        ),
     ] {
         let err = helm_template(&args).expect_err(&format!("{args:?} rendered"));
         assert!(format!("{err:#}").contains(message), "{args:?}: {err:#}");
@@ -1266,4 +1603,329 @@ fn an_invalid_manifest_fails_validation() {
         std::fs::write(&file, &broken).unwrap();
         assert!(validate(&file).is_err(), "{what} passed validation");
     }
+}
+
+/// A worked values file of deploy/helm/kpress/examples/.
+fn example(name: &str) -> String {
+    chart_dir()
+        .join("examples")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The example renders with `secrets` in the cluster: validated, laid out and checked.
+fn check_example(scratch: &Path, name: &str, secrets: &Secrets) -> anyhow::Result<(Facts, String)> {
+    let manifests = scratch.join("manifests.yaml");
+    std::fs::write(&manifests, helm_template(&["--values", &example(name)])?)?;
+    check_manifests_with(scratch, &manifests, secrets)
+}
+
+/// The rows of one tag, each joined back into a line: for comparing whole sets.
+fn joined_rows(facts: &Facts, tag: &str) -> Vec<String> {
+    facts
+        .rows(tag)
+        .into_iter()
+        .map(|row| row.join(" "))
+        .collect()
+}
+
+#[test]
+fn scram_example_mounts_the_password_where_its_policy_names_it() {
+    let scratch = Scratch::new("example-scram");
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .and_then(|s| s.ca("my-cluster-cluster-ca-cert", "ca.crt"))
+        .and_then(|s| s.text("kpress", "password", "scram-password\n"))
+        .unwrap();
+    let (facts, checked) = check_example(scratch.path(), "scram.yaml", &secrets).unwrap();
+    assert!(checked.contains("clients: TLS"), "{checked}");
+    assert!(
+        checked.contains("brokers: TLS, certificates checked against ")
+            && checked.contains("/etc/kpress/upstream-tls/ca.crt"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("kpress's own SASL: SCRAM-SHA-512 as \"kpress\", password from file ")
+            && checked.contains("/etc/kpress/upstream-sasl/password"),
+        "{checked}"
+    );
+    assert!(checked.contains("other topics: topic"), "{checked}");
+    assert_eq!(
+        joined_rows(&facts, "file"),
+        [
+            "/etc/kpress/kpress.toml configmap kpress.toml",
+            "/etc/kpress/tls/tls.crt secret kpress-tls tls.crt",
+            "/etc/kpress/tls/tls.key secret kpress-tls tls.key",
+            "/etc/kpress/upstream-tls/ca.crt secret my-cluster-cluster-ca-cert ca.crt",
+            "/etc/kpress/upstream-sasl/password secret kpress password",
+        ]
+    );
+    let mounted = scratch.path().join("pod/etc/kpress/upstream-sasl/password");
+    assert_eq!(
+        std::fs::read_to_string(mounted).unwrap(),
+        "scram-password\n"
+    );
+    assert!(facts.rows("env").is_empty(), "{:?}", facts.lines);
+    assert!(
+        facts.has_line("pod-service-account kpress kpress False"),
+        "{:?}",
+        facts.lines
+    );
+    assert_probes_on_admin_port(&facts, &checked, 9464);
+
+    // Without the password's Secret the pod cannot start: laying it out says which.
+    let scratch = Scratch::new("example-scram-missing");
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .and_then(|s| s.ca("my-cluster-cluster-ca-cert", "ca.crt"))
+        .unwrap();
+    let err = check_example(scratch.path(), "scram.yaml", &secrets).unwrap_err();
+    assert!(
+        format!("{err:#}").contains("key password of Secret kpress, which this test's cluster"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn oauthbearer_example_mounts_the_client_secret_and_the_token_endpoints_ca() {
+    let scratch = Scratch::new("example-oauthbearer");
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .and_then(|s| s.ca("company-ca", "ca.crt"))
+        .and_then(|s| s.text("kpress-oauth", "client-secret", "oauth-client-secret\n"))
+        .unwrap();
+    let (facts, checked) = check_example(scratch.path(), "oauthbearer.yaml", &secrets).unwrap();
+    assert!(
+        checked.contains(
+            "kpress's own SASL: OAUTHBEARER, tokens from \
+             https://login.example.com/realms/kafka/protocol/openid-connect/token as client \
+             \"kpress\", secret from file "
+        ) && checked.contains("/etc/kpress/upstream-sasl/client-secret, scope \"kafka\""),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("/etc/kpress/upstream-tls/ca.crt"),
+        "{checked}"
+    );
+    assert_eq!(
+        joined_rows(&facts, "file"),
+        [
+            "/etc/kpress/kpress.toml configmap kpress.toml",
+            "/etc/kpress/tls/tls.crt secret kpress-tls tls.crt",
+            "/etc/kpress/tls/tls.key secret kpress-tls tls.key",
+            "/etc/kpress/upstream-tls/ca.crt secret company-ca ca.crt",
+            "/etc/kpress/token-endpoint-ca/ca.crt secret company-ca ca.crt",
+            "/etc/kpress/upstream-sasl/client-secret secret kpress-oauth client-secret",
+        ]
+    );
+    // The token endpoint is checked against the mounted bundle.
+    assert_eq!(
+        joined_rows(&facts, "env"),
+        ["SSL_CERT_FILE /etc/kpress/token-endpoint-ca/ca.crt"]
+    );
+    let bundle = scratch
+        .path()
+        .join("pod/etc/kpress/token-endpoint-ca/ca.crt");
+    assert!(
+        std::fs::read_to_string(bundle)
+            .unwrap()
+            .contains("BEGIN CERTIFICATE"),
+        "the mounted CA bundle"
+    );
+}
+
+#[test]
+fn msk_iam_example_signs_with_the_service_accounts_role_and_no_static_keys() {
+    let scratch = Scratch::new("example-msk-iam");
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.tls(&["kpress-tls"]))
+        .unwrap();
+    let (facts, checked) = check_example(scratch.path(), "msk-iam.yaml", &secrets).unwrap();
+    assert!(
+        checked.contains("kpress's own SASL: OAUTHBEARER, AWS MSK IAM tokens for eu-west-1"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("brokers: TLS, certificates checked against the system's roots"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains("-> b-1.orders.a1b2c3.c2.kafka.eu-west-1.amazonaws.com:9098"),
+        "{checked}"
+    );
+    // IRSA: the role on the ServiceAccount the pods run as; its webhook injects
+    // AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE. No key, no credential Secret.
+    assert_eq!(
+        joined_rows(&facts, "service-account"),
+        ["kpress False eks.amazonaws.com/role-arn=arn:aws:iam::111122223333:role/kpress-msk"]
+    );
+    assert!(
+        facts.has_line("pod-service-account kpress kpress False"),
+        "{:?}",
+        facts.lines
+    );
+    assert!(facts.rows("env").is_empty() && facts.rows("env-from").is_empty());
+    assert_eq!(
+        facts.mounted_files,
+        [
+            "/etc/kpress/kpress.toml",
+            "/etc/kpress/tls/tls.crt",
+            "/etc/kpress/tls/tls.key"
+        ]
+    );
+    assert_eq!(
+        facts.ports_of("kpress"),
+        ports(&[9092, 9193, 9194, 9195]),
+        "MSK's broker ids 1..3"
+    );
+}
+
+/// env, envFrom, extra volumes, and a token file another container keeps fresh in one.
+#[test]
+fn chart_takes_env_extra_volumes_and_a_token_file_in_them() {
+    let scratch = Scratch::new("extra");
+    let values = scratch.path().join("values.yaml");
+    std::fs::write(
+        &values,
+        r#"
+upstreamTls:
+  enabled: true
+upstreamSasl:
+  mechanism: OAUTHBEARER
+  tokenFile: /var/run/kafka-token/token
+serviceAccount:
+  create: false
+  name: kafka-clients
+env:
+  - name: KPRESS_LOG
+    value: info,kpress_proxy=debug
+envFrom:
+  - secretRef:
+      name: kpress-env
+extraVolumes:
+  - name: kafka-token
+    secret:
+      secretName: kafka-token
+extraVolumeMounts:
+  - name: kafka-token
+    mountPath: /var/run/kafka-token
+    readOnly: true
+"#,
+    )
+    .unwrap();
+    let manifests = scratch.path().join("manifests.yaml");
+    let rendered = helm_template(&["--values", values.to_str().unwrap()]).unwrap();
+    std::fs::write(&manifests, &rendered).unwrap();
+    let secrets = Secrets::new(scratch.path())
+        .and_then(|s| s.text("kafka-token", "token", "eyJhbGciOiJub25lIn0.e30.\n"))
+        .unwrap();
+    let (facts, checked) = check_manifests_with(scratch.path(), &manifests, &secrets).unwrap();
+    assert!(
+        checked.contains("kpress's own SASL: OAUTHBEARER, tokens from file ")
+            && checked.contains("/var/run/kafka-token/token (re-read when it changes)"),
+        "{checked}"
+    );
+    assert!(
+        rendered.contains("token_file = \"/var/run/kafka-token/token\""),
+        "{rendered}"
+    );
+    // An existing ServiceAccount is used, not created.
+    assert!(
+        facts.rows("service-account").is_empty(),
+        "{:?}",
+        facts.lines
+    );
+    for line in [
+        "pod-service-account kpress kafka-clients False",
+        "env KPRESS_LOG info,kpress_proxy=debug",
+        "env-from secret kpress-env",
+        "file /var/run/kafka-token/token secret kafka-token token",
+    ] {
+        assert!(facts.has_line(line), "{line}: {:?}", facts.lines);
+    }
+}
+
+/// The pod template's checksum/config follows the sections kpress fixes at start: a
+/// rules change reloads live and leaves it, a [limits], broker or login change rolls
+/// the pods.
+#[test]
+fn chart_rolls_pods_only_for_what_a_reload_cannot_apply() {
+    let checksum = |args: &[&str]| -> String {
+        let rendered = helm_template(args).unwrap();
+        let line = rendered
+            .lines()
+            .find(|l| l.trim_start().starts_with("checksum/config: "))
+            .unwrap_or_else(|| panic!("no checksum/config in {rendered}"));
+        line.trim_start()["checksum/config: ".len()..].to_owned()
+    };
+    let shipped = checksum(&[]);
+    assert_eq!(shipped.len(), 64, "{shipped}");
+    let live = "[defaults]\ncompression.type = \"zstd\"\n[[topics]]\nmatch = \"a.*\"\n\
+                compression.type = \"lz4\"\n[log]\nlevel = \"debug\"\n[shadow]\n\
+                candidates = [\"zstd:9\"]\n[overload]\nadaptive = true\n";
+    assert_eq!(
+        checksum(&["--set-string", &format!("rules={live}")]),
+        shipped,
+        "rules reload live"
+    );
+    for args in [
+        vec![
+            "--set-string",
+            "rules=[limits]\nmax_frame_bytes = 16777216\n",
+        ],
+        vec!["--set-json", r#"brokers=["kafka-9:9092"]"#],
+        vec!["--set", "admin.readinessWindowSecs=60"],
+        vec!["--set", "upstreamTls.enabled=true"],
+    ] {
+        assert_ne!(checksum(&args), shipped, "{args:?} must roll the pods");
+    }
+    // A whole policy file: the same split.
+    let policy =
+        "[listener]\nbind = \"0.0.0.0:9092\"\n[upstream]\nbootstrap_servers = [\"k:9092\"]\n\
+                  [admin]\nbind = \"0.0.0.0:9464\"\n";
+    let whole = checksum(&["--set-string", &format!("policy={policy}")]);
+    assert_eq!(
+        checksum(&["--set-string", &format!("policy={policy}{live}")]),
+        whole
+    );
+    assert_ne!(
+        checksum(&[
+            "--set-string",
+            &format!("policy={policy}[limits]\nmax_connections = 100\n")
+        ]),
+        whole
+    );
+}
+
+/// The chart's appVersion (the default image tag) and the plain Deployment's image are
+/// the workspace's version.
+#[test]
+fn chart_and_manifests_name_the_workspace_version() {
+    let root = paths::workspace_root();
+    let cargo = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let workspace = &cargo[cargo.find("[workspace.package]").unwrap()..];
+    let version = workspace
+        .lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .map(|v| v.trim_matches('"'))
+        .expect("[workspace.package] version");
+    let chart = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    assert!(
+        chart
+            .lines()
+            .any(|l| l == format!("appVersion: \"{version}\"")),
+        "Chart.yaml's appVersion is not {version}:\n{chart}"
+    );
+    let rendered = helm_template(&[]).unwrap();
+    assert!(
+        rendered.contains(&format!("image: \"kpress:{version}\"")),
+        "{rendered}"
+    );
+    let plain = std::fs::read_to_string(root.join("deploy/kubernetes/deployment.yaml")).unwrap();
+    assert!(
+        plain.contains(&format!("image: kpress:{version}\n")),
+        "deploy/kubernetes/deployment.yaml's image is not kpress:{version}"
+    );
 }

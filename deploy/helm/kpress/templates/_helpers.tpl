@@ -33,6 +33,248 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- include "kpress.checkAutoscaling" . -}}
 {{- include "kpress.checkDisruptionBudget" . -}}
+{{- include "kpress.checkCredentials" . -}}
+{{- end -}}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "kpress.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "kpress.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the policy has [upstream.tls]. */}}
+{{- define "kpress.upstreamTls" -}}
+{{- with .Values.upstreamTls -}}
+{{- if or .enabled .secretName .clientCertificate -}}
+true
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret a reference of upstreamSasl names ("" for none). */}}
+{{- define "kpress.saslRef" -}}
+{{- dig (index . 1) "name" "" (index . 0).Values.upstreamSasl -}}
+{{- end -}}
+
+{{/* Every Secret key the pods mount, as a JSON list of {secret, key, path}: path is
+     under /etc/kpress, where the generated policy names the file. The policy's paths
+     do not depend on the Secrets' key names. */}}
+{{- define "kpress.secretFiles" -}}
+{{- $files := list -}}
+{{- with .Values.tls.secretName -}}
+{{- $files = append $files (dict "secret" . "key" "tls.crt" "path" "tls/tls.crt") -}}
+{{- $files = append $files (dict "secret" . "key" "tls.key" "path" "tls/tls.key") -}}
+{{- end -}}
+{{- with .Values.tls.clientCaSecretName -}}
+{{- $files = append $files (dict "secret" . "key" $.Values.tls.clientCaKey "path" "client-ca/ca.crt") -}}
+{{- end -}}
+{{- with .Values.upstreamTls -}}
+{{- if .secretName -}}
+{{- $files = append $files (dict "secret" .secretName "key" .caKey "path" "upstream-tls/ca.crt") -}}
+{{- end -}}
+{{- if .clientCertificate -}}
+{{- $secret := .clientCertificateSecretName | default .secretName -}}
+{{- $files = append $files (dict "secret" $secret "key" .certKey "path" "upstream-tls/tls.crt") -}}
+{{- $files = append $files (dict "secret" $secret "key" .keyKey "path" "upstream-tls/tls.key") -}}
+{{- end -}}
+{{- end -}}
+{{- range $ref, $path := dict "passwordRef" "upstream-sasl/password" "clientSecretRef" "upstream-sasl/client-secret" "tokenRef" "upstream-sasl/token" "tokenEndpointCaRef" "token-endpoint-ca/ca.crt" -}}
+{{- with include "kpress.saslRef" (list $ $ref) -}}
+{{- $files = append $files (dict "secret" . "key" (dig $ref "key" "" $.Values.upstreamSasl) "path" $path) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $files -}}
+{{- end -}}
+
+{{/* The projected volume's Secret sources: kpress.secretFiles grouped by Secret, in the
+     order each Secret first appears, as a JSON list of {name, items: [{key, path}]}. */}}
+{{- define "kpress.secretSources" -}}
+{{- $sources := list -}}
+{{- $items := dict -}}
+{{- range include "kpress.secretFiles" . | fromJsonArray -}}
+{{- if not (regexMatch "^[-._a-zA-Z0-9]+$" .key) -}}
+{{- fail (printf "%q is not a Secret key (letters, digits, '-', '_', '.'): it cannot hold %s" .key .path) -}}
+{{- end -}}
+{{- if not (hasKey $items .secret) -}}
+{{- $sources = append $sources .secret -}}
+{{- $_ := set $items .secret list -}}
+{{- end -}}
+{{- $_ := set $items .secret (append (get $items .secret) (dict "key" .key "path" .path)) -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $sources -}}
+{{- $out = append $out (dict "name" . "items" (get $items .)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The container's environment: SSL_CERT_FILE for the token endpoint's CA, then env. */}}
+{{- define "kpress.env" -}}
+{{- $env := list -}}
+{{- if include "kpress.saslRef" (list . "tokenEndpointCaRef") -}}
+{{- $env = append $env (dict "name" "SSL_CERT_FILE" "value" "/etc/kpress/token-endpoint-ca/ca.crt") -}}
+{{- end -}}
+{{- toJson (concat $env (.Values.env | default list)) -}}
+{{- end -}}
+
+{{/* An environment variable a *Env value names must be set: by env, or possibly by
+     envFrom (which the chart cannot see into). */}}
+{{- define "kpress.checkEnvSet" -}}
+{{- $root := index . 0 -}}
+{{- $value := index . 1 -}}
+{{- $name := dig $value "" $root.Values.upstreamSasl -}}
+{{- if and $name (not $root.Values.envFrom) -}}
+{{- $set := list -}}
+{{- range $root.Values.env -}}
+{{- $set = append $set .name -}}
+{{- end -}}
+{{- if not (has $name $set) -}}
+{{- fail (printf "upstreamSasl.%s names %s, which no entry of env sets (add it to env, e.g. from a Secret with valueFrom.secretKeyRef, or use envFrom)" $value $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* kpress's login and the files it reads: what kpress's check-config would refuse,
+     said in the values' names, and mounts that would hide the chart's. */}}
+{{- define "kpress.checkCredentials" -}}
+{{- $s := .Values.upstreamSasl -}}
+{{- $mechanism := $s.mechanism | default "" -}}
+{{- range $ref := list "passwordRef" "clientSecretRef" "tokenRef" "tokenEndpointCaRef" -}}
+{{- if and (include "kpress.saslRef" (list $ $ref)) (not (dig $ref "key" "" $s)) -}}
+{{- fail (printf "upstreamSasl.%s.key: name the key of Secret %s that holds the file" $ref (include "kpress.saslRef" (list $ $ref))) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (has $mechanism (list "" "PLAIN" "SCRAM-SHA-256" "SCRAM-SHA-512" "OAUTHBEARER")) -}}
+{{- fail (printf "upstreamSasl.mechanism must be \"PLAIN\", \"SCRAM-SHA-256\", \"SCRAM-SHA-512\" or \"OAUTHBEARER\", not %q" $mechanism) -}}
+{{- end -}}
+{{- $password := list "username" "passwordRef" "passwordEnv" -}}
+{{- $bearer := list "tokenEndpointUrl" "clientId" "clientSecretRef" "clientSecretEnv" "scope" "tokenEndpointCaRef" "tokenRef" "tokenFile" "tokenProvider" "region" -}}
+{{- $given := list -}}
+{{- range $key := concat $password $bearer -}}
+{{- $value := get $s $key -}}
+{{- if kindIs "map" $value -}}
+{{- $value = dig "name" "" $value -}}
+{{- end -}}
+{{- if $value -}}
+{{- $given = append $given $key -}}
+{{- end -}}
+{{- end -}}
+{{- if not .Values.policy -}}
+{{- if eq $mechanism "" -}}
+{{- with $given -}}
+{{- fail (printf "upstreamSasl.%s: set upstreamSasl.mechanism too (kpress's login to the brokers)" (first .)) -}}
+{{- end -}}
+{{- else if eq $mechanism "OAUTHBEARER" -}}
+{{- range $key := $password -}}
+{{- if has $key $given -}}
+{{- fail (printf "upstreamSasl.%s is for PLAIN and SCRAM, not OAUTHBEARER" $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $sources := list -}}
+{{- range $key := list "tokenEndpointUrl" "tokenRef" "tokenFile" "tokenProvider" -}}
+{{- if has $key $given -}}
+{{- $sources = append $sources $key -}}
+{{- end -}}
+{{- end -}}
+{{- if not $sources -}}
+{{- fail "upstreamSasl.mechanism OAUTHBEARER takes its tokens from a token endpoint (tokenEndpointUrl), a file (tokenRef or tokenFile) or a provider (tokenProvider): set one" -}}
+{{- end -}}
+{{- if gt (len $sources) 1 -}}
+{{- fail (printf "upstreamSasl: set only one token source, not %s" (join " and " $sources)) -}}
+{{- end -}}
+{{- $source := first $sources -}}
+{{- range $key := list "clientId" "clientSecretRef" "clientSecretEnv" "scope" "tokenEndpointCaRef" -}}
+{{- if and (has $key $given) (ne $source "tokenEndpointUrl") -}}
+{{- fail (printf "upstreamSasl.%s is only for a token endpoint (tokenEndpointUrl), not %s" $key $source) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (has "region" $given) (ne $source "tokenProvider") -}}
+{{- fail (printf "upstreamSasl.region is only for tokenProvider, not %s" $source) -}}
+{{- end -}}
+{{- if eq $source "tokenEndpointUrl" -}}
+{{- if not (regexMatch "^https?://[^/?#@[:space:]]+" $s.tokenEndpointUrl) -}}
+{{- fail (printf "upstreamSasl.tokenEndpointUrl must be an http(s) URL with a host, not %q" $s.tokenEndpointUrl) -}}
+{{- end -}}
+{{- if not $s.clientId -}}
+{{- fail "upstreamSasl.tokenEndpointUrl needs upstreamSasl.clientId" -}}
+{{- end -}}
+{{- if and (has "clientSecretRef" $given) (has "clientSecretEnv" $given) -}}
+{{- fail "upstreamSasl: set only one of clientSecretRef and clientSecretEnv" -}}
+{{- end -}}
+{{- if not (or (has "clientSecretRef" $given) (has "clientSecretEnv" $given)) -}}
+{{- fail "upstreamSasl.tokenEndpointUrl needs the client secret: clientSecretRef (a Secret's key) or clientSecretEnv" -}}
+{{- end -}}
+{{- include "kpress.checkEnvSet" (list . "clientSecretEnv") -}}
+{{- else if eq $source "tokenProvider" -}}
+{{- if ne $s.tokenProvider "aws_msk_iam" -}}
+{{- fail (printf "upstreamSasl.tokenProvider must be \"aws_msk_iam\", not %q" $s.tokenProvider) -}}
+{{- end -}}
+{{- if not $s.region -}}
+{{- fail "upstreamSasl.tokenProvider aws_msk_iam needs upstreamSasl.region (e.g. us-east-1)" -}}
+{{- end -}}
+{{- if not (include "kpress.upstreamTls" .) -}}
+{{- fail "upstreamSasl.tokenProvider aws_msk_iam: MSK's IAM listeners take TLS only (port 9098): set upstreamTls.enabled" -}}
+{{- end -}}
+{{- else if eq $source "tokenFile" -}}
+{{- if not (isAbs $s.tokenFile) -}}
+{{- fail (printf "upstreamSasl.tokenFile must be an absolute path in a volume of extraVolumes, not %q" $s.tokenFile) -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- range $key := $bearer -}}
+{{- if has $key $given -}}
+{{- fail (printf "upstreamSasl.%s is for OAUTHBEARER, not %s" $key $mechanism) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $s.username -}}
+{{- fail (printf "upstreamSasl.mechanism %s needs upstreamSasl.username" $mechanism) -}}
+{{- end -}}
+{{- if and (has "passwordRef" $given) (has "passwordEnv" $given) -}}
+{{- fail "upstreamSasl: set only one of passwordRef and passwordEnv" -}}
+{{- end -}}
+{{- if not (or (has "passwordRef" $given) (has "passwordEnv" $given)) -}}
+{{- fail (printf "upstreamSasl.mechanism %s needs the password: passwordRef (a Secret's key) or passwordEnv" $mechanism) -}}
+{{- end -}}
+{{- include "kpress.checkEnvSet" (list . "passwordEnv") -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.upstreamTls -}}
+{{- if and .clientCertificate (not (or .secretName .clientCertificateSecretName)) -}}
+{{- fail "upstreamTls.clientCertificate: name the Secret holding it (clientCertificateSecretName, or secretName)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.serviceAccount.annotations (not .Values.serviceAccount.create) -}}
+{{- fail "serviceAccount.annotations apply to a ServiceAccount the chart creates (serviceAccount.create): annotate your own ServiceAccount yourself" -}}
+{{- end -}}
+{{- range .Values.extraVolumeMounts -}}
+{{- if or (eq (clean .mountPath) "/etc/kpress") (hasPrefix "/etc/kpress/" (clean .mountPath)) -}}
+{{- fail (printf "extraVolumeMounts: %s is under /etc/kpress, the chart's policy directory: mount elsewhere" .mountPath) -}}
+{{- end -}}
+{{- end -}}
+{{- if include "kpress.saslRef" (list . "tokenEndpointCaRef") -}}
+{{- range .Values.env -}}
+{{- if eq .name "SSL_CERT_FILE" -}}
+{{- fail "env sets SSL_CERT_FILE, which upstreamSasl.tokenEndpointCaRef sets: keep one" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A checksum of the policy's sections kpress fixes at start ([listener], [upstream],
+     [limits], [admin]), for the pod template: a change there rolls the pods, while the
+     sections a reload applies ([defaults], [[topics]], [shadow], [overload], [log])
+     change nothing in it. A policy Helm cannot read as TOML is summed whole. */}}
+{{- define "kpress.restartChecksum" -}}
+{{- $policy := include "kpress.policy" . -}}
+{{- $document := fromToml $policy -}}
+{{- if hasKey $document "Error" -}}
+{{- sha256sum $policy -}}
+{{- else -}}
+{{- omit $document "defaults" "topics" "shadow" "overload" "log" | toJson | sha256sum -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The HPA scales on CPU utilisation, a share of the container's CPU request: with no
@@ -144,16 +386,53 @@ client_auth = "required"
 
 [upstream]
 bootstrap_servers = {{ .Values.brokers | toJson }}
-{{- if .Values.upstreamTls.secretName }}
+{{- if include "kpress.upstreamTls" . }}
 
 [upstream.tls]
+{{- if .Values.upstreamTls.secretName }}
 ca = "upstream-tls/ca.crt"
+{{- end }}
 {{- if .Values.upstreamTls.clientCertificate }}
 cert = "upstream-tls/tls.crt"
 key = "upstream-tls/tls.key"
 {{- end }}
 {{- with .Values.upstreamTls.serverName }}
 server_name = {{ . | toJson }}
+{{- end }}
+{{- end }}
+{{- with .Values.upstreamSasl }}
+{{- if .mechanism }}
+
+[upstream.sasl]
+mechanism = {{ .mechanism | toJson }}
+{{- if eq .mechanism "OAUTHBEARER" }}
+{{- if .tokenEndpointUrl }}
+token_endpoint_url = {{ .tokenEndpointUrl | toJson }}
+client_id = {{ .clientId | toJson }}
+{{- if dig "clientSecretRef" "name" "" . }}
+client_secret_file = "upstream-sasl/client-secret"
+{{- else }}
+client_secret_env = {{ .clientSecretEnv | toJson }}
+{{- end }}
+{{- with .scope }}
+scope = {{ . | toJson }}
+{{- end }}
+{{- else if .tokenProvider }}
+token_provider = {{ .tokenProvider | toJson }}
+region = {{ .region | toJson }}
+{{- else if dig "tokenRef" "name" "" . }}
+token_file = "upstream-sasl/token"
+{{- else }}
+token_file = {{ .tokenFile | toJson }}
+{{- end }}
+{{- else }}
+username = {{ .username | toJson }}
+{{- if dig "passwordRef" "name" "" . }}
+password_file = "upstream-sasl/password"
+{{- else }}
+password_env = {{ .passwordEnv | toJson }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
