@@ -13,6 +13,7 @@ use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
+use crate::restart::RestartKeys;
 use crate::settings::{Config, Limits, LogSettings, OverloadSettings, TopicPolicy};
 
 mod admin;
@@ -25,6 +26,7 @@ mod policy;
 mod shadow;
 mod upstream;
 mod values;
+mod warnings;
 
 pub(crate) use keys::accepted_keys;
 
@@ -73,11 +75,28 @@ pub(crate) fn parse_document(
         sink: ProblemSink::new(text, source_name),
         base_dir,
     };
-    let config = walk.document(root.get_ref());
-    match config {
-        Some(config) if walk.sink.is_empty() => Ok(config),
+    let read = walk.document(root.get_ref());
+    match read {
+        Some((mut config, keys)) if walk.sink.is_empty() => {
+            let mut warned = ProblemSink::new(text, source_name);
+            let policy_keys = warnings::PolicyKeys {
+                defaults: &keys.defaults,
+                rules: &keys.rules,
+            };
+            warnings::warn(&mut warned, root.get_ref(), &config, &policy_keys);
+            config.warnings = warned.into_problems();
+            config.restart_keys = RestartKeys::read(text, source_name, root.get_ref());
+            Ok(config)
+        }
         _ => Err(walk.sink.into_problems()),
     }
+}
+
+/// The keys `[defaults]` and each rule set, for the warnings.
+#[derive(Default)]
+struct ReadKeys {
+    defaults: Vec<policy::SetKey>,
+    rules: Vec<Vec<policy::SetKey>>,
 }
 
 struct Walk<'t> {
@@ -90,7 +109,7 @@ struct Walk<'t> {
 const FILE_START: Range<usize> = 0..0;
 
 impl Walk<'_> {
-    fn document(&mut self, root: &DeTable<'_>) -> Option<Config> {
+    fn document(&mut self, root: &DeTable<'_>) -> Option<(Config, ReadKeys)> {
         let mut listener = None;
         let mut upstream = None;
         let mut limits = Some(Limits::default());
@@ -153,18 +172,26 @@ impl Walk<'_> {
             self.missing_section("upstream");
         }
         // Rules inherit [defaults], so it is read before [[topics]] whatever the file order.
+        let mut keys = ReadKeys::default();
         if let Some((key, value)) = defaults_value {
             defaults = self
                 .table(key, value)
                 .and_then(|t| self.policy(t, &TopicPolicy::default(), None))
-                .map(|read| read.policy);
+                .map(|read| {
+                    keys.defaults = read.keys;
+                    read.policy
+                });
         }
         let mut topics = Some(Vec::new());
         if let Some((key, value)) = topics_value {
             // On broken [defaults] the rules are still read, on Kafka's defaults, so
             // their own problems are reported too.
             let base = defaults.clone().unwrap_or_default();
-            topics = self.topics(key, value, &base);
+            topics = self.topics(key, value, &base).map(|read| {
+                let (rules, rule_keys) = read.into_iter().unzip();
+                keys.rules = rule_keys;
+                rules
+            });
         }
         let listener = listener?;
         let upstream = upstream?;
@@ -195,7 +222,7 @@ impl Walk<'_> {
                 );
             }
         }
-        Some(Config {
+        let config = Config {
             listener,
             upstream,
             limits,
@@ -203,10 +230,12 @@ impl Walk<'_> {
             defaults: defaults?,
             topics: topics?,
             warnings: Vec::new(),
+            restart_keys: RestartKeys::default(),
             log,
             shadow,
             overload,
-        })
+        };
+        Some((config, keys))
     }
 
     fn missing_section(&mut self, name: &str) {

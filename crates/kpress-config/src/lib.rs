@@ -4,7 +4,12 @@
 //!
 //! [`parse`] checks a text and reports every problem as
 //! `FILE:LINE:COL: key = value: what is wrong (allowed: …)`; [`load`] reads a file
-//! and parses it. The one look at the host: `compression.gzip.provider` must name a
+//! and parses it. A file that loads may still set what cannot take effect: each such
+//! setting is in [`Config::warnings`], in the same format, and
+//! [`Config::restart_changes`] names what a reload changes in the sections fixed at
+//! start ([`RESTART_SECTIONS`]).
+//!
+//! The one look at the host: `compression.gzip.provider` must name a
 //! provider this host has (`qat` needs QATzip; `qat` and `auto` probe it). [`PolicySet`] answers the proxy's per-topic question.
 //!
 //! ```toml
@@ -103,6 +108,7 @@ mod host_name;
 pub mod overload;
 mod policy_set;
 mod problem;
+mod restart;
 mod settings;
 mod topic_match;
 mod topic_mode;
@@ -114,6 +120,7 @@ pub use policy_set::{
     rewrite_policy, LevelChange, PolicySet, RuleLevel, CACHE_CAPACITY, DEFAULTS_RULE,
 };
 pub use problem::{ConfigError, Problem};
+pub use restart::{RestartKeys, LIVE_SECTIONS, RESTART_SECTIONS};
 pub use settings::{
     AdminSettings, BearerTokenSource, ClientAuth, Compression, Config, CpuShare, Limits,
     ListenerSettings, ListenerTls, LogSettings, NodeRouting, OverloadPolicy, OverloadSettings,

@@ -106,13 +106,7 @@ impl<'t> ProblemSink<'t> {
 
     /// The source text of a span, shortened for a message.
     pub(crate) fn source_text(&self, span: &Range<usize>) -> String {
-        let raw = self.text.get(span.clone()).unwrap_or("").trim();
-        if raw.chars().count() <= VALUE_SHOWN_MAX_CHARS {
-            raw.to_owned()
-        } else {
-            let cut: String = raw.chars().take(VALUE_SHOWN_MAX_CHARS).collect();
-            format!("{cut}…")
-        }
+        shortened(self.text.get(span.clone()).unwrap_or(""))
     }
 
     /// Records a problem at the start of `span`.
@@ -185,6 +179,17 @@ impl<'t> ProblemSink<'t> {
     pub(crate) fn into_problems(mut self) -> Vec<Problem> {
         self.problems.sort_by_key(|(offset, _)| *offset);
         self.problems.into_iter().map(|(_, p)| p).collect()
+    }
+}
+
+/// A value's source text, trimmed and cut for a message.
+pub(crate) fn shortened(raw: &str) -> String {
+    let raw = raw.trim();
+    if raw.chars().count() <= VALUE_SHOWN_MAX_CHARS {
+        raw.to_owned()
+    } else {
+        let cut: String = raw.chars().take(VALUE_SHOWN_MAX_CHARS).collect();
+        format!("{cut}…")
     }
 }
 

@@ -55,9 +55,15 @@ pub struct Config {
     pub defaults: TopicPolicy,
     /// `[[topics]]`, in file order; the first rule whose pattern matches wins.
     pub topics: Vec<TopicRule>,
-    /// What the file says that loads but should change, in file order: `check-config`
-    /// prints them, `kpress run` logs them. No key of today's policy draws one.
+    /// What the file sets that cannot take effect (a level beside topic mode, an
+    /// `[overload]` key adaptive levels alone read while they are off, a rule an
+    /// earlier one always wins over, …), in file order, each with its reason:
+    /// `check-config` prints them (`--strict` refuses them), `kpress run` logs them at
+    /// start and on reload.
     pub warnings: Vec<crate::Problem>,
+    /// The keys of the sections fixed at start as written, for
+    /// [`Config::restart_changes`].
+    pub restart_keys: crate::RestartKeys,
     /// `[log]`: what kpress logs when no command-line flag or environment variable says.
     pub log: LogSettings,
     /// `[shadow]`: trial compressions of sampled live batches; `None` when the file has

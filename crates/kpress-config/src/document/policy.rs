@@ -51,6 +51,16 @@ pub(super) struct PolicyRead {
     pub(super) policy: TopicPolicy,
     /// The rule's `match`; `None` for `[defaults]`.
     pattern: Option<MatchRead>,
+    /// Every key the table sets, in file order, for the warnings about keys that
+    /// cannot take effect.
+    pub(super) keys: Vec<SetKey>,
+}
+
+/// A key a `[defaults]` or `[[topics]]` table sets, as Kafka's dotted name, and where.
+#[derive(Debug, Clone)]
+pub(super) struct SetKey {
+    pub(super) name: String,
+    pub(super) value: Range<usize>,
 }
 
 struct MatchRead {
@@ -72,7 +82,7 @@ impl Walk<'_> {
         key: &Spanned<DeString<'_>>,
         value: &Spanned<DeValue<'_>>,
         defaults: &TopicPolicy,
-    ) -> Option<Vec<TopicRule>> {
+    ) -> Option<Vec<(TopicRule, Vec<SetKey>)>> {
         let items = match value.get_ref() {
             DeValue::Array(items) => items,
             DeValue::Table(_) => {
@@ -131,11 +141,14 @@ impl Walk<'_> {
             } else {
                 seen.insert(text, matched.line);
             }
-            rules.push(TopicRule {
-                pattern: matched.pattern,
-                policy: read.policy,
-                line: matched.line,
-            });
+            rules.push((
+                TopicRule {
+                    pattern: matched.pattern,
+                    policy: read.policy,
+                    line: matched.line,
+                },
+                read.keys,
+            ));
         }
         ok.then_some(rules)
     }
@@ -408,7 +421,18 @@ impl Walk<'_> {
                 ok = false;
             }
         }
-        ok.then_some(PolicyRead { policy, pattern })
+        let keys = flat
+            .iter()
+            .map(|f| SetKey {
+                name: f.name.clone(),
+                value: f.value.span(),
+            })
+            .collect();
+        ok.then_some(PolicyRead {
+            policy,
+            pattern,
+            keys,
+        })
     }
 
     /// `overload.min_level = n` of a table whose policy, read, is `policy`: a level of
@@ -614,9 +638,10 @@ mod tests {
             "t.toml:8:26: compression.zstd.level = 9: compression.type = \"topic\" stores the \
              topic's own level (its compression.<codec>.level): name a codec to set a level here"
         );
-        // A level beside an inherited topic mode goes unused, as beside `producer`.
+        // A level beside an inherited topic mode loads, with a warning.
         let c = config(&rule("match = \"a\"\ncompression.zstd.level = 9"));
         assert_eq!(c.topics[0].policy.compression, Compression::Topic);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     }
 
     #[test]
