@@ -1,5 +1,7 @@
 //! `kpress check-config FILE...`: validates policy files, naming every problem by file,
-//! line, key, value and allowed range; `--format json` prints one JSON document.
+//! line, key, value and allowed range, and every setting that cannot take effect as a
+//! warning (`--strict` refuses them; `--running` adds what a reload could not apply);
+//! `--format json` prints one JSON document.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,21 +24,76 @@ pub(crate) struct Args {
     /// text (default) or json: one JSON document on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// A file with warnings fails too (exit 1): for CI.
+    #[arg(long)]
+    strict: bool,
+    /// The policy a running kpress started with: each FILE is checked as a reload of
+    /// it, and every key it changes that needs a restart is a warning.
+    #[arg(long, value_name = "CURRENT")]
+    running: Option<PathBuf>,
 }
 
 /// A policy file as loaded: usable, or why not.
 type Loaded = Result<Config, (Unusable, Vec<FileProblem>)>;
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
+    let running = match &args.running {
+        None => None,
+        Some(path) => match load_problems(path) {
+            Ok(config) => Some(config),
+            Err((_, problems)) => {
+                match args.format {
+                    Format::Text => {
+                        eprintln!("kpress: --running {} is not usable:", path.display());
+                        for line in problem_lines(path, &problems) {
+                            eprintln!("{line}");
+                        }
+                    }
+                    Format::Json => println!(
+                        "{:#}",
+                        json!({
+                            "files": [],
+                            "running": {
+                                "path": path.display().to_string(),
+                                "ok": false,
+                                "problems": problems.iter().map(FileProblem::json).collect::<Vec<_>>(),
+                            },
+                        })
+                    ),
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+    };
     let checked: Vec<(&PathBuf, Loaded)> = args
         .files
         .iter()
-        .map(|path| (path, load_problems(path)))
+        .map(|path| {
+            let mut loaded = load_problems(path);
+            if let (Ok(config), Some(running)) = (&mut loaded, &running) {
+                with_restart_changes(config, running);
+            }
+            (path, loaded)
+        })
         .collect();
-    let all_ok = checked.iter().all(|(_, result)| result.is_ok());
+    let passes = |result: &Loaded| match result {
+        Ok(config) => !args.strict || config.warnings.is_empty(),
+        Err(_) => false,
+    };
+    let all_ok = checked.iter().all(|(_, result)| passes(result));
     match args.format {
-        Format::Text => print_text(&checked),
-        Format::Json => println!("{:#}", json_report(&checked)),
+        Format::Text => print_text(&checked, args.strict),
+        Format::Json => {
+            let mut report = json_report(&checked, args.strict);
+            if let Some(path) = &args.running {
+                report["running"] = json!({
+                    "path": path.display().to_string(),
+                    "ok": true,
+                    "problems": [],
+                });
+            }
+            println!("{report:#}");
+        }
     }
     Ok(if all_ok {
         ExitCode::SUCCESS
@@ -45,13 +102,30 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_text(checked: &[(&PathBuf, Loaded)]) {
+/// Adds to `config`'s warnings each key a reload of it could not apply to a kpress
+/// running `running`, in file order.
+fn with_restart_changes(config: &mut Config, running: &Config) {
+    let changes = config.restart_changes(running);
+    config.warnings.extend(changes);
+    config.warnings.sort_by_key(|w| (w.line, w.column));
+}
+
+fn print_text(checked: &[(&PathBuf, Loaded)], strict: bool) {
     let mut any_ok = false;
     for (path, result) in checked {
         match result {
             Ok(config) => {
                 for warning in &config.warnings {
                     eprintln!("warning: {warning}");
+                }
+                let n = config.warnings.len();
+                if strict && n > 0 {
+                    eprintln!(
+                        "{}: {n} warning{}, refused by --strict",
+                        path.display(),
+                        if n == 1 { "" } else { "s" }
+                    );
+                    continue;
                 }
                 println!("{}: ok", path.display());
                 print!("{}", summary(config));
@@ -73,8 +147,9 @@ fn print_text(checked: &[(&PathBuf, Loaded)]) {
     }
 }
 
-/// `{"files": [{"path", "ok", "problems": [...], "warnings": [...]}], "gzip_providers"}`.
-fn json_report(checked: &[(&PathBuf, Loaded)]) -> Value {
+/// `{"files": [{"path", "ok", "problems": [...], "warnings": [...]}], "gzip_providers"}`;
+/// with `strict`, a file with warnings is not `ok`.
+fn json_report(checked: &[(&PathBuf, Loaded)], strict: bool) -> Value {
     let files: Vec<Value> = checked
         .iter()
         .map(|(path, result)| {
@@ -87,9 +162,10 @@ fn json_report(checked: &[(&PathBuf, Loaded)]) -> Value {
                     (problems.iter().map(FileProblem::json).collect(), Vec::new())
                 }
             };
+            let ok = result.is_ok() && (!strict || warnings.is_empty());
             json!({
                 "path": path.display().to_string(),
-                "ok": result.is_ok(),
+                "ok": ok,
                 "problems": problems,
                 "warnings": warnings,
             })

@@ -1,14 +1,14 @@
 //! The policy in force, re-read on every reload trigger (SIGHUP, a change to the file):
-//! checked exactly as `check-config` checks it, then swapped in whole. Only the rules
-//! (`[defaults]`, `[[topics]]`), `[log] level`, `[shadow]` and `[overload]` change live; every other section is
-//! fixed at start, so a change there is reported as needing a restart and ignored,
-//! never half-applied.
+//! checked exactly as `check-config` checks it, then swapped in whole. Only
+//! `kpress_config::LIVE_SECTIONS` (the rules, `[log]`, `[shadow]`, `[overload]`) change
+//! live; every other section is fixed at start, so each key changed there is logged
+//! with its place as taking effect on restart and ignored, never half-applied.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kpress_config::{Config, PolicySet, TopicConfigSource};
+use kpress_config::{Config, PolicySet, Problem, TopicConfigSource};
 use kpress_proxy::{PolicySnapshot, ShadowTrials};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -164,9 +164,16 @@ pub(crate) fn spawn(
                         "policy not reloaded: keeping the policy in force"
                     );
                 }
-                Reread::Applied { policy, restart } => {
+                Reread::Applied {
+                    policy,
+                    restart,
+                    changes,
+                } => {
                     for warning in &policy.config.warnings {
                         tracing::warn!("{warning}");
+                    }
+                    for change in &changes {
+                        tracing::warn!("{change}");
                     }
                     crate::logging::apply_policy_level(policy.config.log.level);
                     let next = snapshot(&policy, Some(&snapshots.borrow()));
@@ -213,6 +220,8 @@ enum Reread {
         policy: Box<AppliedPolicy>,
         /// The sections that changed but apply only at start.
         restart: Vec<&'static str>,
+        /// Each key of those sections the file changed, located in it.
+        changes: Vec<Problem>,
     },
 }
 
@@ -234,6 +243,7 @@ fn reread(current: &AppliedPolicy) -> Reread {
         Ok(config) => config,
         Err((_, lines)) => return Reread::Invalid(lines),
     };
+    let changes = new.restart_changes(&current.config);
     let (config, restart) = merge_live(&current.config, new);
     Reread::Applied {
         policy: Box::new(AppliedPolicy {
@@ -245,11 +255,13 @@ fn reread(current: &AppliedPolicy) -> Reread {
             loaded_at: SystemTime::now(),
         }),
         restart,
+        changes,
     }
 }
 
 /// `running` with `new`'s rules; the sections of `new` that differ from `running` and
-/// cannot change live are named, and `running`'s kept.
+/// cannot change live are named, and `running`'s kept (with the keys as `running`
+/// wrote them, so the next reload is compared with what is in force).
 fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
     let mut restart = Vec::new();
     if new.listener != running.listener {
@@ -298,6 +310,31 @@ mod tests {
         assert_eq!(merged.topics[0].policy, new.topics[0].policy);
         let (_, restart) = merge_live(&running, running.clone());
         assert!(restart.is_empty());
+    }
+
+    #[test]
+    fn each_restart_key_a_reload_changes_is_named_until_a_restart() {
+        let running = config("[limits]\nmax_rewrite_wait_ms = 500\n");
+        let new = config("[limits]\nmax_rewrite_wait_ms = 200\n[overload]\nadaptive = true\n");
+        let changes: Vec<String> = new
+            .restart_changes(&running)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                "k.toml:7:23: limits.max_rewrite_wait_ms = 200: changed (running: 500): takes \
+              effect on restart; until then the running value stays in force"
+            ]
+        );
+        let (merged, restart) = merge_live(&running, new.clone());
+        assert_eq!(restart, ["[limits]"]);
+        assert_eq!(merged.limits.max_rewrite_wait_ms, 500);
+        assert!(merged.overload.adaptive);
+        // The next reload is compared with what is in force, not with the last file.
+        assert_eq!(new.restart_changes(&merged).len(), 1);
+        assert!(running.restart_changes(&merged).is_empty());
     }
 
     #[test]
