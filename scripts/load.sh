@@ -22,16 +22,19 @@
 #    (ProducerPerformance, gzip, 300 records/s into an lz4 topic) alone and while two
 #    kcat producers flood a zstd-19 topic, through kpress, through KPRESS_BASE_BIN if
 #    set, and straight to a broker that recompresses by topic configuration; kpress's
-#    CPU and the heavy topic's stored bytes.
+#    CPU and the heavy topic's stored bytes;
+#  - then consumers (tests/consumers_cost.rs): Kafka's ConsumerPerformance reading
+#    1,500,000 lz4 records (batch.size=1048576) straight from the broker and through kpress
+#    in alternating rounds: MB/s each way, the ratio, kpress CPU ms per MB fetched.
 # Targets are printed beside the figures. It measures and never fails on speed; it fails
 # if a record is not acknowledged or stored, or a stored batch is not in the route's codec.
 # The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`,
 # `scaling` and `noisy_neighbour`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 32 minutes on 2 cores (10 for load, 3 to 7 for
+#   scripts/load.sh                      about 35 minutes on 2 cores (10 for load, 3 to 7 for
 #                                        recompression_vs_java, about 5 for scaling, about 7
-#                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN), plus
-#                                        release builds
+#                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN, about 3
+#                                        for consumers_cost), plus release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
 #   LOAD_LATENCY_RATE=20000              records/s of the latency runs (default: a quarter
@@ -48,6 +51,8 @@
 #                                        zstd topics with and without kpress in topic mode)
 #   LOAD_NOISY=0                         leave out the noisy neighbour (NOISY_SECONDS,
 #                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
+#   LOAD_CONSUMERS=0                     leave out consumers_cost (about 3 minutes;
+#                                        CONSUMER_ROUNDS, default 5, CONSUMER_RECORDS)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
 #   KPRESS_BASE_BIN=/path/to/kpress      the noisy neighbour measures this build too, side by
 #                                        side ("before")
@@ -61,7 +66,7 @@ records=${LOAD_RECORDS:-2000000}
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
 echo "         then 3 to 7 for recompression_vs_java, about 5 for scaling and 7 to 10 for the"
-echo "         noisy neighbour; plus release builds"
+echo "         noisy neighbour, about 3 for consumers; plus release builds"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
@@ -117,6 +122,15 @@ else
     cargo test -p kpress-tests --test noisy_neighbour -- --ignored --exact noisy_neighbour --nocapture || status=$?
 fi
 
+# Consumers: ConsumerPerformance straight from the broker and through kpress.
+consumers_note=""
+if [ "${LOAD_CONSUMERS:-1}" = 0 ]; then
+  consumers_note="Consumers through kpress: left out (LOAD_CONSUMERS=0)."
+else
+  CONSUMERS_REPORT=$work/consumers.md \
+    cargo test -p kpress-tests --test consumers_cost -- --ignored --exact consumers_through_kpress --nocapture || status=$?
+fi
+
 {
   echo "## Load harness (scripts/load.sh)"
   echo
@@ -156,6 +170,14 @@ fi
     cat "$work/noisy.md"
   else
     echo "${noisy_note:-noisy_neighbour: no report (see the output above)}"
+  fi
+  echo
+  echo "## Consumers through kpress"
+  echo
+  if [ -z "$consumers_note" ] && [ -s "$work/consumers.md" ]; then
+    cat "$work/consumers.md"
+  else
+    echo "${consumers_note:-consumers_cost: no report (see the output above)}"
   fi
 } >"$work/report.md"
 echo
