@@ -38,6 +38,7 @@ mod budget;
 mod cluster;
 mod cluster_client;
 mod connection;
+pub mod descriptors;
 mod error;
 mod frame_io;
 pub mod handler;

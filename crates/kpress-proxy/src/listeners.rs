@@ -4,13 +4,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cluster::node_port;
 use crate::connection;
+use crate::descriptors::{self, AcceptFailures};
 use crate::error::{ConnectionError, ProxyError};
 use crate::handler::ConnectionContext;
 use crate::metrics;
@@ -56,13 +56,18 @@ pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Resu
 /// Accepts connections on `listener` until shutdown begins.
 pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, role: ListenerRole) {
     let shared = Arc::clone(shared);
+    descriptors::keep_spare();
     tokio::spawn(async move {
         let mut shutdown = shared.lifecycle.shutdown.clone();
+        let mut failures = AcceptFailures::default();
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.wait_for(|stopping| *stopping) => break,
                 accepted = listener.accept() => accepted,
             };
+            if accepted.is_ok() {
+                failures.succeeded();
+            }
             match accepted {
                 Ok((client, peer))
                     if *shared.lifecycle.open_connections.borrow()
@@ -77,11 +82,25 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
                     );
                     drop(client);
                 }
+                Ok((client, _))
+                    if descriptors::too_few_left(
+                        &client,
+                        *shared.lifecycle.open_connections.borrow(),
+                    ) =>
+                {
+                    descriptors::refused_for_descriptors();
+                    drop(client);
+                }
                 Ok((client, peer)) => spawn_connection(&shared, client, peer, role),
                 Err(err) => {
-                    // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(listener = role.label(), error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Open connections keep being served meanwhile.
+                    let pause = failures.failed(&listener, role.label(), &err);
+                    if !pause.is_zero() {
+                        tokio::select! {
+                            _ = shutdown.wait_for(|stopping| *stopping) => break,
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                    }
                 }
             }
         }

@@ -39,8 +39,12 @@ pub const UNKNOWN_TOPIC_IDS: &str = "kpress_unknown_topic_ids_total";
 /// request would be a frame larger than `[limits] max_frame_bytes`).
 pub const REWRITES_DROPPED: &str = "kpress_rewrites_dropped_total";
 /// Client connections closed as they were accepted, labelled `reason`
-/// (`max_connections`).
+/// (`max_connections`, `descriptors`: too few file descriptors left, see
+/// [`crate::descriptors`]).
 pub const CONNECTIONS_REFUSED: &str = "kpress_connections_refused_total";
+/// Failed `accept` calls on client and admin listeners, labelled `reason`:
+/// `descriptors` (the open-file limit or the system's file table reached), `other`.
+pub const ACCEPT_FAILURES: &str = "kpress_accept_failures_total";
 /// kpress's own Metadata lookups of Produce v13 topic ids, labelled `result`:
 /// `named` (every id), `unnamed` (some left), `failed` (no answer), `queue_full`
 /// (not asked: too many lookups waiting).
@@ -632,6 +636,10 @@ pub(crate) fn rewrite_dropped(reason: &'static str) {
 
 pub(crate) fn connection_refused(reason: &'static str) {
     metrics::counter!(CONNECTIONS_REFUSED, "reason" => reason).increment(1);
+}
+
+pub(crate) fn accept_failed(reason: &'static str) {
+    metrics::counter!(ACCEPT_FAILURES, "reason" => reason).increment(1);
 }
 
 pub(crate) fn topic_id_lookup(result: &'static str) {

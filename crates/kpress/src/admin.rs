@@ -21,6 +21,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use kpress_codec::gzip_providers::ProviderStatus;
 use kpress_config::AdminSettings;
+use kpress_proxy::descriptors::AcceptFailures;
 use kpress_proxy::{ProxySettings, ProxyStatus};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
@@ -432,6 +433,7 @@ async fn take_when_free(
 async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Receiver<bool>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
+    let mut failures = AcceptFailures::default();
     loop {
         let accepted = tokio::select! {
             _ = stopping.wait_for(|stop| *stop) => break,
@@ -439,11 +441,13 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stopping: watch::Re
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
         let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                failures.succeeded();
+                accepted
+            }
             Err(err) => {
                 // Out of file descriptors and the like: pause rather than spin.
-                tracing::warn!(error = %err, "admin endpoint: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(failures.failed(&listener, "admin", &err)).await;
                 continue;
             }
         };

@@ -53,6 +53,8 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
+    kpress_proxy::descriptors::raise_limit(config.limits.max_connections)
+        .context("not starting")?;
     let provider_statuses = gzip_providers::statuses();
     gzip_providers::log(&provider_statuses);
     let settings = match proxy_settings(&config, Duration::from_secs(args.shutdown_grace)) {

@@ -21,11 +21,14 @@ fn policy(dir: &tempfile::TempDir, log_table: &str) -> std::path::PathBuf {
     };
     let (listen, nobody) = (free(), free());
     let path = dir.path().join("kpress.toml");
+    // Few connections: any machine's open-file limit holds them, so no error says it
+    // is too low.
     std::fs::write(
         &path,
         format!(
             "[listener]\nbind = \"{listen}\"\nnode_port_base = {}\n\
-             [upstream]\nbootstrap_servers = [\"{nobody}\"]\n{log_table}",
+             [upstream]\nbootstrap_servers = [\"{nobody}\"]\n\
+             [limits]\nmax_connections = 100\n{log_table}",
             listen.port() + 100
         ),
     )
