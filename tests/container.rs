@@ -1,9 +1,16 @@
-//! The container image: the Dockerfile's `runtime` target (the binary this workspace
-//! built, no Rust stage) built with buildah (`--storage-driver vfs --isolation chroot`,
-//! docker format so the HEALTHCHECK is kept) on a `debian:bookworm-slim` built locally
-//! from `scripts/setup.sh`'s mmdebstrap root file system (`FROM scratch`, `ADD`; every
-//! build `--pull=never`), its `RUN apt-get` steps included. Then the image is run with
-//! `buildah run`: `kpress check-config` on the shipped policy as `nobody`; with
+//! The container image, built from the repository root with the offline recipe's
+//! command exactly as docs/deploy.md and the Dockerfile's header state it (buildah,
+//! `--target runtime`, docker format so the HEALTHCHECK is kept, REVISION the git
+//! commit). Only buildah's global options are added: this test's own storage (`--root`,
+//! `--runroot`, `--storage-driver vfs`); `BUILDAH_ISOLATION=chroot` in the environment.
+//! KPRESS_BINARY is the binary this test runs: `target/release/kpress` as documented
+//! under `cargo test --release`, the documented debug path `target/debug/kpress`
+//! otherwise (CI builds debug: a release build costs minutes of both cores). The base
+//! `debian:bookworm-slim` is built locally from `scripts/setup.sh`'s mmdebstrap root
+//! file system (`FROM scratch`, `ADD`), so nothing is pulled; its `RUN apt-get` steps
+//! run. Then the image is inspected and run with `buildah run`: its OCI labels (version
+//! as `kpress --version` prints it, revision the commit, source, licenses, title,
+//! description); `kpress check-config` on the shipped policy as `nobody`; with
 //! `--build-arg QATZIP=true`, QATzip loaded (its software backup, no device here); and
 //! `kpress run` in front of a real 4.1.1 broker on the host (host network), the
 //! image's own HEALTHCHECK command against its admin endpoint, kcat producing lz4
@@ -33,18 +40,32 @@ use std::time::Duration;
 const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 const BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
-const IMAGE: &str = "localhost/kpress:test";
-const QAT_IMAGE: &str = "localhost/kpress:test-qatzip";
+/// The offline recipe's image build, word for word as the docs state it.
+const DOCUMENTED_BUILD: &str = "buildah bud --format docker --target runtime \
+     --build-arg KPRESS_BINARY=target/release/kpress \
+     --build-arg REVISION=$(git rev-parse HEAD) -t kpress .";
+/// What `-t kpress` names.
+const IMAGE: &str = "localhost/kpress:latest";
+const QAT_IMAGE: &str = "localhost/kpress:qat";
 
-/// buildah with this test's own storage, so nothing of the host's images is touched.
-fn buildah() -> Command {
+/// buildah's global options that give this test its own storage, so nothing of the
+/// host's images is touched.
+fn buildah_global_options() -> Vec<String> {
     let dir = paths::scratch_dir().join("containers");
+    let path = |p: PathBuf| p.to_str().expect("UTF-8 scratch path").to_string();
+    vec![
+        "--root".into(),
+        path(dir.join("storage")),
+        "--runroot".into(),
+        path(dir.join("run")),
+        "--storage-driver".into(),
+        "vfs".into(),
+    ]
+}
+
+fn buildah() -> Command {
     let mut cmd = Command::new("buildah");
-    cmd.arg("--root")
-        .arg(dir.join("storage"))
-        .arg("--runroot")
-        .arg(dir.join("run"))
-        .args(["--storage-driver", "vfs"]);
+    cmd.args(buildah_global_options());
     cmd
 }
 
@@ -70,53 +91,85 @@ fn base_rootfs() -> PathBuf {
     tar
 }
 
-/// A build context holding only what the `runtime` target copies: the binary and
-/// `config/` (the repository itself would hand buildah all of `target/`).
-fn runtime_context() -> tempfile::TempDir {
-    let context = tempfile::Builder::new()
-        .prefix("kpress-image-")
-        .tempdir()
-        .expect("temp dir");
-    std::fs::copy(kpress_binary(), context.path().join("kpress")).expect("copy kpress");
-    let config = context.path().join("config");
-    std::fs::create_dir(&config).unwrap();
-    for entry in std::fs::read_dir(paths::workspace_root().join("config")).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), config.join(entry.file_name())).unwrap();
+/// `text`'s lines with `#` comment markers and `\` continuations undone and spaces
+/// collapsed, as a shell would read the commands a doc or a Dockerfile header shows.
+fn shell_lines(text: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let line = line.trim_start().trim_start_matches('#').trim();
+        let (words, continued) = match line.strip_suffix('\\') {
+            Some(rest) => (rest, true),
+            None => (line, false),
+        };
+        current.push(' ');
+        current.push_str(words);
+        if !continued {
+            lines.push(current.split_whitespace().collect::<Vec<_>>().join(" "));
+            current.clear();
         }
     }
-    context
+    lines
 }
 
-/// Builds the Dockerfile's `runtime` target as `tag` with `build_args`.
-fn build_runtime_image(tag: &str, build_args: &[&str]) {
-    let context = runtime_context();
-    let dockerfile = paths::workspace_root().join("Dockerfile");
-    let mut cmd = buildah();
-    cmd.args([
-        "bud",
-        "--isolation",
-        "chroot",
-        "--pull=never",
-        "--format",
-        "docker",
-    ])
-    .arg("-f")
-    .arg(&dockerfile)
-    .args(["--target", "runtime", "--build-arg", "KPRESS_BINARY=kpress"]);
-    for arg in build_args {
-        cmd.args(["--build-arg", arg]);
+/// Panics unless `file` (relative to the workspace) shows `command` as a line.
+fn assert_shows(file: &str, command: &str) {
+    let text = std::fs::read_to_string(paths::workspace_root().join(file)).expect(file);
+    assert!(
+        shell_lines(&text).iter().any(|line| line.contains(command)),
+        "{file} does not show `{command}`"
+    );
+}
+
+/// The binary this test runs, as a path in the build context (the repository root).
+fn binary_in_context() -> String {
+    let root = paths::workspace_root()
+        .canonicalize()
+        .expect("workspace root");
+    let binary = kpress_binary().canonicalize().expect("kpress binary");
+    let relative = binary.strip_prefix(&root).unwrap_or_else(|_| {
+        panic!(
+            "{} is outside the repository, the build context: KPRESS_BIN and \
+             CARGO_TARGET_DIR must keep it under target/",
+            binary.display()
+        )
+    });
+    relative.to_str().expect("UTF-8 path").to_string()
+}
+
+/// Runs the documented build (with `extra` before its `-t kpress`, and `tag` for
+/// `kpress`) through `sh` in the repository root, with this test's storage.
+fn documented_build(extra: &str, tag: &str) {
+    let documented = DOCUMENTED_BUILD
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_shows("docs/deploy.md", &documented);
+    assert_shows("Dockerfile", &documented);
+    let binary = binary_in_context();
+    let mut command = documented.clone();
+    if binary != "target/release/kpress" {
+        let argument = format!("KPRESS_BINARY={binary}");
+        assert_shows("docs/deploy.md", &argument);
+        command = command.replace("KPRESS_BINARY=target/release/kpress", &argument);
     }
-    cmd.args(["-t", tag]).arg(context.path());
+    command = command.replace(" -t kpress .", &format!("{extra} -t {tag} ."));
+    let global: Vec<String> = buildah_global_options()
+        .iter()
+        .map(|option| format!("'{option}'"))
+        .collect();
+    let script = command.replacen("buildah ", &format!("buildah {} ", global.join(" ")), 1);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(&script)
+        .current_dir(paths::workspace_root())
+        .env("BUILDAH_ISOLATION", "chroot");
     let started = std::time::Instant::now();
-    run_ok(&mut cmd, BUILD_TIMEOUT)
-        .unwrap_or_else(|err| panic!("building the runtime image {tag}: {err:#}"));
-    eprintln!("built {tag} in {:.0?}", started.elapsed());
+    run_ok(&mut cmd, BUILD_TIMEOUT).unwrap_or_else(|err| panic!("{script}: {err:#}"));
+    eprintln!("{script}\nbuilt in {:.0?}", started.elapsed());
 }
 
-/// The image of the `runtime` target, built once per test process on a freshly built
-/// base.
+/// The image of the documented build, once per test process on a freshly built base.
 fn image() -> &'static str {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -147,7 +200,7 @@ fn image() -> &'static str {
         ])
         .arg(context.path());
         run_ok(&mut cmd, BUILD_TIMEOUT).unwrap_or_else(|err| panic!("base image: {err:#}"));
-        build_runtime_image(IMAGE, &[]);
+        documented_build("", "kpress");
     });
     IMAGE
 }
@@ -155,13 +208,18 @@ fn image() -> &'static str {
 /// A working container of `image`, removed on drop.
 struct WorkingContainer {
     name: String,
+    /// Its root file system on the host (vfs: a plain directory).
+    root: PathBuf,
 }
 
 impl WorkingContainer {
     fn of(image: &str) -> WorkingContainer {
         let finished = buildah_ok(&["from", "--pull=never", image], RUN_TIMEOUT);
+        let name = finished.stdout_text().trim().to_string();
+        let mounted = buildah_ok(&["mount", &name], RUN_TIMEOUT);
         WorkingContainer {
-            name: finished.stdout_text().trim().to_string(),
+            root: PathBuf::from(mounted.stdout_text().trim()),
+            name,
         }
     }
 
@@ -175,8 +233,23 @@ impl WorkingContainer {
         cmd
     }
 
+    /// Runs `args` to completion. Their output goes to files in the container, read
+    /// through its root on the host: under load, buildah's chroot isolation drops or
+    /// cuts short what a process writes just before it exits.
     fn run(&self, args: &[&str]) -> Finished {
-        run(&mut self.command(args), RUN_TIMEOUT).unwrap_or_else(|err| panic!("{err:#}"))
+        let mut wrapped = vec!["sh", "-c", "\"$@\" >/tmp/.run.out 2>/tmp/.run.err", "sh"];
+        wrapped.extend_from_slice(args);
+        let finished =
+            run(&mut self.command(&wrapped), RUN_TIMEOUT).unwrap_or_else(|err| panic!("{err:#}"));
+        let output = |name: &str| {
+            std::fs::read(self.root.join("tmp").join(name))
+                .unwrap_or_else(|err| panic!("{name} of {args:?}: {err}"))
+        };
+        Finished {
+            status: finished.status,
+            stdout: output(".run.out"),
+            stderr: output(".run.err"),
+        }
     }
 
     /// Copies `file` in, readable by the image's user (temp files are 0600).
@@ -264,10 +337,78 @@ fn image_checks_its_shipped_policy_as_nobody_and_carries_the_healthcheck() {
     );
 }
 
+/// `key = "value"` of the workspace's `[workspace.package]`.
+fn workspace_package(key: &str) -> String {
+    let manifest =
+        std::fs::read_to_string(paths::workspace_root().join("Cargo.toml")).expect("Cargo.toml");
+    manifest
+        .lines()
+        .skip_while(|line| line.trim() != "[workspace.package]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .find_map(|line| {
+            let (name, value) = line.split_once('=')?;
+            (name.trim() == key).then(|| value.trim().trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| panic!("[workspace.package] sets no {key}"))
+}
+
+fn git(args: &[&str]) -> Finished {
+    let mut cmd = Command::new("git");
+    cmd.args(args).current_dir(paths::workspace_root());
+    run(&mut cmd, RUN_TIMEOUT).unwrap_or_else(|err| panic!("{err:#}"))
+}
+
+#[test]
+fn image_labels_name_the_binary_inside_and_its_commit() {
+    let image = image();
+    let label = |name: &str| {
+        let format =
+            format!("{{{{index .Docker.Config.Labels \"org.opencontainers.image.{name}\"}}}}");
+        buildah_ok(&["inspect", "--format", &format, image], RUN_TIMEOUT)
+            .stdout_text()
+            .trim()
+            .to_string()
+    };
+    let container = WorkingContainer::of(image);
+    let version = container.run(&["/usr/local/bin/kpress", "--version"]);
+    assert!(version.status.success(), "{}", version.stderr_text());
+    assert_eq!(
+        format!("kpress {}", label("version")),
+        version.stdout_text().trim(),
+        "the version label and `kpress --version` in the image"
+    );
+    let help = container.run(&["/usr/local/bin/kpress", "--help"]);
+    assert_eq!(
+        label("description"),
+        help.stdout_text().lines().next().unwrap_or_default(),
+        "the description label and kpress's own"
+    );
+    assert_eq!(label("title"), "kpress");
+    assert_eq!(label("licenses"), workspace_package("license"));
+    assert_eq!(label("source"), workspace_package("repository"));
+
+    // The commit the build's `git rev-parse HEAD` named; others may commit to this
+    // tree meanwhile, so an ancestor of HEAD is accepted when HEAD moved.
+    let revision = label("revision");
+    assert!(
+        revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit()),
+        "revision label {revision:?}"
+    );
+    let head = git(&["rev-parse", "HEAD"]).stdout_text().trim().to_string();
+    if revision != head {
+        let ancestor = git(&["merge-base", "--is-ancestor", &revision, "HEAD"]);
+        assert!(
+            ancestor.status.success(),
+            "revision label {revision} is neither HEAD ({head}) nor an ancestor of it"
+        );
+    }
+}
+
 #[test]
 fn image_built_with_qatzip_loads_it() {
     image();
-    build_runtime_image(QAT_IMAGE, &["QATZIP=true"]);
+    documented_build(" --build-arg QATZIP=true", "kpress:qat");
     let container = WorkingContainer::of(QAT_IMAGE);
     let policy = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
