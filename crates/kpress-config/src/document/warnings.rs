@@ -1,8 +1,8 @@
 //! What a valid file sets that cannot take effect, each located at its value with the
 //! reason: keys of `[defaults]` and `[[topics]]` their table's policy (and, for
 //! `[defaults]`, every rule inheriting them) never reads, `[overload]` keys read only by
-//! adaptive levels while they are off, contradictory waits, and rules an earlier rule
-//! always wins over.
+//! adaptive levels while they are off, contradictory waits, rules an earlier rule
+//! always wins over, and a CA nobody checks certificates against.
 
 use std::ops::Range;
 
@@ -33,6 +33,34 @@ pub(super) fn warn(
     rule_keys(sink, config, keys);
     defaults_keys(sink, config, keys);
     overload_keys(sink, root, config);
+    unchecked_ca(sink, root, config);
+}
+
+/// `upstream.tls.ca` beside `verify = false`: any certificate is accepted, so the CA
+/// is never read for a check.
+fn unchecked_ca(sink: &mut ProblemSink<'_>, root: &DeTable<'_>, config: &Config) {
+    if config.upstream.tls.as_ref().is_none_or(|tls| tls.verify) {
+        return;
+    }
+    let ca = root
+        .get("upstream")
+        .and_then(|upstream| match upstream.get_ref() {
+            DeValue::Table(t) => t.get("tls"),
+            _ => None,
+        })
+        .and_then(|tls| match tls.get_ref() {
+            DeValue::Table(t) => t.get("ca"),
+            _ => None,
+        });
+    if let Some(ca) = ca {
+        sink.bad_value(
+            "upstream.tls.ca",
+            &ca.span(),
+            "has no effect: upstream.tls.verify = false accepts any certificate, so none is \
+             checked against this CA",
+            None,
+        );
+    }
 }
 
 /// What a policy writes: its own codec, each topic's own, or nothing (as sent).
@@ -549,6 +577,18 @@ mod tests {
                  matches every topic this one does, and the first match wins",
             ]
         );
+    }
+
+    #[test]
+    fn a_ca_beside_verify_false_is_named() {
+        assert_eq!(
+            warnings("[upstream.tls]\nca = \"ca.pem\"\nverify = false\n"),
+            [
+                "t.toml:6:6: upstream.tls.ca = \"ca.pem\": has no effect: upstream.tls.verify = \
+              false accepts any certificate, so none is checked against this CA"
+            ]
+        );
+        assert!(warnings("[upstream.tls]\nca = \"ca.pem\"\n").is_empty());
     }
 
     #[test]
