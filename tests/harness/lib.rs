@@ -24,6 +24,7 @@ pub mod java_client;
 pub mod java_recompression;
 pub mod kcat;
 pub mod kpress;
+pub mod kpress_fleet;
 pub mod liveness_producer;
 pub mod measure;
 pub mod metadata;
@@ -39,6 +40,7 @@ pub mod raw_batch;
 pub mod raw_produce;
 pub mod secure_stream;
 pub mod steady_producer;
+pub mod timed_producer;
 pub mod tls;
 mod wire_reader;
 

@@ -24,6 +24,10 @@ pub struct PartitionInfo {
     pub partition: i32,
     pub leader: i32,
     pub leader_epoch: i32,
+    /// The replicas, the preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
 }
 
 /// One topic as Metadata lists it.
@@ -93,6 +97,17 @@ fn skip_int32_array(r: &mut Reader<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads a classic array of int32s (replica lists), its bytes taken before anything
+/// is allocated for it.
+fn int32_array(r: &mut Reader<'_>) -> anyhow::Result<Vec<i32>> {
+    let n = r.count()?;
+    let bytes = r.take(4 * n)?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
 fn parse_response(bytes: &[u8]) -> anyhow::Result<ClusterMetadata> {
     let mut r = Reader::new(bytes);
     let _correlation_id = r.i32()?;
@@ -122,14 +137,16 @@ fn parse_response(bytes: &[u8]) -> anyhow::Result<ClusterMetadata> {
             let partition = r.i32()?;
             let leader = r.i32()?;
             let leader_epoch = r.i32()?;
-            skip_int32_array(&mut r)?; // replicas
-            skip_int32_array(&mut r)?; // isr
+            let replicas = int32_array(&mut r)?;
+            let isr = int32_array(&mut r)?;
             skip_int32_array(&mut r)?; // offline replicas
             partitions.push(PartitionInfo {
                 error_code,
                 partition,
                 leader,
                 leader_epoch,
+                replicas,
+                isr,
             });
         }
         let _authorized_operations = r.i32()?;

@@ -1,7 +1,9 @@
 //! Faults done to a running [`KafkaCluster`]'s nodes: a node killed with SIGKILL
 //! (no controlled shutdown, requests in flight cut off), and a partition's leadership
 //! moved to another node with Kafka's own admin tools (a reassignment that puts the
-//! node first, then a preferred leader election).
+//! node first, then a preferred leader election). Also what a rolling operation
+//! waits on: the quorum's active controller, and every partition back in sync and led
+//! by its preferred replica.
 
 use crate::cluster::KafkaCluster;
 use crate::java;
@@ -115,5 +117,78 @@ pub fn move_leader(
             );
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The KRaft quorum's leader (the active controller) and its epoch, as
+/// `kafka-metadata-quorum describe --status` reports them (`LeaderId`, `LeaderEpoch`).
+pub fn quorum_leader(cluster: &KafkaCluster) -> anyhow::Result<(u32, u64)> {
+    let mut describe = java::client_command(cluster.version(), &[]);
+    describe
+        .arg("org.apache.kafka.tools.MetadataQuorumCommand")
+        .args(["--bootstrap-server", &cluster.bootstrap()])
+        .args(["describe", "--status"]);
+    let out = run_ok(&mut describe, Duration::from_secs(60))
+        .context("kafka-metadata-quorum describe --status")?
+        .stdout_text();
+    let field = |name: &str| -> anyhow::Result<u64> {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().strip_prefix(':'))
+            .with_context(|| format!("no {name} in:\n{out}"))?
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} is no number in:\n{out}"))
+    };
+    Ok((u32::try_from(field("LeaderId")?)?, field("LeaderEpoch")?))
+}
+
+/// Waits until every partition of `topics` has all its replicas in sync and is led by
+/// its preferred replica (the first listed), as Metadata tells: the cluster recovered
+/// from a node's restart (the controller's leader rebalance moves leaders back).
+pub fn wait_in_sync_and_balanced(
+    cluster: &KafkaCluster,
+    topics: &[&str],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut lagging = Vec::new();
+        match cluster.metadata() {
+            Ok(metadata) => {
+                for topic in topics {
+                    let Some(t) = metadata.topic(topic) else {
+                        lagging.push(format!("{topic}: not listed"));
+                        continue;
+                    };
+                    for p in &t.partitions {
+                        let mut isr = p.isr.clone();
+                        let mut replicas = p.replicas.clone();
+                        isr.sort_unstable();
+                        replicas.sort_unstable();
+                        if p.error_code != 0
+                            || isr != replicas
+                            || p.replicas.first() != Some(&p.leader)
+                        {
+                            lagging.push(format!(
+                                "{topic}-{}: leader {} replicas {:?} isr {:?} error {}",
+                                p.partition, p.leader, p.replicas, p.isr, p.error_code
+                            ));
+                        }
+                    }
+                }
+            }
+            Err(err) => lagging.push(format!("no metadata: {err:#}")),
+        }
+        if lagging.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "not every partition in sync and led by its preferred replica after \
+                 {timeout:?}:\n{}",
+                lagging.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
