@@ -639,3 +639,45 @@ fn small_batches_that_grow_are_named_with_only_if_smaller_in_the_rule() {
         );
     }
 }
+
+#[test]
+fn grown_counters_on_a_metrics_page_name_the_topic_and_the_way_out() {
+    let page = "# TYPE kpress_batches_rewritten_total counter\n\
+        kpress_batches_rewritten_total{topic=\"clicks\",from=\"gzip\",to=\"zstd\"} 25780\n\
+        kpress_batches_grown_total{topic=\"clicks\",from=\"gzip\",to=\"zstd\"} 25039\n\
+        kpress_batch_bytes_sum{topic=\"clicks\"} 26890000\n\
+        kpress_batch_bytes_count{topic=\"clicks\"} 25780\n\
+        kpress_batches_rewritten_total{topic=\"logs\",from=\"gzip\",to=\"zstd\"} 100\n\
+        kpress_batches_grown_total{topic=\"logs\",from=\"gzip\",to=\"zstd\"} 2\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("metrics.txt");
+    std::fs::write(&path, page).unwrap();
+    let path = path.to_str().unwrap();
+    let text = ok(&["advise", "--from-metrics", path]);
+    assert!(
+        text.contains(
+            "Grown: 25039 of 25780 batches kpress rewrote (97%) came out larger than the \
+             producer sent them (client batches average 1.02 KiB)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("only_if_smaller = true in the topic's rule"),
+        "{text}"
+    );
+    assert!(text.contains("kpress bench --batch-sizes"), "{text}");
+    // 2 of 100 grown is not worth a sentence.
+    assert_eq!(text.matches("Grown:").count(), 1, "{text}");
+
+    let report = json(&["advise", "--from-metrics", path]);
+    let topics = report["topics"].as_array().unwrap();
+    let clicks = topics.iter().find(|t| t["topic"] == "clicks").unwrap();
+    assert_eq!(clicks["rewritten_batches"], 25780.0);
+    assert_eq!(clicks["grown_batches"], 25039.0);
+    assert!(
+        clicks["grown"].as_str().unwrap().contains("(97%)"),
+        "{clicks}"
+    );
+    let logs = topics.iter().find(|t| t["topic"] == "logs").unwrap();
+    assert!(logs["grown"].is_null(), "{logs}");
+}

@@ -11,6 +11,7 @@ use super::policy_block::{self, Rule};
 use super::rank::{number, percent, Floors, Goal};
 use super::report::{bytes, ranked_json, size};
 use super::shadow::{self, Figures, TopicAdvice};
+use super::small_batches;
 use super::{metrics_page, Format};
 
 /// Client batches averaging less than this are worth growing.
@@ -148,6 +149,9 @@ fn render(
                             "saving_fraction": c.saving_fraction(),
                         })),
                         "batching": batching_text(a, interval),
+                        "rewritten_batches": per(a.figures.rewritten, interval),
+                        "grown_batches": per(a.figures.grown, interval),
+                        "grown": small_batches::live_text(a.figures.rewritten, a.figures.grown, a.mean_batch_bytes()),
                         "unreadable_candidates": a.unreadable,
                     })
                 })
@@ -231,6 +235,13 @@ fn render(
                 }
                 if let Some(text) = batching_text(a, interval) {
                     let _ = writeln!(out, "  Batching: {text}");
+                }
+                if let Some(text) = small_batches::live_text(
+                    a.figures.rewritten,
+                    a.figures.grown,
+                    a.mean_batch_bytes(),
+                ) {
+                    let _ = writeln!(out, "  Grown: {text}");
                 }
                 if shadow::is_other_topics(&a.topic) && a.choice.is_some() {
                     let _ = writeln!(

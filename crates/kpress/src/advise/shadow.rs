@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use kpress_codec::Candidate;
 use kpress_proxy::metrics::{
-    BATCH_BYTES, OTHER_TOPICS, PRODUCE_BYTES_IN, PRODUCE_BYTES_OUT, SHADOW_BATCHES,
-    SHADOW_BYTES_IN, SHADOW_BYTES_OUT, SHADOW_CPU_SECONDS, SHADOW_RAW_BYTES, SHADOW_SKIPPED,
+    BATCHES_GROWN, BATCHES_REWRITTEN, BATCH_BYTES, OTHER_TOPICS, PRODUCE_BYTES_IN,
+    PRODUCE_BYTES_OUT, SHADOW_BATCHES, SHADOW_BYTES_IN, SHADOW_BYTES_OUT, SHADOW_CPU_SECONDS,
+    SHADOW_RAW_BYTES, SHADOW_SKIPPED,
 };
 
 use anyhow::bail;
@@ -37,6 +38,9 @@ pub(crate) struct Topic {
     pub(crate) batch_bytes_sum: f64,
     pub(crate) shadow_raw: f64,
     pub(crate) shadow_batches: f64,
+    /// Batches kpress rewrote, and of them those that came out larger than sent.
+    pub(crate) rewritten: f64,
+    pub(crate) grown: f64,
     pub(crate) trials: BTreeMap<String, Trial>,
 }
 
@@ -74,6 +78,7 @@ impl Figures {
             let field = match name {
                 PRODUCE_BYTES_IN | PRODUCE_BYTES_OUT | SHADOW_RAW_BYTES | SHADOW_BATCHES => name,
                 SHADOW_BYTES_IN | SHADOW_BYTES_OUT | SHADOW_CPU_SECONDS => name,
+                BATCHES_REWRITTEN | BATCHES_GROWN => name,
                 _ if histogram == Some("_count") || histogram == Some("_sum") => name,
                 _ => continue,
             };
@@ -93,6 +98,10 @@ impl Figures {
                 topic.shadow_raw += value;
             } else if field == SHADOW_BATCHES {
                 topic.shadow_batches += value;
+            } else if field == BATCHES_REWRITTEN {
+                topic.rewritten += value;
+            } else if field == BATCHES_GROWN {
+                topic.grown += value;
             } else {
                 let Some(candidate) = sample.label("candidate") else {
                     continue;
@@ -132,6 +141,8 @@ impl Figures {
             topic.batch_bytes_sum = gain(topic.batch_bytes_sum, before.batch_bytes_sum);
             topic.shadow_raw = gain(topic.shadow_raw, before.shadow_raw);
             topic.shadow_batches = gain(topic.shadow_batches, before.shadow_batches);
+            topic.rewritten = gain(topic.rewritten, before.rewritten);
+            topic.grown = gain(topic.grown, before.grown);
             for (candidate, trial) in &mut topic.trials {
                 let Some(b) = before.trials.get(candidate) else {
                     continue;
@@ -191,11 +202,11 @@ impl TopicAdvice {
     }
 }
 
-/// Advice for every topic with shadow trials, in topic order.
+/// Advice for every topic with shadow trials or batches that grew, in topic order.
 pub(crate) fn advise(figures: &Figures, goal: Goal, floors: &Floors) -> Vec<TopicAdvice> {
     let mut out = Vec::new();
     for (name, topic) in &figures.topics {
-        if topic.trials.is_empty() {
+        if topic.trials.is_empty() && topic.grown <= 0.0 {
             continue;
         }
         let mut unreadable = Vec::new();

@@ -10,7 +10,7 @@ use kpress_measure::RecordsSection;
 use serde_json::{json, Value};
 
 use super::input::Input;
-use super::rank::percent;
+use super::rank::{number, percent};
 use super::report::size;
 use crate::bench::crossover::{batch_bytes, Comparison};
 
@@ -162,6 +162,30 @@ pub(crate) fn check(
         records_per_batch: records_per_batch(&input.sections),
         stops_at,
     }))
+}
+
+/// From kpress's own counters: the share of a topic's rewritten batches that grew
+/// (`rewritten`, `grown`), when it is worth a sentence; `mean_batch` is the client
+/// batches' mean size.
+pub(crate) fn live_text(rewritten: f64, grown: f64, mean_batch: Option<f64>) -> Option<String> {
+    if rewritten <= 0.0 || grown / rewritten < WORTH_SAYING {
+        return None;
+    }
+    Some(format!(
+        "{} of {} batches kpress rewrote ({}) came out larger than the producer sent them{}: \
+         batch more (the producers' batch.size, and linger.ms to fill it), or set \
+         only_if_smaller = true in the topic's rule to keep the producer's batch when the \
+         rewrite is not smaller (with a named codec: in topic mode a batch passed as sent is \
+         converted by the broker itself, to the same size). kpress bench --batch-sizes on a \
+         sample of the topic's records shows from what batch size its codec stops growing.",
+        number(grown),
+        number(rewritten),
+        percent((grown / rewritten).min(1.0)),
+        mean_batch.map_or(String::new(), |m| format!(
+            " (client batches average {})",
+            size(m.round() as u64)
+        )),
+    ))
 }
 
 fn raw_per_batch(sections: &[RecordsSection]) -> f64 {
