@@ -1279,10 +1279,11 @@ fn defaults_quoted_in_prose_are_the_references() {
 }
 
 /// The environment variables a source text reads: in a file that reads the environment
-/// (`env::var`, `var_os`, `from_env`), every string literal outside its test module
+/// (`env::var`, `var_os`, `from_env`, clap's `env = "…"`), every string literal outside its test module
 /// shaped like a variable name (`AWS_ROLE_ARN`, `KPRESS_LOG`).
 fn variables_read(source: &str) -> BTreeSet<String> {
-    let reads = ["env::var", "var_os(", "from_env("];
+    // `env = "…"`: a clap argument that falls back to a variable.
+    let reads = ["env::var", "var_os(", "from_env(", "env = \""];
     if !reads.iter().any(|r| source.contains(r)) {
         return BTreeSet::new();
     }
