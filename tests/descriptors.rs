@@ -485,12 +485,18 @@ fn connections_memory() {
     let peak = proc_status::memory(pid).expect("kpress's memory").peak_rss as f64 / MIB;
     let (rss_after, fds_after) = footprint(pid);
     let rewritten = proxy
-        .counter("kpress_batches_total", &[("outcome", "rewritten")])
+        .counter("kpress_batches_rewritten_total", &[])
         .unwrap();
-    assert!(rewritten > 0.0, "nothing rewritten\n{}", proxy.log());
     for (i, stream) in idle.iter_mut().enumerate().skip(producers).step_by(97) {
         api_versions_answered(stream, i as i32).expect("an idle connection, still served");
     }
+    // Whether what the producers took stays with their connections.
+    idle.drain(..producers);
+    let still_open = (connections - producers) as f64;
+    wait_for("the producers' connections closed", &proxy, || {
+        proxy.counter("kpress_connections_open", &[]).unwrap_or(0.0) == still_open
+    });
+    let (rss_closed, fds_closed) = footprint(pid);
     let batch_bytes = frames[0][0].len();
     writeln!(
         report,
@@ -498,17 +504,20 @@ fn connections_memory() {
          ### {producers} of the {connections} producing\n\n\
          Each: Produce v7, one gzip batch of {records} records (~{:.1} KiB request), \
          {IN_FLIGHT} unanswered, recompressed to zstd-3, for {seconds} s: {answered} \
-         requests answered ({:.0}/s in all).\n\n\
+         requests answered ({:.0}/s in all), {rewritten} batches rewritten.\n\n\
          | | RSS MiB | KiB per producer (vs all idle) | descriptors |\n|---|---:|---:|---:|\n\
          | all idle | {rss_idle:.1} | | {fds_idle} |\n\
          | peak while producing | {peak:.1} | {:.1} | |\n\
-         | after, all idle again | {rss_after:.1} | {:.1} | {fds_after} |",
+         | after, all idle again | {rss_after:.1} | {:.1} | {fds_after} |\n\
+         | the {producers} producers' connections closed | {rss_closed:.1} | {:.1} | {fds_closed} |",
         batch_bytes as f64 / 1024.0,
         answered as f64 / seconds as f64,
         (peak - rss_idle) * 1024.0 / producers as f64,
         (rss_after - rss_idle) * 1024.0 / producers as f64,
+        (rss_closed - rss_idle) * 1024.0 / producers as f64,
     )
     .unwrap();
     publish_report("CONNECTIONS_REPORT", &report);
+    assert!(rewritten > 0.0, "nothing rewritten\n{}", proxy.log());
     drop(idle);
 }
