@@ -26,7 +26,7 @@ use kpress_tests::cluster::ClusterSecurity;
 use kpress_tests::compression::Compression;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::storing_rules;
+use kpress_tests::kpress::{kpress_binary, storing_rules};
 use kpress_tests::kpress_fleet::{FleetMember, FleetPolicy};
 use kpress_tests::measure::publish_report;
 use kpress_tests::node_faults::{kill_node, quorum_leader, wait_in_sync_and_balanced};
@@ -134,11 +134,7 @@ fn pause_table(steps: &[Step], via_kpress: &TimedReport, direct: &TimedReport) -
         "Longest time any partition went without an acknowledgement ({RATE} records/s \
          per producer over {PARTITIONS} partitions, kpress {}):\n\n\
          | step | through kpress | direct | ratio |\n|---|---|---|---|\n",
-        if kpress_tests::measure::release_kpress() {
-            "release"
-        } else {
-            "debug"
-        }
+        kpress_binary().display()
     );
     let mut details = String::new();
     for step in steps {
