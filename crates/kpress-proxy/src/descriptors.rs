@@ -223,7 +223,8 @@ impl AcceptFailures {
         }
     }
 
-    /// A connection was accepted: the next failure pauses briefly again.
+    /// A connection was accepted and is served: the next failure pauses briefly again,
+    /// and a shortage not logged yet is.
     pub fn succeeded(&mut self) {
         self.pause = None;
         if SHORTAGE_PENDING.load(Ordering::Relaxed) {

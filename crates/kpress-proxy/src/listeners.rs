@@ -65,9 +65,6 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
                 _ = shutdown.wait_for(|stopping| *stopping) => break,
                 accepted = listener.accept() => accepted,
             };
-            if accepted.is_ok() {
-                failures.succeeded();
-            }
             match accepted {
                 Ok((client, peer))
                     if *shared.lifecycle.open_connections.borrow()
@@ -91,7 +88,10 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
                     descriptors::refused_for_descriptors();
                     drop(client);
                 }
-                Ok((client, peer)) => spawn_connection(&shared, client, peer, role),
+                Ok((client, peer)) => {
+                    failures.succeeded();
+                    spawn_connection(&shared, client, peer, role);
+                }
                 Err(err) => {
                     // Open connections keep being served meanwhile.
                     let pause = failures.failed(&listener, role.label(), &err);
