@@ -29,10 +29,25 @@ use tokio::sync::watch;
 
 use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame_timed, write_frame, ReadClock, ReadFrameError};
-use crate::handler::{ConnectionContext, Message, RequestContext, RequestStep, ResponseStep, Work};
+use crate::frame_io::{read_frame_timed, write_frame, FrameLimits, ReadClock, ReadFrameError};
+use crate::handler::{
+    ConnectionContext, Handlers, Message, RequestContext, RequestStep, ResponseStep, Work,
+};
 use crate::handoff::{run_parts, Handoff, Moves};
 use crate::metrics;
+use crate::status::ProxyStatus;
+
+/// What a connection's loops are given besides its context: the handlers of the
+/// proxy, and the limits and status all its connections share.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Relay<'a> {
+    pub(crate) handlers: &'a Handlers,
+    pub(crate) limits: FrameLimits,
+    /// A client with nothing to read and no response owed this long is closed.
+    pub(crate) idle_timeout: Duration,
+    /// Every broker response counts as the brokers answering.
+    pub(crate) status: &'a ProxyStatus,
+}
 
 /// What the response part relays next.
 #[derive(Debug)]
@@ -50,6 +65,7 @@ pub(crate) async fn serve<C, U>(
     client: C,
     upstream: U,
     conn: ConnectionContext,
+    relay: Relay<'_>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
@@ -67,7 +83,7 @@ where
     // yet relayed): while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
     let reading = async {
-        read_requests(&mut client_read, &steps, &owed, &conn, &mut shutdown).await?;
+        read_requests(&mut client_read, &steps, &owed, &conn, relay, &mut shutdown).await?;
         steps.close();
         Ok(())
     };
@@ -76,8 +92,13 @@ where
             pending: &pending,
             owed: &owed,
         };
-        let frame_timeout = conn.shared.limits.frame_timeout;
-        write_requests(&mut upstream_write, &steps, queue, frame_timeout).await?;
+        write_requests(
+            &mut upstream_write,
+            &steps,
+            queue,
+            relay.limits.frame_timeout,
+        )
+        .await?;
         pending.close();
         Ok(())
     };
@@ -87,6 +108,7 @@ where
         &pending,
         &owed,
         &conn,
+        relay,
     );
     run_parts(&moves, reading, writing, responses).await?;
     // Every expected response was relayed; tell the client we are done.
@@ -152,20 +174,20 @@ async fn read_requests<C>(
     steps: &Handoff<'_, Step>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
+    relay: Relay<'_>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = &conn.shared;
     let pool = &conn.requests_pool;
-    let limits = shared.frame_limits();
+    let limits = relay.limits;
     let mut clock = ReadClock::default();
     // One wait for the whole connection: its waker is registered once, not per frame.
     let stopping = shutdown.wait_for(|stopping| *stopping);
     tokio::pin!(stopping);
     loop {
-        let idle = Some(shared.limits.idle_timeout);
+        let idle = Some(relay.idle_timeout);
         let read = tokio::select! {
             // A frame cut off by shutdown is lost with the connection; the client resends.
             _ = &mut stopping => return Ok(()),
@@ -182,7 +204,7 @@ where
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
         metrics::request(header.api_key);
         let mut request = RequestContext::new(header);
-        let step = match shared.handlers.request_step(conn, &mut request, frame)? {
+        let step = match relay.handlers.request_step(conn, &mut request, frame)? {
             RequestStep::Answer(answer) => {
                 let permit = pool
                     .acquire(answer.len())
@@ -247,14 +269,14 @@ async fn relay_responses<C, U>(
     pending: &Handoff<'_, Pending>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
+    relay: Relay<'_>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = &conn.shared;
     let pool = &conn.responses_pool;
-    let limits = shared.frame_limits();
+    let limits = relay.limits;
     let mut clock = ReadClock::default();
     loop {
         // While no response is owed, the broker may only close (idle timeout, its own
@@ -290,7 +312,7 @@ where
             .ok_or(ConnectionError::BrokerClosed {
                 correlation_id: request.correlation_id(),
             })?;
-        shared.lifecycle.status.upstream_answered();
+        relay.status.upstream_answered();
         if let Some(forwarded) = request.forwarded() {
             metrics::upstream_latency(request.api_key(), forwarded.elapsed());
         }
@@ -302,7 +324,7 @@ where
                 received,
             });
         }
-        match shared.handlers.response_step(conn, &mut request, frame)? {
+        match relay.handlers.response_step(conn, &mut request, frame)? {
             ResponseStep::Relay(message) => {
                 write_frame(client, message.bytes(), limits.frame_timeout).await
             }
@@ -332,8 +354,10 @@ mod tests {
     use super::*;
     use crate::budget::Direction;
     use crate::error::Fault;
-    use crate::shared::{Shared, SharedConfig, UpstreamTarget};
-    use crate::ProxySettings;
+    use crate::listeners::Listeners;
+    use crate::settings::ProxySettings;
+    use crate::shared::{Shared, SharedConfig};
+    use crate::transport::UpstreamTarget;
     use kpress_batch::builder::{BatchBuilder, Record};
     use kpress_batch::{PolicyLookup, RewritePolicy};
     use kpress_codec::{Codec, CompressionOptions};
@@ -362,7 +386,18 @@ mod tests {
         settings
     }
 
-    fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
+    /// A test's proxy: its shared state, as the tests inspect it, and its handlers.
+    type Proxy = Arc<Listeners>;
+
+    impl std::ops::Deref for Listeners {
+        type Target = Shared;
+
+        fn deref(&self) -> &Shared {
+            &self.shared
+        }
+    }
+
+    fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Proxy {
         shared_with_handlers(Arc::new(policy), settings, crate::Handlers::kpress())
     }
 
@@ -370,22 +405,17 @@ mod tests {
         policies: Arc<dyn PolicyLookup>,
         settings: ProxySettings,
         handlers: crate::Handlers,
-    ) -> Arc<Shared> {
-        let (shared, control) = Shared::new(SharedConfig {
-            handlers,
-            ..SharedConfig::for_tests(policies, settings)
-        })
-        .unwrap();
+    ) -> Proxy {
+        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
         // The shutdown senders live for the whole test: dropping them means shutdown.
         std::mem::forget(control);
-        shared
+        Arc::new(Listeners {
+            shared,
+            handlers: Arc::new(handlers),
+        })
     }
 
-    fn shared_with(
-        policy: RewritePolicy,
-        max_inflight_bytes: usize,
-        node_port_base: u16,
-    ) -> Arc<Shared> {
+    fn shared_with(policy: RewritePolicy, max_inflight_bytes: usize, node_port_base: u16) -> Proxy {
         shared_from(policy, settings(max_inflight_bytes, node_port_base))
     }
 
@@ -396,21 +426,32 @@ mod tests {
         task: JoinHandle<Result<(), ConnectionError>>,
     }
 
-    fn start(shared: Arc<Shared>) -> Harness {
+    fn start(proxy: Proxy) -> Harness {
         let (client, proxy_client_side) = tokio::io::duplex(1 << 16);
         let (proxy_broker_side, broker) = tokio::io::duplex(1 << 16);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let conn = ConnectionContext::new(
-            shared,
+            Arc::clone(&proxy.shared),
+            proxy.clone(),
             SocketAddr::from(([127, 0, 0, 1], 5555)),
             UpstreamTarget::Bootstrap,
         );
-        let task = tokio::spawn(serve(
-            proxy_client_side,
-            proxy_broker_side,
-            conn,
-            shutdown_rx,
-        ));
+        let task = tokio::spawn(async move {
+            let relay = Relay {
+                handlers: &proxy.handlers,
+                limits: proxy.frame_limits(),
+                idle_timeout: proxy.limits.idle_timeout,
+                status: &proxy.lifecycle.status,
+            };
+            serve(
+                proxy_client_side,
+                proxy_broker_side,
+                conn,
+                relay,
+                shutdown_rx,
+            )
+            .await
+        });
         Harness {
             client,
             broker,
@@ -1049,7 +1090,7 @@ mod tests {
     /// (by a lookup the test holds), with a Produce by name and a Heartbeat behind it.
     struct HeldFirstRewrite {
         h: Harness,
-        shared: Arc<Shared>,
+        shared: Proxy,
         release: tokio::sync::oneshot::Sender<()>,
         requests: [Vec<u8>; 3],
     }
@@ -1253,8 +1294,7 @@ mod tests {
             Codec::Zstd,
             Codec::Lz4,
         ));
-        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
-        std::mem::forget(control);
+        let shared = shared_with_handlers(policies, settings, crate::Handlers::kpress());
         // Every regular slot taken for longer than a request may wait.
         let held = shared.work_slots.hold_regular().await;
         let mut h = start(Arc::clone(&shared));

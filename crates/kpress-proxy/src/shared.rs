@@ -1,7 +1,9 @@
 //! State every listener and connection shares, one struct per concern: the policy, what
 //! kpress knows of the cluster and its own requests to it, the limits, the memory
-//! budget, the work slots, the transport, the lifecycle (status, shutdown), and the
-//! handlers per API. Listeners and their connections' lifecycle are `listeners.rs`'s.
+//! budget, the work slots, the transport and the lifecycle (status, shutdown).
+//! Listeners and their connections' lifecycle are `listeners.rs`'s; the handlers per
+//! API are given to them, not kept here, and see this state only through their
+//! connection's context.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -15,44 +17,29 @@ use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::Cluster;
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
-use crate::handler::Handlers;
 use crate::metrics::{self, TopicLabels};
+use crate::policy::PolicySnapshot;
 use crate::routing::SniRouting;
 use crate::scheduler::Scheduler;
+use crate::settings::ProxySettings;
+use crate::side::SideChannel;
 use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
-use crate::topic_configs::TopicConfigCache;
+use crate::topic_configs::{self, TopicConfigCache};
 use crate::topic_ids::TopicIdResolver;
-use crate::transport::{Acceptor, Connector, Stream};
-use crate::{upstream, PolicySnapshot, ProxySettings, SaslLogin};
-
-/// Where a client connection's upstream goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UpstreamTarget {
-    /// Any bootstrap server (the bootstrap listener).
-    Bootstrap,
-    /// That broker node's real address (the node's listener).
-    Node(i32),
-}
-
-impl fmt::Display for UpstreamTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpstreamTarget::Bootstrap => f.write_str("bootstrap"),
-            UpstreamTarget::Node(id) => write!(f, "node {id}"),
-        }
-    }
-}
+use crate::transport::{self, Acceptor, Connector, Stream, UpstreamTarget};
 
 /// Everything the proxy's tasks share, by concern.
 pub(crate) struct Shared {
     /// The policy in force and what it decides per connection.
     pub(crate) policy: PolicyState,
     /// What kpress knows of the cluster: nodes, their listeners, topic names.
-    pub(crate) cluster: Cluster,
-    /// kpress's own requests to the cluster (naming Produce v13 topic ids), on a side
-    /// connection of their own; handlers reach them through their connection context.
-    pub(crate) cluster_requests: TopicIdResolver,
+    pub(crate) cluster: Arc<Cluster>,
+    /// kpress's own connections to the cluster, for its own requests.
+    pub(crate) side: Arc<SideChannel>,
+    /// Names Produce v13 topic ids, asking on the side channel; handlers reach it
+    /// through their connection context.
+    pub(crate) topic_ids: TopicIdResolver,
     /// The cluster's topics and their own compression configs (topic mode, labels).
     pub(crate) topic_configs: Arc<TopicConfigCache>,
     pub(crate) limits: Limits,
@@ -66,8 +53,6 @@ pub(crate) struct Shared {
     /// How clients are accepted and brokers reached.
     pub(crate) transport: Transport,
     pub(crate) lifecycle: Lifecycle,
-    /// What kpress does per Kafka API.
-    pub(crate) handlers: Handlers,
 }
 
 /// The policy in force, and the settings that go with it.
@@ -125,8 +110,6 @@ pub(crate) struct Transport {
     pub(crate) connector: Connector,
     listener_tls: Option<Arc<ServerTls>>,
     upstream_tls: Option<Arc<ClientTls>>,
-    /// kpress's own credentials, for its side connections only.
-    pub(crate) upstream_sasl: Option<SaslLogin>,
     bootstrap_servers: Vec<String>,
     pub(crate) listen_ip: IpAddr,
     /// Node listeners share their ports with other kpress processes (`SO_REUSEPORT`).
@@ -151,7 +134,6 @@ impl fmt::Debug for Shared {
             .field("limits", &self.limits)
             .field("bootstrap_servers", &self.transport.bootstrap_servers)
             .field("listen_ip", &self.transport.listen_ip)
-            .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }
 }
@@ -168,7 +150,6 @@ pub(crate) struct SharedConfig {
     pub(crate) policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
     pub(crate) settings: ProxySettings,
-    pub(crate) handlers: Handlers,
 }
 
 impl SharedConfig {
@@ -182,7 +163,6 @@ impl SharedConfig {
             policies: watch::channel(PolicySnapshot::rules_only(rules)).1,
             status: Arc::default(),
             settings,
-            handlers: Handlers::kpress(),
         }
     }
 }
@@ -218,32 +198,47 @@ impl Shared {
             .transpose()?
             .map(Arc::new);
         let sni = SniRouting::of(&settings.routing);
+        let limits = Limits {
+            max_frame_bytes: settings.max_frame_bytes,
+            frame_timeout: settings.frame_timeout,
+            idle_timeout: settings.idle_timeout,
+            max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
+            max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
+            max_connections: settings.max_connections,
+            max_rewrite_wait: settings.max_rewrite_wait,
+        };
+        let budget = Budget::new(settings.max_inflight_bytes);
+        let connector = Connector::new(upstream_tls.clone());
+        let cluster = Arc::new(Cluster::new(settings.routing));
+        let side = Arc::new(SideChannel::new(
+            connector.clone(),
+            settings.upstream_sasl,
+            settings.bootstrap_servers.clone(),
+            FrameLimits {
+                max_frame_bytes: limits.max_frame_bytes,
+                frame_timeout: limits.frame_timeout,
+            },
+            budget.pool(Direction::Response).clone(),
+            Arc::clone(&config.status),
+        ));
         let shared = Arc::new(Shared {
             policy: PolicyState {
                 policies: config.policies,
                 topic_labels: TopicLabels::new(settings.max_topic_labels),
                 rewrite_before_auth: settings.rewrite_before_auth,
             },
-            cluster: Cluster::new(settings.routing),
-            cluster_requests: TopicIdResolver::default(),
+            topic_ids: TopicIdResolver::new(Arc::clone(&cluster), Arc::clone(&side)),
+            cluster,
+            side,
             topic_configs: Arc::clone(&settings.topic_configs),
-            limits: Limits {
-                max_frame_bytes: settings.max_frame_bytes,
-                frame_timeout: settings.frame_timeout,
-                idle_timeout: settings.idle_timeout,
-                max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
-                max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
-                max_connections: settings.max_connections,
-                max_rewrite_wait: settings.max_rewrite_wait,
-            },
-            budget: Budget::new(settings.max_inflight_bytes),
+            limits,
+            budget,
             work_slots: Scheduler::new(work_threads()),
             transport: Transport {
                 acceptor: Acceptor::new(listener_tls.clone(), sni),
-                connector: Connector::new(upstream_tls.clone()),
+                connector,
                 listener_tls,
                 upstream_tls,
-                upstream_sasl: settings.upstream_sasl,
                 bootstrap_servers: settings.bootstrap_servers,
                 listen_ip: settings.bind.ip(),
                 reuse_port: settings.reuse_port,
@@ -254,7 +249,6 @@ impl Shared {
                 abort: abort_rx,
                 open_connections: open_tx,
             },
-            handlers: config.handlers,
         });
         let control = ShutdownControl {
             shutdown: shutdown_tx,
@@ -266,6 +260,30 @@ impl Shared {
 
     pub(crate) fn bootstrap_servers(&self) -> &[String] {
         &self.transport.bootstrap_servers
+    }
+
+    /// Starts the task that keeps the topic-config cache filled on the side channel;
+    /// topics the cluster no longer has lose their names and metric labels.
+    pub(crate) fn start_topic_configs(self: &Arc<Shared>) {
+        let weak = Arc::downgrade(self);
+        topic_configs::refresh::spawn(
+            Arc::clone(&self.topic_configs),
+            Arc::clone(&self.side),
+            self.policy.subscribe(),
+            self.lifecycle.shutdown.clone(),
+            move |deleted| {
+                let Some(shared) = weak.upgrade() else { return };
+                // Only topics kpress itself saw go: one its principal may not list
+                // keeps the name clients' Metadata gave it.
+                shared
+                    .cluster
+                    .forget_named_topics(|topic| deleted.contains(topic));
+                shared
+                    .policy
+                    .topic_labels
+                    .forget_unknown(|topic| shared.is_known_topic(topic));
+            },
+        );
     }
 
     /// How frames are read and written, in either direction.
@@ -304,7 +322,7 @@ impl Shared {
     ) -> Result<Stream, ConnectionError> {
         match target {
             UpstreamTarget::Bootstrap => {
-                upstream::connect_any(&self.transport.connector, self.bootstrap_servers()).await
+                transport::connect_any(&self.transport.connector, self.bootstrap_servers()).await
             }
             UpstreamTarget::Node(id) => {
                 let address = self

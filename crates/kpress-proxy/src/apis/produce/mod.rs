@@ -42,8 +42,8 @@ use crate::handler::{
     ResponseStep,
 };
 use crate::metrics::{self, BatchFate};
+use crate::policy::PolicySnapshot;
 use crate::scheduler::Overloaded;
-use crate::PolicySnapshot;
 
 /// The largest Produce frame checked on the connection's task for codec work: a batch
 /// passed through still has its CRC checked (about 0.1 ms per MiB), which larger
@@ -136,7 +136,7 @@ fn classify_inline(
         header.api_version,
         rewrite_limits(conn),
         &conn.policy(),
-        &|id| conn.shared.cluster.topic_name(id),
+        &|id| conn.topic_name(id),
     )?;
     metrics::produce_rewrite_times(Duration::ZERO, started.elapsed());
     Some(reports)
@@ -157,16 +157,13 @@ async fn rewrite_request(
         }
     };
     let to_resolve = match &result {
-        Ok(rewrite) => conn
-            .shared
-            .cluster
-            .ids_to_resolve(&rewrite.unknown_topic_ids),
+        Ok(rewrite) => conn.ids_to_resolve(&rewrite.unknown_topic_ids),
         Err(_) => Vec::new(),
     };
     if to_resolve.is_empty() {
         return Ok(finish(conn, frame, result, &header));
     }
-    if !conn.lookup_topic_ids(to_resolve).await {
+    if !conn.name_topic_ids(to_resolve).await {
         tracing::debug!(
             client = %conn.client(),
             upstream = %conn.listener(),
@@ -201,19 +198,19 @@ async fn run_rewrite(
     header_len: usize,
 ) -> Result<Attempt, HandlerError> {
     let queued = Instant::now();
-    let deadline = tokio::time::Instant::now() + conn.shared.limits.max_rewrite_wait;
+    let deadline = tokio::time::Instant::now() + conn.limits().max_rewrite_wait;
     // Framing and batch headers only: cheap enough for the connection's task.
     let batches = survey(
         &frame.bytes[SIZE_PREFIX_LEN..],
         header_len,
         header.api_version,
-        &|id| conn.shared.cluster.topic_name(id),
+        &|id| conn.topic_name(id),
     );
     let policy = conn.policy();
     let lane = batches.reports.largest_topic();
     // A rule that has spent its CPU share of the window does not queue: the request
     // goes as if its deadline had passed, by its largest topic's rule.
-    let slots = conn.shared.work_slots.slots();
+    let slots = conn.work_slot_count();
     let over_share = lane
         .as_deref()
         .is_some_and(|topic| policy.rules.over_cpu_share(topic, slots));
@@ -251,7 +248,7 @@ async fn run_rewrite(
             rewrite_limits(&task),
             &policy,
             under,
-            &|id| task.shared.cluster.topic_name(id),
+            &|id| task.topic_name(id),
         );
         metrics::produce_rewrite_times(started - queued, started.elapsed());
         Attempt::Done(frame, result)
@@ -366,11 +363,10 @@ fn finish(
 
 /// Queues the request's shadow samples and counts its batches, by topic.
 fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<BatchFate>) {
-    let shared = &conn.shared;
-    let known = |topic: &str| shared.is_known_topic(topic);
-    reports.send_shadow_samples(&shared.policy.topic_labels, known);
-    reports.record_metrics(&shared.policy.topic_labels, known, dropped);
-    let rules = &*shared.policy.snapshot().rules;
+    let known = |topic: &str| conn.is_known_topic(topic);
+    reports.send_shadow_samples(conn.topic_labels(), known);
+    reports.record_metrics(conn.topic_labels(), known, dropped);
+    let rules = &*conn.policy().rules;
     for (topic, cpu) in reports.cpu_by_topic() {
         rules.note_rewrite_cpu(topic, cpu);
     }
@@ -382,7 +378,7 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {
     RewriteLimits {
-        max_request_decompressed_bytes: conn.shared.limits.max_request_decompressed_bytes,
-        max_frame_bytes: conn.shared.limits.max_frame_bytes,
+        max_request_decompressed_bytes: conn.limits().max_request_decompressed_bytes,
+        max_frame_bytes: conn.limits().max_frame_bytes,
     }
 }

@@ -19,8 +19,8 @@ use kpress_measure::thread_cpu_time;
 use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use crate::metrics::{self, BatchCount, BatchFate};
+use crate::policy::PolicySnapshot;
 use crate::shadow::{Sample, ShadowTrials};
-use crate::PolicySnapshot;
 
 thread_local! {
     /// Codec state and scratch buffers, reused by every rewrite on this blocking thread,

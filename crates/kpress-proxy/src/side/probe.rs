@@ -10,10 +10,10 @@ use kpress_protocol::api_key;
 use kpress_protocol::frame::{frame_body_len, response_correlation_id, SIZE_PREFIX_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::settings::ProxySettings;
 use crate::status::ProxyStatus;
 use crate::tls::ClientTls;
 use crate::transport::Connector;
-use crate::ProxySettings;
 
 /// Time for the request to be written and its answer read once connected.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
