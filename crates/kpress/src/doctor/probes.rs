@@ -9,10 +9,7 @@ use std::time::Duration;
 use kpress_batch::PolicyLookup;
 use kpress_config::{Config, PolicySet, TopicCompression, TopicConfigSource};
 
-// The one place the doctor names the proxy's cluster client.
-pub(super) use kpress_proxy::{
-    ApiMaxVersions, ClusterClientError, ClusterConnector, Reachability, Stage, TopicConfigs,
-};
+use kpress_proxy::{ClusterClientError, ClusterConnector, TopicConfigs};
 
 use super::findings::{
     self, largest_write, topic_findings, TopicSettings, COMPRESSION_TYPE, LEVEL_KEYS,
