@@ -378,11 +378,11 @@ mod tests {
             node_port_base,
             vec!["127.0.0.1:1".into()],
         );
-        settings.max_frame_bytes = 1 << 20;
-        settings.max_connection_inflight_bytes = 1 << 20;
-        settings.max_inflight_bytes = max_inflight_bytes;
+        settings.limits.max_frame_bytes = 1 << 20;
+        settings.limits.max_connection_inflight_bytes = 1 << 20;
+        settings.limits.max_inflight_bytes = max_inflight_bytes;
         // Tests that hold the work slots decide themselves how long rewrites wait.
-        settings.max_rewrite_wait = Duration::from_secs(60);
+        settings.produce.max_rewrite_wait = Duration::from_secs(60);
         settings
     }
 
@@ -865,7 +865,7 @@ mod tests {
     async fn a_rewrite_over_max_frame_bytes_forwards_the_original() {
         // 40 KiB frames: a gzip batch of random data grows when stored uncompressed.
         let mut settings = settings(1 << 22, 30000);
-        settings.max_frame_bytes = 40 << 10;
+        settings.limits.max_frame_bytes = 40 << 10;
         let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
         let mut h = start(shared_from(policy, settings));
         let text: Vec<Record> = (0..2000)
@@ -883,7 +883,7 @@ mod tests {
         // 4 MiB budget: 2 MiB for requests. Three clients announce 1 MiB frames and
         // send 100 bytes; a fourth client's request must still go through at once.
         let mut settings = settings(4 << 20, 30000);
-        settings.frame_timeout = Duration::from_secs(30);
+        settings.limits.frame_timeout = Duration::from_secs(30);
         let shared = shared_from(RewritePolicy::default(), settings);
         let mut stalled = Vec::new();
         for _ in 0..3 {
@@ -922,7 +922,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_that_never_reads_its_responses_is_closed() {
         let mut settings = settings(4 << 20, 30000);
-        settings.frame_timeout = Duration::from_secs(5);
+        settings.limits.frame_timeout = Duration::from_secs(5);
         let shared = shared_from(RewritePolicy::default(), settings);
         let mut h = start(Arc::clone(&shared));
         h.client
@@ -948,7 +948,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_client_is_closed_unless_a_response_is_owed() {
         let mut settings = settings(1 << 22, 30000);
-        settings.idle_timeout = Duration::from_secs(10);
+        settings.limits.idle_timeout = Duration::from_secs(10);
         let shared = shared_from(RewritePolicy::default(), settings);
         // A response is owed for longer than the idle timeout (a JoinGroup, say).
         let mut waiting = start(Arc::clone(&shared));
@@ -1098,7 +1098,7 @@ mod tests {
     async fn hold_first_rewrite() -> HeldFirstRewrite {
         let lookups = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut settings = settings(1 << 22, 30000);
-        settings.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
+        settings.upstream.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
         // Stored uncompressed: a rewrite's output is larger than its input.
         let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
         let heartbeat_read = Arc::new(tokio::sync::Notify::new());
@@ -1230,9 +1230,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_with_a_rewrite_under_way_is_not_idle() {
         let mut settings = settings(1 << 22, 30000);
-        settings.idle_timeout = Duration::from_secs(1);
+        settings.limits.idle_timeout = Duration::from_secs(1);
         // The rewrite waits for its slot, however long.
-        settings.max_rewrite_wait = Duration::from_secs(3600);
+        settings.produce.max_rewrite_wait = Duration::from_secs(3600);
         // acks=0: no response is owed, only the forwarding.
         let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
         let shared = shared_from(policy, settings);
@@ -1261,7 +1261,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_produce_with_no_slot_within_the_wait_limit_goes_on_as_sent() {
         let mut settings = settings(1 << 22, 30000);
-        settings.max_rewrite_wait = Duration::from_millis(500);
+        settings.produce.max_rewrite_wait = Duration::from_millis(500);
         let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
         let shared = shared_from(policy, settings);
         // Every rewrite slot taken for longer than a request may wait.
@@ -1289,7 +1289,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_produce_past_the_wait_limit_takes_the_fallback_on_an_express_slot() {
         let mut settings = settings(1 << 22, 30000);
-        settings.max_rewrite_wait = Duration::from_millis(500);
+        settings.produce.max_rewrite_wait = Duration::from_millis(500);
         let policies: Arc<dyn PolicyLookup> = Arc::new(crate::test_policies::WithFallback::codecs(
             Codec::Zstd,
             Codec::Lz4,

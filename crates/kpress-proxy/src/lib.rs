@@ -56,7 +56,9 @@ pub use kpress_protocol::sasl::Mechanism as SaslMechanism;
 pub use kpress_protocol::{ConfigEntry, ConfigSource, TopicConfigs};
 pub use policy::PolicySnapshot;
 pub use server::{run, run_with, Controls};
-pub use settings::{ProxySettings, SaslLogin};
+pub use settings::{
+    LimitSettings, ListenerSettings, ProduceSettings, ProxySettings, SaslLogin, UpstreamSettings,
+};
 pub use shadow::ShadowTrials;
 pub use side::{
     probe_upstream, AdvertisedBroker, ApiMaxVersions, ClusterClient, ClusterClientError,

@@ -18,6 +18,7 @@ use crate::settings::ProxySettings;
 use crate::shared::{Shared, SharedConfig};
 use crate::side::DISCOVERY_METADATA_VERSIONS;
 use crate::status::ProxyStatus;
+use crate::topic_configs::TopicConfigCache;
 use crate::transport::ListenerRole;
 
 /// What drives a running proxy from outside.
@@ -34,6 +35,10 @@ pub struct Controls<F> {
     pub policies: watch::Receiver<PolicySnapshot>,
     /// Filled in as the proxy serves, for health probes.
     pub status: Arc<ProxyStatus>,
+    /// The cluster's topics and their own compression configs, which the proxy keeps
+    /// filled on its side channel (`compression.type = "topic"` reads them through the
+    /// policy, `/policy` shows them); refreshed on the cache's interval.
+    pub topic_configs: Arc<TopicConfigCache>,
 }
 
 impl<F> fmt::Debug for Controls<F> {
@@ -73,22 +78,25 @@ where
         reload_tls: mut reload,
         policies,
         status,
+        topic_configs,
     } = controls;
     validate(&settings)?;
     let (shared, control) = Shared::new(SharedConfig {
         policies,
         status: Arc::clone(&status),
+        topic_configs,
         settings: settings.clone(),
     })?;
     let handlers = Arc::new(handlers);
-    if matches!(&settings.upstream_tls, Some(tls) if !tls.verify) {
+    if matches!(&settings.upstream.tls, Some(tls) if !tls.verify) {
         tracing::warn!(
             "[upstream.tls] verify = false: brokers' certificates are not checked, so anyone \
              on the path can pose as a broker"
         );
     }
 
-    let bootstrap = listeners::bind(settings.bind, "bootstrap", settings.reuse_port)?;
+    let listener = &settings.listener;
+    let bootstrap = listeners::bind(listener.bind, "bootstrap", listener.reuse_port)?;
     match discover(&shared).await {
         Ok(nodes) => ensure_node_listeners(&shared, &handlers, &nodes)?,
         // Brokers down while kpress starts (a restart of both, say) is routine: serve
@@ -103,16 +111,16 @@ where
         }
         Err(err) => return Err(err),
     }
-    let role = match settings.routing {
+    let role = match listener.routing {
         NodeRouting::Ports { .. } => ListenerRole::Bootstrap,
         NodeRouting::Sni { .. } => ListenerRole::Sni,
     };
     tracing::info!(
-        addr = %bootstrap.local_addr().map_or(settings.bind, |a| a),
-        bootstrap_servers = ?settings.bootstrap_servers,
-        tls = settings.listener_tls.is_some(),
+        addr = %bootstrap.local_addr().map_or(listener.bind, |a| a),
+        bootstrap_servers = ?settings.upstream.bootstrap_servers,
+        tls = listener.tls.is_some(),
         routing = role.label(),
-        reuse_port = settings.reuse_port,
+        reuse_port = listener.reuse_port,
         "kpress bootstrap listener ready"
     );
     listeners::spawn_accept_loop(&shared, &handlers, bootstrap, role);
@@ -160,12 +168,13 @@ where
 }
 
 fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
-    if settings.bootstrap_servers.is_empty() {
+    let limits = &settings.limits;
+    if settings.upstream.bootstrap_servers.is_empty() {
         return Err(ProxyError::InvalidSettings(
             "bootstrap_servers is empty".into(),
         ));
     }
-    match &settings.routing {
+    match &settings.listener.routing {
         NodeRouting::Ports {
             advertised_host, ..
         } if advertised_host.is_empty() => {
@@ -173,7 +182,7 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
                 "advertised_host is empty".into(),
             ));
         }
-        NodeRouting::Sni { .. } if settings.listener_tls.is_none() => {
+        NodeRouting::Sni { .. } if settings.listener.tls.is_none() => {
             return Err(ProxyError::InvalidSettings(
                 "SNI routing needs [listener.tls]: SNI names exist only in TLS".into(),
             ));
@@ -181,16 +190,16 @@ fn validate(settings: &ProxySettings) -> Result<(), ProxyError> {
         NodeRouting::Sni { .. } => {}
         NodeRouting::Ports { .. } => {}
     }
-    if settings.max_frame_bytes > i32::MAX as usize {
+    if limits.max_frame_bytes > i32::MAX as usize {
         return Err(ProxyError::InvalidSettings(format!(
             "max_frame_bytes {} exceeds Kafka's int32 frame size",
-            settings.max_frame_bytes
+            limits.max_frame_bytes
         )));
     }
-    if settings.max_inflight_bytes / 2 < settings.max_frame_bytes.min(1024 * 1024) {
+    if limits.max_inflight_bytes / 2 < limits.max_frame_bytes.min(1024 * 1024) {
         return Err(ProxyError::InvalidSettings(format!(
             "max_inflight_bytes {} leaves less than 1 MiB (or max_frame_bytes) per direction",
-            settings.max_inflight_bytes
+            limits.max_inflight_bytes
         )));
     }
     Ok(())
@@ -359,6 +368,7 @@ mod tests {
             reload_tls: watch::channel(0).1,
             policies: watch::channel(policy).1,
             status: Arc::default(),
+            topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
         }
     }
 
@@ -378,10 +388,7 @@ mod tests {
         tokio::spawn(silent_broker(broker, received));
         let bind = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let node_port_base = free_port();
-        let settings = ProxySettings {
-            max_frame_bytes: 1 << 20,
-            max_inflight_bytes: 4 << 20,
-            max_connection_inflight_bytes: 1 << 20,
+        let mut settings = ProxySettings {
             shutdown_grace: Duration::from_secs(2),
             ..ProxySettings::for_tests(
                 bind,
@@ -390,6 +397,9 @@ mod tests {
                 vec![broker_addr.to_string()],
             )
         };
+        settings.limits.max_frame_bytes = 1 << 20;
+        settings.limits.max_inflight_bytes = 4 << 20;
+        settings.limits.max_connection_inflight_bytes = 1 << 20;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let proxy = tokio::spawn(run(
             settings,
@@ -541,25 +551,19 @@ mod tests {
 
     #[test]
     fn settings_that_cannot_work_are_refused() {
-        let base = ProxySettings {
-            max_inflight_bytes: 2 * (100 << 20),
-            ..ProxySettings::for_tests(
-                SocketAddr::from(([127, 0, 0, 1], 0)),
-                "h".into(),
-                20000,
-                vec!["b:9092".into()],
-            )
-        };
+        let mut base = ProxySettings::for_tests(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            "h".into(),
+            20000,
+            vec!["b:9092".into()],
+        );
+        base.limits.max_inflight_bytes = 2 * (100 << 20);
         assert!(validate(&base).is_ok());
-        let no_servers = ProxySettings {
-            bootstrap_servers: vec![],
-            ..base.clone()
-        };
+        let mut no_servers = base.clone();
+        no_servers.upstream.bootstrap_servers.clear();
         assert!(validate(&no_servers).is_err());
-        let tiny_budget = ProxySettings {
-            max_inflight_bytes: 1000,
-            ..base.clone()
-        };
+        let mut tiny_budget = base.clone();
+        tiny_budget.limits.max_inflight_bytes = 1000;
         assert!(validate(&tiny_budget).is_err());
     }
 }

@@ -1,16 +1,16 @@
-//! What the proxy is built with: where it listens, where the brokers are, kpress's own
-//! login to them, and its limits.
+//! What the proxy is built with, by concern: where it listens, how it reaches the
+//! brokers (kpress's own login included), the limits of every connection, and how
+//! Produce requests are rewritten. Built once from the policy file.
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kpress_config::NodeRouting;
+use kpress_config::{Config, NodeRouting};
 use kpress_protocol::sasl::Mechanism as SaslMechanism;
 
 use crate::tls;
-use crate::topic_configs::TopicConfigCache;
 
 /// kpress's own SASL credentials (`[upstream.sasl]`), for its side connections only.
 #[derive(Clone)]
@@ -47,9 +47,21 @@ impl fmt::Debug for SaslLogin {
     }
 }
 
-/// How the proxy listens, where the brokers are, and its limits.
+/// What the proxy is built with, one struct per concern, each built once from the
+/// policy file ([`ProxySettings::from_config`]).
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
+    pub listener: ListenerSettings,
+    pub upstream: UpstreamSettings,
+    pub limits: LimitSettings,
+    pub produce: ProduceSettings,
+    /// How long in-flight requests may take to finish once shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+/// How clients reach kpress.
+#[derive(Debug, Clone)]
+pub struct ListenerSettings {
     /// The bootstrap listener; node listeners use its IP with their own ports.
     pub bind: SocketAddr,
     /// The addresses clients are given for broker nodes, and how their connections are
@@ -57,20 +69,28 @@ pub struct ProxySettings {
     /// 65535), so a node's kpress address never changes across restarts.
     pub routing: NodeRouting,
     /// TLS from clients (required for SNI routing).
-    pub listener_tls: Option<tls::ListenerTlsSettings>,
-    /// TLS to brokers.
-    pub upstream_tls: Option<tls::UpstreamTlsSettings>,
-    /// kpress's own SASL login for its side connections (Metadata, topic-id lookups).
-    pub upstream_sasl: Option<SaslLogin>,
-    /// Whether a client connection's batches are rewritten before it authenticated with
-    /// SASL; `false` leaves them untouched until then.
-    pub rewrite_before_auth: bool,
+    pub tls: Option<tls::ListenerTlsSettings>,
     /// Every listener sets `SO_REUSEPORT`, so several kpress processes (of the same
     /// user) serve the same ports: Linux spreads new connections across them, and a
     /// new process can take over before the old one stops.
     pub reuse_port: bool,
+}
+
+/// How kpress reaches the brokers.
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
     /// `host:port` of the brokers kpress bootstraps from, tried in order.
     pub bootstrap_servers: Vec<String>,
+    /// TLS to brokers.
+    pub tls: Option<tls::UpstreamTlsSettings>,
+    /// kpress's own SASL login for its side connections (Metadata, topic-id lookups,
+    /// topic configs).
+    pub login: Option<SaslLogin>,
+}
+
+/// What every connection works within.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitSettings {
     /// Largest frame accepted in either direction; a larger one closes its connection.
     pub max_frame_bytes: usize,
     /// One budget for the bytes of all frames in flight on all connections, half for
@@ -87,24 +107,65 @@ pub struct ProxySettings {
     /// A client connection with nothing to read and no response owed this long closes
     /// (Kafka's `connections.max.idle.ms`).
     pub idle_timeout: Duration,
-    /// What all batches of one Produce request may decompress to together.
-    pub max_request_decompressed_bytes: usize,
     /// Distinct topic label values in metrics.
     pub max_topic_labels: usize,
+}
+
+/// How Produce requests are rewritten.
+#[derive(Debug, Clone, Copy)]
+pub struct ProduceSettings {
+    /// Whether a client connection's batches are rewritten before it authenticated with
+    /// SASL; `false` leaves them untouched until then.
+    pub rewrite_before_auth: bool,
+    /// What all batches of one Produce request may decompress to together.
+    pub max_request_decompressed_bytes: usize,
     /// How long a Produce request's rewrite may wait for a work slot; past it the
     /// request goes to the broker as sent (its batches counted `overloaded_passed`).
     pub max_rewrite_wait: Duration,
-    /// How long in-flight requests may take to finish once shutdown begins.
-    pub shutdown_grace: Duration,
-    /// The cluster's topics and their own compression configs, which the proxy keeps
-    /// filled on its side connection (`compression.type = "topic"` reads them through
-    /// the policy, `/policy` shows them); refreshed on the cache's interval.
-    pub topic_configs: Arc<TopicConfigCache>,
 }
 
 impl ProxySettings {
-    /// Settings for in-crate tests: the binary takes every value from the policy
-    /// file (kpress-config holds the defaults), so these are only plausible ones.
+    /// The settings `config` gives, with kpress's own `login` (its secrets read by the
+    /// caller) and the `shutdown_grace` of the command line.
+    pub fn from_config(
+        config: &Config,
+        login: Option<SaslLogin>,
+        shutdown_grace: Duration,
+    ) -> ProxySettings {
+        let limits = &config.limits;
+        let millis = |ms: usize| Duration::from_millis(ms as u64);
+        ProxySettings {
+            listener: ListenerSettings {
+                bind: config.listener.bind,
+                routing: config.listener.routing.clone(),
+                tls: config.listener.tls.clone(),
+                reuse_port: config.listener.reuse_port,
+            },
+            upstream: UpstreamSettings {
+                bootstrap_servers: config.upstream.bootstrap_servers.clone(),
+                tls: config.upstream.tls.clone(),
+                login,
+            },
+            limits: LimitSettings {
+                max_frame_bytes: limits.max_frame_bytes,
+                max_inflight_bytes: limits.max_inflight_bytes,
+                max_connection_inflight_bytes: limits.max_connection_inflight_bytes,
+                max_connections: limits.max_connections,
+                frame_timeout: millis(limits.frame_timeout_ms),
+                idle_timeout: millis(limits.idle_timeout_ms),
+                max_topic_labels: limits.max_topic_labels,
+            },
+            produce: ProduceSettings {
+                rewrite_before_auth: config.listener.rewrite_before_auth,
+                max_request_decompressed_bytes: limits.max_request_decompressed_bytes,
+                max_rewrite_wait: millis(limits.max_rewrite_wait_ms),
+            },
+            shutdown_grace,
+        }
+    }
+
+    /// Settings for tests: the binary takes every value from the policy file
+    /// (kpress-config holds the defaults), so these are only plausible ones.
     #[cfg(test)]
     pub(crate) fn for_tests(
         bind: SocketAddr,
@@ -115,28 +176,35 @@ impl ProxySettings {
         // Kafka's socket.request.max.bytes.
         const MAX_FRAME_BYTES: usize = 100 << 20;
         ProxySettings {
-            bind,
-            routing: NodeRouting::Ports {
-                advertised_host,
-                node_port_base,
+            listener: ListenerSettings {
+                bind,
+                routing: NodeRouting::Ports {
+                    advertised_host,
+                    node_port_base,
+                },
+                tls: None,
+                reuse_port: false,
             },
-            listener_tls: None,
-            upstream_tls: None,
-            upstream_sasl: None,
-            rewrite_before_auth: true,
-            reuse_port: false,
-            bootstrap_servers,
-            max_frame_bytes: MAX_FRAME_BYTES,
-            max_inflight_bytes: 256 << 20,
-            max_connection_inflight_bytes: MAX_FRAME_BYTES,
-            max_connections: 10_000,
-            frame_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(600),
-            max_request_decompressed_bytes: 256 << 20,
-            max_topic_labels: 1000,
-            max_rewrite_wait: Duration::from_millis(500),
+            upstream: UpstreamSettings {
+                bootstrap_servers,
+                tls: None,
+                login: None,
+            },
+            limits: LimitSettings {
+                max_frame_bytes: MAX_FRAME_BYTES,
+                max_inflight_bytes: 256 << 20,
+                max_connection_inflight_bytes: MAX_FRAME_BYTES,
+                max_connections: 10_000,
+                frame_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(600),
+                max_topic_labels: 1000,
+            },
+            produce: ProduceSettings {
+                rewrite_before_auth: true,
+                max_request_decompressed_bytes: 256 << 20,
+                max_rewrite_wait: Duration::from_millis(500),
+            },
             shutdown_grace: Duration::from_secs(30),
-            topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
         }
     }
 }

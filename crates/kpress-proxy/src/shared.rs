@@ -8,7 +8,6 @@
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use tokio::sync::watch;
@@ -21,7 +20,7 @@ use crate::metrics::{self, TopicLabels};
 use crate::policy::PolicySnapshot;
 use crate::routing::SniRouting;
 use crate::scheduler::Scheduler;
-use crate::settings::ProxySettings;
+use crate::settings::{LimitSettings, ProduceSettings, ProxySettings};
 use crate::side::SideChannel;
 use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
@@ -42,7 +41,10 @@ pub(crate) struct Shared {
     pub(crate) topic_ids: TopicIdResolver,
     /// The cluster's topics and their own compression configs (topic mode, labels).
     pub(crate) topic_configs: Arc<TopicConfigCache>,
-    pub(crate) limits: Limits,
+    /// What every connection works within.
+    pub(crate) limits: LimitSettings,
+    /// How Produce requests are rewritten.
+    pub(crate) produce: ProduceSettings,
     /// The bytes of all frames in flight.
     pub(crate) budget: Budget,
     /// The global slots for CPU work off the async threads (one per CPU: the work is
@@ -60,8 +62,6 @@ pub(crate) struct PolicyState {
     /// The binary swaps in a new snapshot on reload.
     policies: watch::Receiver<PolicySnapshot>,
     pub(crate) topic_labels: TopicLabels,
-    /// Whether a connection's batches are rewritten before it authenticated (SASL).
-    pub(crate) rewrite_before_auth: bool,
 }
 
 impl PolicyState {
@@ -83,23 +83,6 @@ impl PolicyState {
     fn has_rule_for(&self, topic: &str) -> bool {
         self.policies.borrow().rules.has_rule_for(topic)
     }
-}
-
-/// The limits every connection works within.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) max_frame_bytes: usize,
-    pub(crate) frame_timeout: Duration,
-    /// A client connection with nothing to read and no response owed this long closes.
-    pub(crate) idle_timeout: Duration,
-    /// What one connection may hold of each budget pool.
-    max_connection_inflight_bytes: usize,
-    /// What all batches of one Produce request may decompress to together.
-    pub(crate) max_request_decompressed_bytes: usize,
-    pub(crate) max_connections: usize,
-    /// How long a Produce rewrite may wait for a work slot before its request is
-    /// forwarded as sent.
-    pub(crate) max_rewrite_wait: Duration,
 }
 
 /// How client connections are taken and broker connections opened.
@@ -149,6 +132,7 @@ pub(crate) struct ShutdownControl {
 pub(crate) struct SharedConfig {
     pub(crate) policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
+    pub(crate) topic_configs: Arc<TopicConfigCache>,
     pub(crate) settings: ProxySettings,
 }
 
@@ -162,6 +146,7 @@ impl SharedConfig {
         SharedConfig {
             policies: watch::channel(PolicySnapshot::rules_only(rules)).1,
             status: Arc::default(),
+            topic_configs: Arc::new(TopicConfigCache::new(std::time::Duration::from_secs(30))),
             settings,
         }
     }
@@ -186,34 +171,23 @@ impl Shared {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (abort_tx, abort_rx) = watch::channel(false);
         let (open_tx, open_rx) = watch::channel(0);
-        let settings = config.settings;
-        let listener_tls = settings
-            .listener_tls
-            .map(ServerTls::load)
-            .transpose()?
-            .map(Arc::new);
-        let upstream_tls = settings
-            .upstream_tls
-            .map(ClientTls::load)
-            .transpose()?
-            .map(Arc::new);
-        let sni = SniRouting::of(&settings.routing);
-        let limits = Limits {
-            max_frame_bytes: settings.max_frame_bytes,
-            frame_timeout: settings.frame_timeout,
-            idle_timeout: settings.idle_timeout,
-            max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
-            max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
-            max_connections: settings.max_connections,
-            max_rewrite_wait: settings.max_rewrite_wait,
-        };
-        let budget = Budget::new(settings.max_inflight_bytes);
+        let ProxySettings {
+            listener,
+            upstream,
+            limits,
+            produce,
+            shutdown_grace: _,
+        } = config.settings;
+        let listener_tls = listener.tls.map(ServerTls::load).transpose()?.map(Arc::new);
+        let upstream_tls = upstream.tls.map(ClientTls::load).transpose()?.map(Arc::new);
+        let sni = SniRouting::of(&listener.routing);
+        let budget = Budget::new(limits.max_inflight_bytes);
         let connector = Connector::new(upstream_tls.clone());
-        let cluster = Arc::new(Cluster::new(settings.routing));
+        let cluster = Arc::new(Cluster::new(listener.routing));
         let side = Arc::new(SideChannel::new(
             connector.clone(),
-            settings.upstream_sasl,
-            settings.bootstrap_servers.clone(),
+            upstream.login,
+            upstream.bootstrap_servers.clone(),
             FrameLimits {
                 max_frame_bytes: limits.max_frame_bytes,
                 frame_timeout: limits.frame_timeout,
@@ -224,14 +198,14 @@ impl Shared {
         let shared = Arc::new(Shared {
             policy: PolicyState {
                 policies: config.policies,
-                topic_labels: TopicLabels::new(settings.max_topic_labels),
-                rewrite_before_auth: settings.rewrite_before_auth,
+                topic_labels: TopicLabels::new(limits.max_topic_labels),
             },
             topic_ids: TopicIdResolver::new(Arc::clone(&cluster), Arc::clone(&side)),
             cluster,
             side,
-            topic_configs: Arc::clone(&settings.topic_configs),
+            topic_configs: config.topic_configs,
             limits,
+            produce,
             budget,
             work_slots: Scheduler::new(work_threads()),
             transport: Transport {
@@ -239,9 +213,9 @@ impl Shared {
                 connector,
                 listener_tls,
                 upstream_tls,
-                bootstrap_servers: settings.bootstrap_servers,
-                listen_ip: settings.bind.ip(),
-                reuse_port: settings.reuse_port,
+                bootstrap_servers: upstream.bootstrap_servers,
+                listen_ip: listener.bind.ip(),
+                reuse_port: listener.reuse_port,
             },
             lifecycle: Lifecycle {
                 status: config.status,

@@ -23,7 +23,8 @@ use crate::handler::{HandlerError, Message};
 use crate::metrics::TopicLabels;
 use crate::policy::PolicySnapshot;
 use crate::scheduler::{Overloaded, WorkKey, WorkPermit};
-use crate::shared::{Limits, Shared};
+use crate::settings::ProduceSettings;
+use crate::shared::Shared;
 use crate::topic_ids::LookupResult;
 use crate::transport::UpstreamTarget;
 
@@ -63,7 +64,7 @@ impl ConnectionContext {
         upstream: UpstreamTarget,
     ) -> ConnectionContext {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let auth = (!proxy.policy.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
+        let auth = (!proxy.produce.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
         ConnectionContext {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             client,
@@ -101,9 +102,14 @@ impl ConnectionContext {
         self.proxy.policy.snapshot()
     }
 
-    /// The limits a request is handled within.
-    pub(crate) fn limits(&self) -> &Limits {
-        &self.proxy.limits
+    /// How Produce requests are rewritten.
+    pub(crate) fn produce_settings(&self) -> &ProduceSettings {
+        &self.proxy.produce
+    }
+
+    /// The largest frame either side may send.
+    pub(crate) fn max_frame_bytes(&self) -> usize {
+        self.proxy.limits.max_frame_bytes
     }
 
     /// The topic a Produce v13 topic id names, if kpress has learned it.

@@ -146,29 +146,30 @@ impl ClusterConnector {
     /// `[upstream.sasl]`, with the proxy's frame limits and budget.
     pub fn new(settings: &ProxySettings) -> Result<ClusterConnector, ClusterClientError> {
         let tls = settings
-            .upstream_tls
+            .upstream
+            .tls
             .clone()
             .map(ClientTls::load)
             .transpose()
             .map_err(ProxyError::from)?
             .map(Arc::new);
         let limits = FrameLimits {
-            max_frame_bytes: settings.max_frame_bytes,
-            frame_timeout: settings.frame_timeout,
+            max_frame_bytes: settings.limits.max_frame_bytes,
+            frame_timeout: settings.limits.frame_timeout,
         };
         let side = SideChannel::new(
             Connector::new(tls),
-            settings.upstream_sasl.clone(),
-            settings.bootstrap_servers.clone(),
+            settings.upstream.login.clone(),
+            settings.upstream.bootstrap_servers.clone(),
             limits,
-            Budget::new(settings.max_inflight_bytes)
+            Budget::new(settings.limits.max_inflight_bytes)
                 .pool(Direction::Response)
                 .clone(),
             Arc::default(),
         );
         Ok(ClusterConnector {
             side: Arc::new(side),
-            tls_configured: settings.upstream_tls.is_some(),
+            tls_configured: settings.upstream.tls.is_some(),
         })
     }
 

@@ -10,7 +10,7 @@ use kpress_protocol::api_key;
 use kpress_protocol::frame::{frame_body_len, response_correlation_id, SIZE_PREFIX_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::settings::ProxySettings;
+use crate::settings::UpstreamSettings;
 use crate::status::ProxyStatus;
 use crate::tls::ClientTls;
 use crate::transport::Connector;
@@ -35,13 +35,13 @@ pub enum ProbeError {
 /// well-formed answer, an error code included, is an answer); records it in `status`
 /// and returns that server.
 pub async fn probe_upstream(
-    settings: &ProxySettings,
+    settings: &UpstreamSettings,
     status: &ProxyStatus,
 ) -> Result<String, ProbeError> {
     // Loaded per probe: probes are rare (one per readiness window at most when idle),
     // and a fresh load sees rotated certificates without a reload hook of its own.
     let tls = settings
-        .upstream_tls
+        .tls
         .clone()
         .map(ClientTls::load)
         .transpose()?
@@ -152,18 +152,17 @@ mod tests {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let refused = closed.local_addr().unwrap();
         drop(closed);
-        let settings = ProxySettings::for_tests(
-            "127.0.0.1:0".parse().unwrap(),
-            "127.0.0.1".into(),
-            19100,
-            vec![refused.to_string(), addr.to_string()],
-        );
+        let settings = UpstreamSettings {
+            bootstrap_servers: vec![refused.to_string(), addr.to_string()],
+            tls: None,
+            login: None,
+        };
         let status = ProxyStatus::default();
         let answered = probe_upstream(&settings, &status).await.unwrap();
         assert_eq!(answered, addr.to_string());
         assert!(status.since_upstream_answer().is_some());
 
-        let settings = ProxySettings {
+        let settings = UpstreamSettings {
             bootstrap_servers: vec![refused.to_string()],
             ..settings
         };

@@ -198,7 +198,7 @@ async fn run_rewrite(
     header_len: usize,
 ) -> Result<Attempt, HandlerError> {
     let queued = Instant::now();
-    let deadline = tokio::time::Instant::now() + conn.limits().max_rewrite_wait;
+    let deadline = tokio::time::Instant::now() + conn.produce_settings().max_rewrite_wait;
     // Framing and batch headers only: cheap enough for the connection's task.
     let batches = survey(
         &frame.bytes[SIZE_PREFIX_LEN..],
@@ -378,7 +378,7 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {
     RewriteLimits {
-        max_request_decompressed_bytes: conn.limits().max_request_decompressed_bytes,
-        max_frame_bytes: conn.limits().max_frame_bytes,
+        max_request_decompressed_bytes: conn.produce_settings().max_request_decompressed_bytes,
+        max_frame_bytes: conn.max_frame_bytes(),
     }
 }
