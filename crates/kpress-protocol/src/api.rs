@@ -1,10 +1,9 @@
 //! The registry of per-API facts: for every Kafka API key, the first version that uses
 //! flexible (tagged-field) encoding, the versions kpress parses in the traffic it
-//! relays, and the first version whose responses carry broker node addresses that
-//! kpress must rewrite. Every other module reads these facts from here, so each one is
-//! stated once.
-
-use crate::api_key;
+//! relays, the first version whose responses carry broker node addresses that kpress
+//! must rewrite (and how its responses are rewritten), and the first version that names
+//! topics by id. Every other module reads these facts from here, so each one is stated
+//! once.
 
 /// Versions `min..=max` of one API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +18,21 @@ impl Versions {
     }
 }
 
+/// How kpress rewrites an API's responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseRewrite {
+    /// Brokers' addresses and topic names (Metadata).
+    Metadata,
+    /// The coordinator's address (FindCoordinator).
+    FindCoordinator,
+    /// Every broker's address (DescribeCluster).
+    DescribeCluster,
+    /// Versions capped to what kpress parses (ApiVersions).
+    ApiVersions,
+    /// KIP-951 `NodeEndpoints` (Produce, Fetch, ShareFetch, ShareAcknowledge).
+    NodeEndpoints,
+}
+
 /// What kpress knows of one Kafka API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiFacts {
@@ -31,14 +45,18 @@ pub struct ApiFacts {
     /// The first version whose responses may carry broker node addresses, which kpress
     /// replaces by its own before a client sees them; `None`: no version does.
     pub node_addresses_from: Option<i16>,
+    /// How responses are rewritten; `None`: relayed as read.
+    pub response_rewrite: Option<ResponseRewrite>,
+    /// The first version that names topics by id instead of by name (KIP-516); `None`:
+    /// no version does, or kpress does not read them.
+    pub topic_ids_from: Option<i16>,
 }
 
 impl ApiFacts {
     const fn flexible_from(version: i16) -> ApiFacts {
         ApiFacts {
             first_flexible: Some(version),
-            parsed: None,
-            node_addresses_from: None,
+            ..ApiFacts::never_flexible()
         }
     }
 
@@ -47,6 +65,8 @@ impl ApiFacts {
             first_flexible: None,
             parsed: None,
             node_addresses_from: None,
+            response_rewrite: None,
+            topic_ids_from: None,
         }
     }
 
@@ -57,9 +77,26 @@ impl ApiFacts {
         }
     }
 
+    /// Responses carry node addresses from `version`, in KIP-951 `NodeEndpoints`
+    /// unless [`ApiFacts::rewritten_as`] says otherwise.
     const fn node_addresses_from(self, version: i16) -> ApiFacts {
         ApiFacts {
             node_addresses_from: Some(version),
+            response_rewrite: Some(ResponseRewrite::NodeEndpoints),
+            ..self
+        }
+    }
+
+    const fn rewritten_as(self, rewrite: ResponseRewrite) -> ApiFacts {
+        ApiFacts {
+            response_rewrite: Some(rewrite),
+            ..self
+        }
+    }
+
+    const fn topic_ids_from(self, version: i16) -> ApiFacts {
+        ApiFacts {
+            topic_ids_from: Some(version),
             ..self
         }
     }
@@ -129,6 +166,17 @@ pub(crate) const fn node_addresses_from(api_key: i16) -> i16 {
     }
 }
 
+/// The first version of a known API that names topics by id.
+pub(crate) const fn topic_ids_from(api_key: i16) -> i16 {
+    match facts(api_key) {
+        Some(ApiFacts {
+            topic_ids_from: Some(first),
+            ..
+        }) => *first,
+        _ => panic!("API without topic ids"),
+    }
+}
+
 /// How many APIs kpress parses in relayed traffic.
 const PARSED_COUNT: usize = {
     let mut count = 0;
@@ -162,117 +210,138 @@ const fn flex(version: i16) -> ApiFacts {
 
 const NEVER: ApiFacts = ApiFacts::never_flexible();
 
+const METADATA: ResponseRewrite = ResponseRewrite::Metadata;
+const FIND_COORDINATOR: ResponseRewrite = ResponseRewrite::FindCoordinator;
+const DESCRIBE_CLUSTER: ResponseRewrite = ResponseRewrite::DescribeCluster;
+const API_VERSIONS: ResponseRewrite = ResponseRewrite::ApiVersions;
+
 /// Per API key. First flexible versions are the `flexibleVersions` of Kafka 4.1.1's
 /// message specs (`common/message/*Request.json` in kafka-clients), with Kafka 3.9.1's
 /// for the ZooKeeper-era keys 4-7 that 4.0 removed. Parsed versions are those
 /// kafka-protocol 0.18 and kpress's own walks handle. ShareFetch and ShareAcknowledge:
 /// v1 only (KIP-932; v0 was early access in Kafka 4.0).
 static APIS: [ApiFacts; 93] = [
-    flex(9).parsed(3, 13).node_addresses_from(10), // 0 Produce
+    flex(9)
+        .parsed(3, 13)
+        .node_addresses_from(10)
+        .topic_ids_from(13), // 0 Produce
     flex(12).parsed(4, 18).node_addresses_from(16), // 1 Fetch
-    flex(6),                                       // 2 ListOffsets
-    flex(9).parsed(0, 13).node_addresses_from(0),  // 3 Metadata
-    flex(4),                                       // 4 LeaderAndIsr (3.9)
-    flex(2),                                       // 5 StopReplica (3.9)
-    flex(6),                                       // 6 UpdateMetadata (3.9)
-    flex(3),                                       // 7 ControlledShutdown (3.9)
-    flex(8),                                       // 8 OffsetCommit
-    flex(6),                                       // 9 OffsetFetch
-    flex(3).parsed(0, 6).node_addresses_from(0),   // 10 FindCoordinator
-    flex(6),                                       // 11 JoinGroup
-    flex(4),                                       // 12 Heartbeat
-    flex(4),                                       // 13 LeaveGroup
-    flex(4),                                       // 14 SyncGroup
-    flex(5),                                       // 15 DescribeGroups
-    flex(3),                                       // 16 ListGroups
-    NEVER,                                         // 17 SaslHandshake
-    flex(3).parsed(0, 4),                          // 18 ApiVersions
-    flex(5),                                       // 19 CreateTopics
-    flex(4),                                       // 20 DeleteTopics
-    flex(2),                                       // 21 DeleteRecords
-    flex(2),                                       // 22 InitProducerId
-    flex(4),                                       // 23 OffsetForLeaderEpoch
-    flex(3),                                       // 24 AddPartitionsToTxn
-    flex(3),                                       // 25 AddOffsetsToTxn
-    flex(3),                                       // 26 EndTxn
-    flex(1),                                       // 27 WriteTxnMarkers
-    flex(3),                                       // 28 TxnOffsetCommit
-    flex(2),                                       // 29 DescribeAcls
-    flex(2),                                       // 30 CreateAcls
-    flex(2),                                       // 31 DeleteAcls
-    flex(4),                                       // 32 DescribeConfigs
-    flex(2),                                       // 33 AlterConfigs
-    flex(2),                                       // 34 AlterReplicaLogDirs
-    flex(2),                                       // 35 DescribeLogDirs
-    flex(2),                                       // 36 SaslAuthenticate
-    flex(2),                                       // 37 CreatePartitions
-    flex(2),                                       // 38 CreateDelegationToken
-    flex(2),                                       // 39 RenewDelegationToken
-    flex(2),                                       // 40 ExpireDelegationToken
-    flex(2),                                       // 41 DescribeDelegationToken
-    flex(2),                                       // 42 DeleteGroups
-    flex(2),                                       // 43 ElectLeaders
-    flex(1),                                       // 44 IncrementalAlterConfigs
-    flex(0),                                       // 45 AlterPartitionReassignments
-    flex(0),                                       // 46 ListPartitionReassignments
-    NEVER,                                         // 47 OffsetDelete
-    flex(1),                                       // 48 DescribeClientQuotas
-    flex(1),                                       // 49 AlterClientQuotas
-    flex(0),                                       // 50 DescribeUserScramCredentials
-    flex(0),                                       // 51 AlterUserScramCredentials
-    flex(0),                                       // 52 Vote
-    flex(1),                                       // 53 BeginQuorumEpoch
-    flex(1),                                       // 54 EndQuorumEpoch
-    flex(0),                                       // 55 DescribeQuorum
-    flex(0),                                       // 56 AlterPartition
-    flex(0),                                       // 57 UpdateFeatures
-    flex(0),                                       // 58 Envelope
-    flex(0),                                       // 59 FetchSnapshot
-    flex(0).parsed(0, 2).node_addresses_from(0),   // 60 DescribeCluster
-    flex(0),                                       // 61 DescribeProducers
-    flex(0),                                       // 62 BrokerRegistration
-    flex(0),                                       // 63 BrokerHeartbeat
-    flex(0),                                       // 64 UnregisterBroker
-    flex(0),                                       // 65 DescribeTransactions
-    flex(0),                                       // 66 ListTransactions
-    flex(0),                                       // 67 AllocateProducerIds
-    flex(0),                                       // 68 ConsumerGroupHeartbeat
-    flex(0),                                       // 69 ConsumerGroupDescribe
-    flex(0),                                       // 70 ControllerRegistration
-    flex(0),                                       // 71 GetTelemetrySubscriptions
-    flex(0),                                       // 72 PushTelemetry
-    flex(0),                                       // 73 AssignReplicasToDirs
-    flex(0),                                       // 74 ListConfigResources
-    flex(0),                                       // 75 DescribeTopicPartitions
-    flex(0),                                       // 76 ShareGroupHeartbeat
-    flex(0),                                       // 77 ShareGroupDescribe
-    flex(0).parsed(1, 1).node_addresses_from(1),   // 78 ShareFetch
-    flex(0).parsed(1, 1).node_addresses_from(1),   // 79 ShareAcknowledge
-    flex(0),                                       // 80 AddRaftVoter
-    flex(0),                                       // 81 RemoveRaftVoter
-    flex(0),                                       // 82 UpdateRaftVoter
-    flex(0),                                       // 83 InitializeShareGroupState
-    flex(0),                                       // 84 ReadShareGroupState
-    flex(0),                                       // 85 WriteShareGroupState
-    flex(0),                                       // 86 DeleteShareGroupState
-    flex(0),                                       // 87 ReadShareGroupStateSummary
-    flex(0),                                       // 88 StreamsGroupHeartbeat
-    flex(0),                                       // 89 StreamsGroupDescribe
-    flex(0),                                       // 90 DescribeShareGroupOffsets
-    flex(0),                                       // 91 AlterShareGroupOffsets
-    flex(0),                                       // 92 DeleteShareGroupOffsets
+    flex(6),                                        // 2 ListOffsets
+    flex(9)
+        .parsed(0, 13)
+        .node_addresses_from(0)
+        .rewritten_as(METADATA)
+        .topic_ids_from(10), // 3 Metadata
+    flex(4),                                        // 4 LeaderAndIsr (3.9)
+    flex(2),                                        // 5 StopReplica (3.9)
+    flex(6),                                        // 6 UpdateMetadata (3.9)
+    flex(3),                                        // 7 ControlledShutdown (3.9)
+    flex(8),                                        // 8 OffsetCommit
+    flex(6),                                        // 9 OffsetFetch
+    flex(3)
+        .parsed(0, 6)
+        .node_addresses_from(0)
+        .rewritten_as(FIND_COORDINATOR), // 10 FindCoordinator
+    flex(6),                                        // 11 JoinGroup
+    flex(4),                                        // 12 Heartbeat
+    flex(4),                                        // 13 LeaveGroup
+    flex(4),                                        // 14 SyncGroup
+    flex(5),                                        // 15 DescribeGroups
+    flex(3),                                        // 16 ListGroups
+    NEVER,                                          // 17 SaslHandshake
+    flex(3).parsed(0, 4).rewritten_as(API_VERSIONS), // 18 ApiVersions
+    flex(5),                                        // 19 CreateTopics
+    flex(4),                                        // 20 DeleteTopics
+    flex(2),                                        // 21 DeleteRecords
+    flex(2),                                        // 22 InitProducerId
+    flex(4),                                        // 23 OffsetForLeaderEpoch
+    flex(3),                                        // 24 AddPartitionsToTxn
+    flex(3),                                        // 25 AddOffsetsToTxn
+    flex(3),                                        // 26 EndTxn
+    flex(1),                                        // 27 WriteTxnMarkers
+    flex(3),                                        // 28 TxnOffsetCommit
+    flex(2),                                        // 29 DescribeAcls
+    flex(2),                                        // 30 CreateAcls
+    flex(2),                                        // 31 DeleteAcls
+    flex(4),                                        // 32 DescribeConfigs
+    flex(2),                                        // 33 AlterConfigs
+    flex(2),                                        // 34 AlterReplicaLogDirs
+    flex(2),                                        // 35 DescribeLogDirs
+    flex(2),                                        // 36 SaslAuthenticate
+    flex(2),                                        // 37 CreatePartitions
+    flex(2),                                        // 38 CreateDelegationToken
+    flex(2),                                        // 39 RenewDelegationToken
+    flex(2),                                        // 40 ExpireDelegationToken
+    flex(2),                                        // 41 DescribeDelegationToken
+    flex(2),                                        // 42 DeleteGroups
+    flex(2),                                        // 43 ElectLeaders
+    flex(1),                                        // 44 IncrementalAlterConfigs
+    flex(0),                                        // 45 AlterPartitionReassignments
+    flex(0),                                        // 46 ListPartitionReassignments
+    NEVER,                                          // 47 OffsetDelete
+    flex(1),                                        // 48 DescribeClientQuotas
+    flex(1),                                        // 49 AlterClientQuotas
+    flex(0),                                        // 50 DescribeUserScramCredentials
+    flex(0),                                        // 51 AlterUserScramCredentials
+    flex(0),                                        // 52 Vote
+    flex(1),                                        // 53 BeginQuorumEpoch
+    flex(1),                                        // 54 EndQuorumEpoch
+    flex(0),                                        // 55 DescribeQuorum
+    flex(0),                                        // 56 AlterPartition
+    flex(0),                                        // 57 UpdateFeatures
+    flex(0),                                        // 58 Envelope
+    flex(0),                                        // 59 FetchSnapshot
+    flex(0)
+        .parsed(0, 2)
+        .node_addresses_from(0)
+        .rewritten_as(DESCRIBE_CLUSTER), // 60 DescribeCluster
+    flex(0),                                        // 61 DescribeProducers
+    flex(0),                                        // 62 BrokerRegistration
+    flex(0),                                        // 63 BrokerHeartbeat
+    flex(0),                                        // 64 UnregisterBroker
+    flex(0),                                        // 65 DescribeTransactions
+    flex(0),                                        // 66 ListTransactions
+    flex(0),                                        // 67 AllocateProducerIds
+    flex(0),                                        // 68 ConsumerGroupHeartbeat
+    flex(0),                                        // 69 ConsumerGroupDescribe
+    flex(0),                                        // 70 ControllerRegistration
+    flex(0),                                        // 71 GetTelemetrySubscriptions
+    flex(0),                                        // 72 PushTelemetry
+    flex(0),                                        // 73 AssignReplicasToDirs
+    flex(0),                                        // 74 ListConfigResources
+    flex(0),                                        // 75 DescribeTopicPartitions
+    flex(0),                                        // 76 ShareGroupHeartbeat
+    flex(0),                                        // 77 ShareGroupDescribe
+    flex(0).parsed(1, 1).node_addresses_from(1),    // 78 ShareFetch
+    flex(0).parsed(1, 1).node_addresses_from(1),    // 79 ShareAcknowledge
+    flex(0),                                        // 80 AddRaftVoter
+    flex(0),                                        // 81 RemoveRaftVoter
+    flex(0),                                        // 82 UpdateRaftVoter
+    flex(0),                                        // 83 InitializeShareGroupState
+    flex(0),                                        // 84 ReadShareGroupState
+    flex(0),                                        // 85 WriteShareGroupState
+    flex(0),                                        // 86 DeleteShareGroupState
+    flex(0),                                        // 87 ReadShareGroupStateSummary
+    flex(0),                                        // 88 StreamsGroupHeartbeat
+    flex(0),                                        // 89 StreamsGroupDescribe
+    flex(0),                                        // 90 DescribeShareGroupOffsets
+    flex(0),                                        // 91 AlterShareGroupOffsets
+    flex(0),                                        // 92 DeleteShareGroupOffsets
 ];
 
 /// Whether `api_key` is one whose response kpress may rewrite at `api_version`: one that
 /// may carry node addresses, or ApiVersions (capped to what kpress parses).
 pub(crate) fn rewrites_response(api_key: i16, api_version: i16) -> bool {
-    api_key == api_key::API_VERSIONS
-        || facts(api_key).is_some_and(|facts| facts.carries_node_addresses(api_version))
+    facts(api_key).is_some_and(|facts| {
+        facts.response_rewrite == Some(ResponseRewrite::ApiVersions)
+            || facts.carries_node_addresses(api_version)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api_key;
 
     #[test]
     fn the_parsed_apis_are_the_ones_kpress_rewrites() {

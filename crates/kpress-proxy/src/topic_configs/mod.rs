@@ -20,7 +20,7 @@ use kpress_batch::{CompressionType, PolicyLookup, TargetSource};
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
 use kpress_codec::Codec;
 use kpress_config::{is_legal_topic_char, TopicCompression, TopicConfigSource};
-use kpress_protocol::{ConfigSource, TopicConfigs};
+use kpress_protocol::{error_code, ConfigSource, TopicConfigs};
 use tokio::sync::Notify;
 
 use crate::metrics;
@@ -39,11 +39,6 @@ const UNLISTED_CAPACITY: usize = 10_000;
 
 /// Topics one DescribeConfigs request names: an answer of a few hundred KiB at most.
 const TOPICS_PER_REQUEST: usize = 200;
-
-/// Kafka's error codes a DescribeConfigs answer gives a topic.
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 
 /// The cluster's topics and what each stores, as last learned.
 #[derive(Debug)]
@@ -254,12 +249,12 @@ fn answer(configs: &TopicConfigs) -> (Answer, &'static str) {
         )
     };
     match configs.error_code {
-        0 => {}
-        TOPIC_AUTHORIZATION_FAILED | CLUSTER_AUTHORIZATION_FAILED => {
+        error_code::NONE => {}
+        error_code::TOPIC_AUTHORIZATION_FAILED | error_code::CLUSTER_AUTHORIZATION_FAILED => {
             // An unauthorized principal cannot tell whether the topic exists.
             return failed(TopicCompression::Denied, false, "denied");
         }
-        UNKNOWN_TOPIC_OR_PARTITION => {
+        error_code::UNKNOWN_TOPIC_OR_PARTITION => {
             return failed(TopicCompression::Unavailable, false, "unknown_topic")
         }
         _ => return failed(TopicCompression::Unavailable, true, "error"),

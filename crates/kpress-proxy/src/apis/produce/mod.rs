@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
-use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
+use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError, PRODUCE_MIN_VERSION};
 
 use self::rewrite::{
     has_fallback_work, rewrite_produce, survey, try_without_codec_work, BatchReports,
@@ -105,10 +105,11 @@ impl ApiHandler for Produce {
     }
 }
 
-/// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
-/// 3.x), where it is the first field of the body; `None` for any other version.
+/// `acks` of a Produce request older than the versions kpress parses (v0-v2: clients
+/// before Kafka 0.11, still served by Kafka 3.x), where it is the first field of the
+/// body; `None` for any other version.
 fn legacy_produce_acks(body: &[u8], api_version: i16) -> Option<i16> {
-    if !(0..3).contains(&api_version) {
+    if !(0..PRODUCE_MIN_VERSION).contains(&api_version) {
         return None;
     }
     // A body too short to hold acks: the broker refuses it and answers or closes.
