@@ -16,7 +16,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use kpress_batch::{CompressionType, PolicyLookup, TargetSource};
+use kpress_batch::{CompressionType, TargetSource};
 use kpress_codec::options::{GZIP_LEVEL, LZ4_LEVEL, ZSTD_LEVEL};
 use kpress_codec::Codec;
 use kpress_config::{is_legal_topic_char, TopicCompression, TopicConfigSource};
@@ -313,19 +313,10 @@ fn target_source(source: ConfigSource) -> TargetSource {
     }
 }
 
-/// Counts a Produce request's batches, given per topic, by where their target came from.
-pub(crate) fn count_target_sources<'a>(
-    rules: &dyn PolicyLookup,
-    topics: impl Iterator<Item = (&'a str, usize)>,
-) {
-    for (topic, batches) in topics {
-        metrics::batches_by_target_source(rules.target_source(topic), batches);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpress_batch::PolicyLookup;
     use kpress_protocol::ConfigEntry;
 
     fn cache(capacity: usize) -> TopicConfigCache {

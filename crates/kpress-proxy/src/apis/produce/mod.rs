@@ -23,6 +23,8 @@
 //! Its response carries broker addresses from v10 (KIP-951), rewritten like
 //! Metadata's.
 
+mod log_limiter;
+mod reports;
 mod rewrite;
 
 use std::sync::Arc;
@@ -31,9 +33,10 @@ use std::time::{Duration, Instant};
 use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
 use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError, PRODUCE_MIN_VERSION};
 
+use self::reports::{count_target_sources, BatchReports};
 use self::rewrite::{
-    has_fallback_work, rewrite_produce, survey, try_without_codec_work, BatchReports,
-    ProduceRewrite, RewriteLimits, Survey, Under,
+    has_fallback_work, rewrite_produce, survey, try_without_codec_work, ProduceRewrite,
+    RewriteLimits, Survey, Under,
 };
 use super::addresses;
 use crate::error::ConnectionError;
@@ -371,10 +374,7 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
     for (topic, cpu) in reports.cpu_by_topic() {
         rules.note_rewrite_cpu(topic, cpu);
     }
-    crate::topic_configs::count_target_sources(
-        rules,
-        reports.outcomes.iter().map(|(t, r)| (&**t, r.len())),
-    );
+    count_target_sources(rules, reports.outcomes.iter().map(|(t, r)| (&**t, r.len())));
 }
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {
