@@ -44,6 +44,8 @@ mod side;
 mod status;
 #[cfg(test)]
 mod test_policies;
+#[cfg(test)]
+mod tests;
 pub mod tls;
 mod topic_configs;
 mod topic_ids;

@@ -7,6 +7,8 @@ mod addresses;
 mod api_versions;
 mod produce;
 mod sasl_handshake;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

@@ -26,6 +26,8 @@
 mod log_limiter;
 mod reports;
 mod rewrite;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
