@@ -77,9 +77,8 @@ impl ApiFacts {
         }
     }
 
-    /// Responses carry node addresses from `version`, in KIP-951 `NodeEndpoints`
-    /// unless [`ApiFacts::rewritten_as`] says otherwise.
-    const fn node_addresses_from(self, version: i16) -> ApiFacts {
+    /// Responses carry node addresses from `version`, in KIP-951 `NodeEndpoints`.
+    const fn endpoints_from(self, version: i16) -> ApiFacts {
         ApiFacts {
             node_addresses_from: Some(version),
             response_rewrite: Some(ResponseRewrite::NodeEndpoints),
@@ -87,6 +86,16 @@ impl ApiFacts {
         }
     }
 
+    /// Responses carry node addresses from `version`, rewritten as `rewrite` says.
+    const fn addresses_as(self, version: i16, rewrite: ResponseRewrite) -> ApiFacts {
+        ApiFacts {
+            node_addresses_from: Some(version),
+            response_rewrite: Some(rewrite),
+            ..self
+        }
+    }
+
+    /// Responses are rewritten as `rewrite` says, whatever their version.
     const fn rewritten_as(self, rewrite: ResponseRewrite) -> ApiFacts {
         ApiFacts {
             response_rewrite: Some(rewrite),
@@ -132,49 +141,44 @@ pub fn all() -> impl Iterator<Item = (i16, &'static ApiFacts)> {
     (0i16..).zip(APIS.iter())
 }
 
+/// The facts of a known API, for constants (a compile error for an unknown key).
+const fn known(api_key: i16) -> &'static ApiFacts {
+    match facts(api_key) {
+        Some(facts) => facts,
+        None => panic!("an API key Kafka does not define"),
+    }
+}
+
+/// `version`, which the registry must state (a compile error if it does not).
+const fn stated(version: Option<i16>) -> i16 {
+    match version {
+        Some(version) => version,
+        None => panic!("the registry states no such version for this API"),
+    }
+}
+
 /// The first flexible version of a known API; for constants of the modules that parse
 /// it (a compile error for an API that is never flexible or unknown).
 pub(crate) const fn first_flexible(api_key: i16) -> i16 {
-    match facts(api_key) {
-        Some(ApiFacts {
-            first_flexible: Some(first),
-            ..
-        }) => *first,
-        _ => panic!("API without flexible versions"),
-    }
+    stated(known(api_key).first_flexible)
 }
 
 /// The versions kpress parses of a known API; for constants of the modules that parse it.
 pub(crate) const fn parsed(api_key: i16) -> Versions {
-    match facts(api_key) {
-        Some(ApiFacts {
-            parsed: Some(versions),
-            ..
-        }) => *versions,
-        _ => panic!("API kpress does not parse"),
+    match known(api_key).parsed {
+        Some(versions) => versions,
+        None => panic!("API kpress does not parse"),
     }
 }
 
 /// The first version of a known API whose responses carry node addresses.
 pub(crate) const fn node_addresses_from(api_key: i16) -> i16 {
-    match facts(api_key) {
-        Some(ApiFacts {
-            node_addresses_from: Some(first),
-            ..
-        }) => *first,
-        _ => panic!("API without node addresses"),
-    }
+    stated(known(api_key).node_addresses_from)
 }
 
 /// The first version of a known API that names topics by id.
 pub(crate) const fn topic_ids_from(api_key: i16) -> i16 {
-    match facts(api_key) {
-        Some(ApiFacts {
-            topic_ids_from: Some(first),
-            ..
-        }) => *first,
-        _ => panic!("API without topic ids"),
-    }
+    stated(known(api_key).topic_ids_from)
 }
 
 /// How many APIs kpress parses in relayed traffic.
@@ -220,113 +224,101 @@ const API_VERSIONS: ResponseRewrite = ResponseRewrite::ApiVersions;
 /// for the ZooKeeper-era keys 4-7 that 4.0 removed. Parsed versions are those
 /// kafka-protocol 0.18 and kpress's own walks handle. ShareFetch and ShareAcknowledge:
 /// v1 only (KIP-932; v0 was early access in Kafka 4.0).
+#[rustfmt::skip]
 static APIS: [ApiFacts; 93] = [
-    flex(9)
-        .parsed(3, 13)
-        .node_addresses_from(10)
-        .topic_ids_from(13), // 0 Produce
-    flex(12).parsed(4, 18).node_addresses_from(16), // 1 Fetch
-    flex(6),                                        // 2 ListOffsets
-    flex(9)
-        .parsed(0, 13)
-        .node_addresses_from(0)
-        .rewritten_as(METADATA)
-        .topic_ids_from(10), // 3 Metadata
-    flex(4),                                        // 4 LeaderAndIsr (3.9)
-    flex(2),                                        // 5 StopReplica (3.9)
-    flex(6),                                        // 6 UpdateMetadata (3.9)
-    flex(3),                                        // 7 ControlledShutdown (3.9)
-    flex(8),                                        // 8 OffsetCommit
-    flex(6),                                        // 9 OffsetFetch
-    flex(3)
-        .parsed(0, 6)
-        .node_addresses_from(0)
-        .rewritten_as(FIND_COORDINATOR), // 10 FindCoordinator
-    flex(6),                                        // 11 JoinGroup
-    flex(4),                                        // 12 Heartbeat
-    flex(4),                                        // 13 LeaveGroup
-    flex(4),                                        // 14 SyncGroup
-    flex(5),                                        // 15 DescribeGroups
-    flex(3),                                        // 16 ListGroups
-    NEVER,                                          // 17 SaslHandshake
+    flex(9).parsed(3, 13).endpoints_from(10).topic_ids_from(13), // 0 Produce
+    flex(12).parsed(4, 18).endpoints_from(16),     // 1 Fetch
+    flex(6),                                       // 2 ListOffsets
+    flex(9).parsed(0, 13).addresses_as(0, METADATA).topic_ids_from(10), // 3 Metadata
+    flex(4),                                       // 4 LeaderAndIsr (3.9)
+    flex(2),                                       // 5 StopReplica (3.9)
+    flex(6),                                       // 6 UpdateMetadata (3.9)
+    flex(3),                                       // 7 ControlledShutdown (3.9)
+    flex(8),                                       // 8 OffsetCommit
+    flex(6),                                       // 9 OffsetFetch
+    flex(3).parsed(0, 6).addresses_as(0, FIND_COORDINATOR), // 10 FindCoordinator
+    flex(6),                                       // 11 JoinGroup
+    flex(4),                                       // 12 Heartbeat
+    flex(4),                                       // 13 LeaveGroup
+    flex(4),                                       // 14 SyncGroup
+    flex(5),                                       // 15 DescribeGroups
+    flex(3),                                       // 16 ListGroups
+    NEVER,                                         // 17 SaslHandshake
     flex(3).parsed(0, 4).rewritten_as(API_VERSIONS), // 18 ApiVersions
-    flex(5),                                        // 19 CreateTopics
-    flex(4),                                        // 20 DeleteTopics
-    flex(2),                                        // 21 DeleteRecords
-    flex(2),                                        // 22 InitProducerId
-    flex(4),                                        // 23 OffsetForLeaderEpoch
-    flex(3),                                        // 24 AddPartitionsToTxn
-    flex(3),                                        // 25 AddOffsetsToTxn
-    flex(3),                                        // 26 EndTxn
-    flex(1),                                        // 27 WriteTxnMarkers
-    flex(3),                                        // 28 TxnOffsetCommit
-    flex(2),                                        // 29 DescribeAcls
-    flex(2),                                        // 30 CreateAcls
-    flex(2),                                        // 31 DeleteAcls
-    flex(4),                                        // 32 DescribeConfigs
-    flex(2),                                        // 33 AlterConfigs
-    flex(2),                                        // 34 AlterReplicaLogDirs
-    flex(2),                                        // 35 DescribeLogDirs
-    flex(2),                                        // 36 SaslAuthenticate
-    flex(2),                                        // 37 CreatePartitions
-    flex(2),                                        // 38 CreateDelegationToken
-    flex(2),                                        // 39 RenewDelegationToken
-    flex(2),                                        // 40 ExpireDelegationToken
-    flex(2),                                        // 41 DescribeDelegationToken
-    flex(2),                                        // 42 DeleteGroups
-    flex(2),                                        // 43 ElectLeaders
-    flex(1),                                        // 44 IncrementalAlterConfigs
-    flex(0),                                        // 45 AlterPartitionReassignments
-    flex(0),                                        // 46 ListPartitionReassignments
-    NEVER,                                          // 47 OffsetDelete
-    flex(1),                                        // 48 DescribeClientQuotas
-    flex(1),                                        // 49 AlterClientQuotas
-    flex(0),                                        // 50 DescribeUserScramCredentials
-    flex(0),                                        // 51 AlterUserScramCredentials
-    flex(0),                                        // 52 Vote
-    flex(1),                                        // 53 BeginQuorumEpoch
-    flex(1),                                        // 54 EndQuorumEpoch
-    flex(0),                                        // 55 DescribeQuorum
-    flex(0),                                        // 56 AlterPartition
-    flex(0),                                        // 57 UpdateFeatures
-    flex(0),                                        // 58 Envelope
-    flex(0),                                        // 59 FetchSnapshot
-    flex(0)
-        .parsed(0, 2)
-        .node_addresses_from(0)
-        .rewritten_as(DESCRIBE_CLUSTER), // 60 DescribeCluster
-    flex(0),                                        // 61 DescribeProducers
-    flex(0),                                        // 62 BrokerRegistration
-    flex(0),                                        // 63 BrokerHeartbeat
-    flex(0),                                        // 64 UnregisterBroker
-    flex(0),                                        // 65 DescribeTransactions
-    flex(0),                                        // 66 ListTransactions
-    flex(0),                                        // 67 AllocateProducerIds
-    flex(0),                                        // 68 ConsumerGroupHeartbeat
-    flex(0),                                        // 69 ConsumerGroupDescribe
-    flex(0),                                        // 70 ControllerRegistration
-    flex(0),                                        // 71 GetTelemetrySubscriptions
-    flex(0),                                        // 72 PushTelemetry
-    flex(0),                                        // 73 AssignReplicasToDirs
-    flex(0),                                        // 74 ListConfigResources
-    flex(0),                                        // 75 DescribeTopicPartitions
-    flex(0),                                        // 76 ShareGroupHeartbeat
-    flex(0),                                        // 77 ShareGroupDescribe
-    flex(0).parsed(1, 1).node_addresses_from(1),    // 78 ShareFetch
-    flex(0).parsed(1, 1).node_addresses_from(1),    // 79 ShareAcknowledge
-    flex(0),                                        // 80 AddRaftVoter
-    flex(0),                                        // 81 RemoveRaftVoter
-    flex(0),                                        // 82 UpdateRaftVoter
-    flex(0),                                        // 83 InitializeShareGroupState
-    flex(0),                                        // 84 ReadShareGroupState
-    flex(0),                                        // 85 WriteShareGroupState
-    flex(0),                                        // 86 DeleteShareGroupState
-    flex(0),                                        // 87 ReadShareGroupStateSummary
-    flex(0),                                        // 88 StreamsGroupHeartbeat
-    flex(0),                                        // 89 StreamsGroupDescribe
-    flex(0),                                        // 90 DescribeShareGroupOffsets
-    flex(0),                                        // 91 AlterShareGroupOffsets
-    flex(0),                                        // 92 DeleteShareGroupOffsets
+    flex(5),                                       // 19 CreateTopics
+    flex(4),                                       // 20 DeleteTopics
+    flex(2),                                       // 21 DeleteRecords
+    flex(2),                                       // 22 InitProducerId
+    flex(4),                                       // 23 OffsetForLeaderEpoch
+    flex(3),                                       // 24 AddPartitionsToTxn
+    flex(3),                                       // 25 AddOffsetsToTxn
+    flex(3),                                       // 26 EndTxn
+    flex(1),                                       // 27 WriteTxnMarkers
+    flex(3),                                       // 28 TxnOffsetCommit
+    flex(2),                                       // 29 DescribeAcls
+    flex(2),                                       // 30 CreateAcls
+    flex(2),                                       // 31 DeleteAcls
+    flex(4),                                       // 32 DescribeConfigs
+    flex(2),                                       // 33 AlterConfigs
+    flex(2),                                       // 34 AlterReplicaLogDirs
+    flex(2),                                       // 35 DescribeLogDirs
+    flex(2),                                       // 36 SaslAuthenticate
+    flex(2),                                       // 37 CreatePartitions
+    flex(2),                                       // 38 CreateDelegationToken
+    flex(2),                                       // 39 RenewDelegationToken
+    flex(2),                                       // 40 ExpireDelegationToken
+    flex(2),                                       // 41 DescribeDelegationToken
+    flex(2),                                       // 42 DeleteGroups
+    flex(2),                                       // 43 ElectLeaders
+    flex(1),                                       // 44 IncrementalAlterConfigs
+    flex(0),                                       // 45 AlterPartitionReassignments
+    flex(0),                                       // 46 ListPartitionReassignments
+    NEVER,                                         // 47 OffsetDelete
+    flex(1),                                       // 48 DescribeClientQuotas
+    flex(1),                                       // 49 AlterClientQuotas
+    flex(0),                                       // 50 DescribeUserScramCredentials
+    flex(0),                                       // 51 AlterUserScramCredentials
+    flex(0),                                       // 52 Vote
+    flex(1),                                       // 53 BeginQuorumEpoch
+    flex(1),                                       // 54 EndQuorumEpoch
+    flex(0),                                       // 55 DescribeQuorum
+    flex(0),                                       // 56 AlterPartition
+    flex(0),                                       // 57 UpdateFeatures
+    flex(0),                                       // 58 Envelope
+    flex(0),                                       // 59 FetchSnapshot
+    flex(0).parsed(0, 2).addresses_as(0, DESCRIBE_CLUSTER), // 60 DescribeCluster
+    flex(0),                                       // 61 DescribeProducers
+    flex(0),                                       // 62 BrokerRegistration
+    flex(0),                                       // 63 BrokerHeartbeat
+    flex(0),                                       // 64 UnregisterBroker
+    flex(0),                                       // 65 DescribeTransactions
+    flex(0),                                       // 66 ListTransactions
+    flex(0),                                       // 67 AllocateProducerIds
+    flex(0),                                       // 68 ConsumerGroupHeartbeat
+    flex(0),                                       // 69 ConsumerGroupDescribe
+    flex(0),                                       // 70 ControllerRegistration
+    flex(0),                                       // 71 GetTelemetrySubscriptions
+    flex(0),                                       // 72 PushTelemetry
+    flex(0),                                       // 73 AssignReplicasToDirs
+    flex(0),                                       // 74 ListConfigResources
+    flex(0),                                       // 75 DescribeTopicPartitions
+    flex(0),                                       // 76 ShareGroupHeartbeat
+    flex(0),                                       // 77 ShareGroupDescribe
+    flex(0).parsed(1, 1).endpoints_from(1),        // 78 ShareFetch
+    flex(0).parsed(1, 1).endpoints_from(1),        // 79 ShareAcknowledge
+    flex(0),                                       // 80 AddRaftVoter
+    flex(0),                                       // 81 RemoveRaftVoter
+    flex(0),                                       // 82 UpdateRaftVoter
+    flex(0),                                       // 83 InitializeShareGroupState
+    flex(0),                                       // 84 ReadShareGroupState
+    flex(0),                                       // 85 WriteShareGroupState
+    flex(0),                                       // 86 DeleteShareGroupState
+    flex(0),                                       // 87 ReadShareGroupStateSummary
+    flex(0),                                       // 88 StreamsGroupHeartbeat
+    flex(0),                                       // 89 StreamsGroupDescribe
+    flex(0),                                       // 90 DescribeShareGroupOffsets
+    flex(0),                                       // 91 AlterShareGroupOffsets
+    flex(0),                                       // 92 DeleteShareGroupOffsets
 ];
 
 /// Whether `api_key` is one whose response kpress may rewrite at `api_version`: one that

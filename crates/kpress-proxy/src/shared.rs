@@ -179,19 +179,15 @@ impl Shared {
             shutdown_grace: _,
         } = config.settings;
         let listener_tls = listener.tls.map(ServerTls::load).transpose()?.map(Arc::new);
-        let upstream_tls = upstream.tls.map(ClientTls::load).transpose()?.map(Arc::new);
+        let upstream_tls = ClientTls::load_shared(upstream.tls.clone())?;
         let sni = SniRouting::of(&listener.routing);
         let budget = Budget::new(limits.max_inflight_bytes);
         let connector = Connector::new(upstream_tls.clone());
         let cluster = Arc::new(Cluster::new(listener.routing));
         let side = Arc::new(SideChannel::new(
+            &upstream,
+            &limits,
             connector.clone(),
-            upstream.login,
-            upstream.bootstrap_servers.clone(),
-            FrameLimits {
-                max_frame_bytes: limits.max_frame_bytes,
-                frame_timeout: limits.frame_timeout,
-            },
             budget.pool(Direction::Response).clone(),
             Arc::clone(&config.status),
         ));

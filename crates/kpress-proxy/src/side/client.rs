@@ -15,7 +15,6 @@ use tokio::net::TcpStream;
 use super::{probe, SideChannel, METADATA_VERSION};
 use crate::budget::{Budget, Direction};
 use crate::error::{ConnectionError, ProxyError};
-use crate::frame_io::FrameLimits;
 use crate::settings::ProxySettings;
 use crate::tls::ClientTls;
 use crate::transport::{Connector, Stream, CONNECT_TIMEOUT};
@@ -145,23 +144,12 @@ impl ClusterConnector {
     /// Loads what `settings` name for reaching brokers: `[upstream.tls]` and
     /// `[upstream.sasl]`, with the proxy's frame limits and budget.
     pub fn new(settings: &ProxySettings) -> Result<ClusterConnector, ClusterClientError> {
-        let tls = settings
-            .upstream
-            .tls
-            .clone()
-            .map(ClientTls::load)
-            .transpose()
-            .map_err(ProxyError::from)?
-            .map(Arc::new);
-        let limits = FrameLimits {
-            max_frame_bytes: settings.limits.max_frame_bytes,
-            frame_timeout: settings.limits.frame_timeout,
-        };
+        let tls =
+            ClientTls::load_shared(settings.upstream.tls.clone()).map_err(ProxyError::from)?;
         let side = SideChannel::new(
+            &settings.upstream,
+            &settings.limits,
             Connector::new(tls),
-            settings.upstream.login.clone(),
-            settings.upstream.bootstrap_servers.clone(),
-            limits,
             Budget::new(settings.limits.max_inflight_bytes)
                 .pool(Direction::Response)
                 .clone(),

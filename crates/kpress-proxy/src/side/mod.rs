@@ -23,7 +23,7 @@ use crate::budget::{ConnectionPool, Pool};
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame, write_frame, Frame, FrameLimits};
 use crate::metrics;
-use crate::settings::SaslLogin;
+use crate::settings::{LimitSettings, SaslLogin, UpstreamSettings};
 use crate::status::ProxyStatus;
 use crate::transport::{first_of, Connector, Stream};
 
@@ -77,19 +77,23 @@ impl std::fmt::Debug for SideChannel {
 }
 
 impl SideChannel {
+    /// The channel `upstream` and `limits` describe, connecting with `connector` and
+    /// reading answers within `responses`; every answer is noted in `status`.
     pub(crate) fn new(
+        upstream: &UpstreamSettings,
+        limits: &LimitSettings,
         connector: Connector,
-        login: Option<SaslLogin>,
-        bootstrap_servers: Vec<String>,
-        limits: FrameLimits,
         responses: Pool,
         status: Arc<ProxyStatus>,
     ) -> SideChannel {
         SideChannel {
             connector,
-            login,
-            bootstrap_servers,
-            limits,
+            login: upstream.login.clone(),
+            bootstrap_servers: upstream.bootstrap_servers.clone(),
+            limits: FrameLimits {
+                max_frame_bytes: limits.max_frame_bytes,
+                frame_timeout: limits.frame_timeout,
+            },
             responses,
             status,
         }
@@ -98,16 +102,18 @@ impl SideChannel {
     /// A channel to `bootstrap_servers` with no TLS and no login, for in-crate tests.
     #[cfg(test)]
     pub(crate) fn for_tests(bootstrap_servers: Vec<String>) -> SideChannel {
-        let limits = FrameLimits {
-            max_frame_bytes: 1 << 20,
-            frame_timeout: Duration::from_secs(30),
-        };
+        let mut settings = crate::settings::ProxySettings::for_tests(
+            "127.0.0.1:0".parse().expect("an address"),
+            "127.0.0.1".into(),
+            20000,
+            bootstrap_servers,
+        );
+        settings.limits.max_frame_bytes = 1 << 20;
         let budget = crate::budget::Budget::new(8 << 20);
         SideChannel::new(
+            &settings.upstream,
+            &settings.limits,
             Connector::new(None),
-            None,
-            bootstrap_servers,
-            limits,
             budget.pool(crate::budget::Direction::Response).clone(),
             Arc::default(),
         )

@@ -3,7 +3,6 @@
 //! before any SASL login. An answer counts in [`ProxyStatus`] like any other, so an
 //! idle proxy stays ready while its brokers answer.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_protocol::api_key;
@@ -40,12 +39,7 @@ pub async fn probe_upstream(
 ) -> Result<String, ProbeError> {
     // Loaded per probe: probes are rare (one per readiness window at most when idle),
     // and a fresh load sees rotated certificates without a reload hook of its own.
-    let tls = settings
-        .tls
-        .clone()
-        .map(ClientTls::load)
-        .transpose()?
-        .map(Arc::new);
+    let tls = ClientTls::load_shared(settings.tls.clone())?;
     let connector = Connector::new(tls);
     let mut failures = Vec::new();
     for server in &settings.bootstrap_servers {
