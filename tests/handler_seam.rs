@@ -23,7 +23,8 @@ use kpress_proxy::handler::{
     ResponseStep,
 };
 use kpress_proxy::{
-    Controls, Handlers, NodeRouting, PolicySnapshot, ProxySettings, TopicConfigCache,
+    Controls, Handlers, LimitSettings, ListenerSettings, NodeRouting, PolicySnapshot,
+    ProduceSettings, ProxySettings, TopicConfigCache, UpstreamSettings,
 };
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::ports::{free_port, free_port_range, wait_for_port};
@@ -106,28 +107,35 @@ fn read_frame(stream: &mut TcpStream) -> Vec<u8> {
 
 fn settings(bind: SocketAddr, bootstrap: String) -> ProxySettings {
     ProxySettings {
-        bind,
-        routing: NodeRouting::Ports {
-            advertised_host: "127.0.0.1".into(),
-            node_port_base: free_port_range(4),
+        listener: ListenerSettings {
+            bind,
+            routing: NodeRouting::Ports {
+                advertised_host: "127.0.0.1".into(),
+                node_port_base: free_port_range(4),
+            },
+            tls: None,
+            reuse_port: false,
         },
-        listener_tls: None,
-        upstream_tls: None,
-        upstream_sasl: None,
-        rewrite_before_auth: true,
-        reuse_port: false,
-        bootstrap_servers: vec![bootstrap],
-        max_frame_bytes: 100 << 20,
-        max_inflight_bytes: 256 << 20,
-        max_connection_inflight_bytes: 100 << 20,
-        max_connections: 100,
-        frame_timeout: Duration::from_secs(30),
-        idle_timeout: Duration::from_secs(600),
-        max_request_decompressed_bytes: 256 << 20,
-        max_topic_labels: 100,
-        max_rewrite_wait: Duration::from_millis(500),
+        upstream: UpstreamSettings {
+            bootstrap_servers: vec![bootstrap],
+            tls: None,
+            login: None,
+        },
+        limits: LimitSettings {
+            max_frame_bytes: 100 << 20,
+            max_inflight_bytes: 256 << 20,
+            max_connection_inflight_bytes: 100 << 20,
+            max_connections: 100,
+            frame_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(600),
+            max_topic_labels: 100,
+        },
+        produce: ProduceSettings {
+            rewrite_before_auth: true,
+            max_request_decompressed_bytes: 256 << 20,
+            max_rewrite_wait: Duration::from_millis(500),
+        },
         shutdown_grace: Duration::from_secs(1),
-        topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
     }
 }
 
@@ -155,6 +163,7 @@ fn a_handler_registered_from_outside_counts_list_offsets_and_tags_responses() {
         reload_tls: tokio::sync::watch::channel(0).1,
         policies: tokio::sync::watch::channel(PolicySnapshot::rules_only(rules)).1,
         status: Arc::default(),
+        topic_configs: Arc::new(TopicConfigCache::new(Duration::from_secs(30))),
     };
     let proxy = runtime.spawn(kpress_proxy::run_with(
         settings(bind, cluster.bootstrap()),

@@ -19,7 +19,7 @@ use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompress
 const SCRATCH_KEEP_BYTES: usize = 8 << 20;
 
 /// Produce v7 is the first version in which brokers accept zstd batches (KIP-110).
-const FIRST_PRODUCE_VERSION_WITH_ZSTD: i16 = 7;
+pub const FIRST_PRODUCE_VERSION_WITH_ZSTD: i16 = 7;
 
 /// What one Produce request allows its batches: the codecs its version may carry, and
 /// the decompressed bytes all its batches may still use together.

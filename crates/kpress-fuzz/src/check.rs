@@ -1,7 +1,9 @@
 //! The invariants of a batch rewrite, shared by `batch_rewrite` and `request_frame`:
 //! what `Recompressor` appended, judged against its input and reported outcomes.
 
-use kpress_batch::{Outcome, RecompressMode, RecordBatch, RewritePolicy, Target};
+use kpress_batch::{
+    Outcome, RecompressMode, RecordBatch, RewritePolicy, Target, FIRST_PRODUCE_VERSION_WITH_ZSTD,
+};
 use kpress_codec::{Codec, Decompressor};
 
 /// What the rewrite was asked to do.
@@ -11,9 +13,6 @@ pub(crate) struct Expected<'p> {
     /// The Produce version the rewrite was told (`rewrite_partition`), if any.
     pub(crate) produce_version: Option<i16>,
 }
-
-/// Produce v7 is the first version whose batches brokers accept in zstd.
-const FIRST_PRODUCE_VERSION_WITH_ZSTD: i16 = 7;
 
 /// Checks that `output` is `input` with each batch either copied byte for byte or
 /// validly rewritten, as `outcomes` (each with the input bytes it covers, in order)

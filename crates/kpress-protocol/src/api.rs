@@ -1,10 +1,9 @@
 //! The registry of per-API facts: for every Kafka API key, the first version that uses
 //! flexible (tagged-field) encoding, the versions kpress parses in the traffic it
-//! relays, and the first version whose responses carry broker node addresses that
-//! kpress must rewrite. Every other module reads these facts from here, so each one is
-//! stated once.
-
-use crate::api_key;
+//! relays, the first version whose responses carry broker node addresses that kpress
+//! must rewrite (and how its responses are rewritten), and the first version that names
+//! topics by id. Every other module reads these facts from here, so each one is stated
+//! once.
 
 /// Versions `min..=max` of one API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +18,21 @@ impl Versions {
     }
 }
 
+/// How kpress rewrites an API's responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseRewrite {
+    /// Brokers' addresses and topic names (Metadata).
+    Metadata,
+    /// The coordinator's address (FindCoordinator).
+    FindCoordinator,
+    /// Every broker's address (DescribeCluster).
+    DescribeCluster,
+    /// Versions capped to what kpress parses (ApiVersions).
+    ApiVersions,
+    /// KIP-951 `NodeEndpoints` (Produce, Fetch, ShareFetch, ShareAcknowledge).
+    NodeEndpoints,
+}
+
 /// What kpress knows of one Kafka API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiFacts {
@@ -31,14 +45,18 @@ pub struct ApiFacts {
     /// The first version whose responses may carry broker node addresses, which kpress
     /// replaces by its own before a client sees them; `None`: no version does.
     pub node_addresses_from: Option<i16>,
+    /// How responses are rewritten; `None`: relayed as read.
+    pub response_rewrite: Option<ResponseRewrite>,
+    /// The first version that names topics by id instead of by name (KIP-516); `None`:
+    /// no version does, or kpress does not read them.
+    pub topic_ids_from: Option<i16>,
 }
 
 impl ApiFacts {
     const fn flexible_from(version: i16) -> ApiFacts {
         ApiFacts {
             first_flexible: Some(version),
-            parsed: None,
-            node_addresses_from: None,
+            ..ApiFacts::never_flexible()
         }
     }
 
@@ -47,6 +65,8 @@ impl ApiFacts {
             first_flexible: None,
             parsed: None,
             node_addresses_from: None,
+            response_rewrite: None,
+            topic_ids_from: None,
         }
     }
 
@@ -57,9 +77,35 @@ impl ApiFacts {
         }
     }
 
-    const fn node_addresses_from(self, version: i16) -> ApiFacts {
+    /// Responses carry node addresses from `version`, in KIP-951 `NodeEndpoints`.
+    const fn endpoints_from(self, version: i16) -> ApiFacts {
         ApiFacts {
             node_addresses_from: Some(version),
+            response_rewrite: Some(ResponseRewrite::NodeEndpoints),
+            ..self
+        }
+    }
+
+    /// Responses carry node addresses from `version`, rewritten as `rewrite` says.
+    const fn addresses_as(self, version: i16, rewrite: ResponseRewrite) -> ApiFacts {
+        ApiFacts {
+            node_addresses_from: Some(version),
+            response_rewrite: Some(rewrite),
+            ..self
+        }
+    }
+
+    /// Responses are rewritten as `rewrite` says, whatever their version.
+    const fn rewritten_as(self, rewrite: ResponseRewrite) -> ApiFacts {
+        ApiFacts {
+            response_rewrite: Some(rewrite),
+            ..self
+        }
+    }
+
+    const fn topic_ids_from(self, version: i16) -> ApiFacts {
+        ApiFacts {
+            topic_ids_from: Some(version),
             ..self
         }
     }
@@ -95,38 +141,44 @@ pub fn all() -> impl Iterator<Item = (i16, &'static ApiFacts)> {
     (0i16..).zip(APIS.iter())
 }
 
+/// The facts of a known API, for constants (a compile error for an unknown key).
+const fn known(api_key: i16) -> &'static ApiFacts {
+    match facts(api_key) {
+        Some(facts) => facts,
+        None => panic!("an API key Kafka does not define"),
+    }
+}
+
+/// `version`, which the registry must state (a compile error if it does not).
+const fn stated(version: Option<i16>) -> i16 {
+    match version {
+        Some(version) => version,
+        None => panic!("the registry states no such version for this API"),
+    }
+}
+
 /// The first flexible version of a known API; for constants of the modules that parse
 /// it (a compile error for an API that is never flexible or unknown).
 pub(crate) const fn first_flexible(api_key: i16) -> i16 {
-    match facts(api_key) {
-        Some(ApiFacts {
-            first_flexible: Some(first),
-            ..
-        }) => *first,
-        _ => panic!("API without flexible versions"),
-    }
+    stated(known(api_key).first_flexible)
 }
 
 /// The versions kpress parses of a known API; for constants of the modules that parse it.
 pub(crate) const fn parsed(api_key: i16) -> Versions {
-    match facts(api_key) {
-        Some(ApiFacts {
-            parsed: Some(versions),
-            ..
-        }) => *versions,
-        _ => panic!("API kpress does not parse"),
+    match known(api_key).parsed {
+        Some(versions) => versions,
+        None => panic!("API kpress does not parse"),
     }
 }
 
 /// The first version of a known API whose responses carry node addresses.
 pub(crate) const fn node_addresses_from(api_key: i16) -> i16 {
-    match facts(api_key) {
-        Some(ApiFacts {
-            node_addresses_from: Some(first),
-            ..
-        }) => *first,
-        _ => panic!("API without node addresses"),
-    }
+    stated(known(api_key).node_addresses_from)
+}
+
+/// The first version of a known API that names topics by id.
+pub(crate) const fn topic_ids_from(api_key: i16) -> i16 {
+    stated(known(api_key).topic_ids_from)
 }
 
 /// How many APIs kpress parses in relayed traffic.
@@ -162,23 +214,29 @@ const fn flex(version: i16) -> ApiFacts {
 
 const NEVER: ApiFacts = ApiFacts::never_flexible();
 
+const METADATA: ResponseRewrite = ResponseRewrite::Metadata;
+const FIND_COORDINATOR: ResponseRewrite = ResponseRewrite::FindCoordinator;
+const DESCRIBE_CLUSTER: ResponseRewrite = ResponseRewrite::DescribeCluster;
+const API_VERSIONS: ResponseRewrite = ResponseRewrite::ApiVersions;
+
 /// Per API key. First flexible versions are the `flexibleVersions` of Kafka 4.1.1's
 /// message specs (`common/message/*Request.json` in kafka-clients), with Kafka 3.9.1's
 /// for the ZooKeeper-era keys 4-7 that 4.0 removed. Parsed versions are those
 /// kafka-protocol 0.18 and kpress's own walks handle. ShareFetch and ShareAcknowledge:
 /// v1 only (KIP-932; v0 was early access in Kafka 4.0).
+#[rustfmt::skip]
 static APIS: [ApiFacts; 93] = [
-    flex(9).parsed(3, 13).node_addresses_from(10), // 0 Produce
-    flex(12).parsed(4, 18).node_addresses_from(16), // 1 Fetch
+    flex(9).parsed(3, 13).endpoints_from(10).topic_ids_from(13), // 0 Produce
+    flex(12).parsed(4, 18).endpoints_from(16),     // 1 Fetch
     flex(6),                                       // 2 ListOffsets
-    flex(9).parsed(0, 13).node_addresses_from(0),  // 3 Metadata
+    flex(9).parsed(0, 13).addresses_as(0, METADATA).topic_ids_from(10), // 3 Metadata
     flex(4),                                       // 4 LeaderAndIsr (3.9)
     flex(2),                                       // 5 StopReplica (3.9)
     flex(6),                                       // 6 UpdateMetadata (3.9)
     flex(3),                                       // 7 ControlledShutdown (3.9)
     flex(8),                                       // 8 OffsetCommit
     flex(6),                                       // 9 OffsetFetch
-    flex(3).parsed(0, 6).node_addresses_from(0),   // 10 FindCoordinator
+    flex(3).parsed(0, 6).addresses_as(0, FIND_COORDINATOR), // 10 FindCoordinator
     flex(6),                                       // 11 JoinGroup
     flex(4),                                       // 12 Heartbeat
     flex(4),                                       // 13 LeaveGroup
@@ -186,7 +244,7 @@ static APIS: [ApiFacts; 93] = [
     flex(5),                                       // 15 DescribeGroups
     flex(3),                                       // 16 ListGroups
     NEVER,                                         // 17 SaslHandshake
-    flex(3).parsed(0, 4),                          // 18 ApiVersions
+    flex(3).parsed(0, 4).rewritten_as(API_VERSIONS), // 18 ApiVersions
     flex(5),                                       // 19 CreateTopics
     flex(4),                                       // 20 DeleteTopics
     flex(2),                                       // 21 DeleteRecords
@@ -228,7 +286,7 @@ static APIS: [ApiFacts; 93] = [
     flex(0),                                       // 57 UpdateFeatures
     flex(0),                                       // 58 Envelope
     flex(0),                                       // 59 FetchSnapshot
-    flex(0).parsed(0, 2).node_addresses_from(0),   // 60 DescribeCluster
+    flex(0).parsed(0, 2).addresses_as(0, DESCRIBE_CLUSTER), // 60 DescribeCluster
     flex(0),                                       // 61 DescribeProducers
     flex(0),                                       // 62 BrokerRegistration
     flex(0),                                       // 63 BrokerHeartbeat
@@ -246,8 +304,8 @@ static APIS: [ApiFacts; 93] = [
     flex(0),                                       // 75 DescribeTopicPartitions
     flex(0),                                       // 76 ShareGroupHeartbeat
     flex(0),                                       // 77 ShareGroupDescribe
-    flex(0).parsed(1, 1).node_addresses_from(1),   // 78 ShareFetch
-    flex(0).parsed(1, 1).node_addresses_from(1),   // 79 ShareAcknowledge
+    flex(0).parsed(1, 1).endpoints_from(1),        // 78 ShareFetch
+    flex(0).parsed(1, 1).endpoints_from(1),        // 79 ShareAcknowledge
     flex(0),                                       // 80 AddRaftVoter
     flex(0),                                       // 81 RemoveRaftVoter
     flex(0),                                       // 82 UpdateRaftVoter
@@ -266,13 +324,16 @@ static APIS: [ApiFacts; 93] = [
 /// Whether `api_key` is one whose response kpress may rewrite at `api_version`: one that
 /// may carry node addresses, or ApiVersions (capped to what kpress parses).
 pub(crate) fn rewrites_response(api_key: i16, api_version: i16) -> bool {
-    api_key == api_key::API_VERSIONS
-        || facts(api_key).is_some_and(|facts| facts.carries_node_addresses(api_version))
+    facts(api_key).is_some_and(|facts| {
+        facts.response_rewrite == Some(ResponseRewrite::ApiVersions)
+            || facts.carries_node_addresses(api_version)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api_key;
 
     #[test]
     fn the_parsed_apis_are_the_ones_kpress_rewrites() {

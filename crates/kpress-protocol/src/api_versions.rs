@@ -8,9 +8,9 @@ use kafka_protocol::messages::ApiVersionsResponse;
 
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
-use crate::response::{encode, guarded_decode, ResponseObserver};
+use crate::rewriting::{encode, guarded_decode, ResponseObserver};
 use crate::wire::Reader;
-use crate::{api, api_key};
+use crate::{api, api_key, error_code};
 
 const API: &str = "ApiVersions";
 pub(crate) const API_VERSIONS_MIN_VERSION: i16 = api::parsed(api_key::API_VERSIONS).min;
@@ -18,9 +18,6 @@ pub(crate) const API_VERSIONS_MIN_VERSION: i16 = api::parsed(api_key::API_VERSIO
 /// one gets kpress's own answer ([`answer_unsupported_api_versions`]).
 pub const API_VERSIONS_MAX_VERSION: i16 = api::parsed(api_key::API_VERSIONS).max;
 const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::API_VERSIONS);
-/// Kafka's UNSUPPORTED_VERSION error code.
-const UNSUPPORTED_VERSION: i16 = 35;
-
 /// The highest version kpress parses, per API key it parses (from [`crate::api`]).
 pub const PARSED_MAX_VERSIONS: [(i16, i16); 8] = api::PARSED_MAX_VERSIONS;
 
@@ -29,7 +26,7 @@ pub const PARSED_MAX_VERSIONS: [(i16, i16); 8] = api::PARSED_MAX_VERSIONS;
 /// the v0 format (its list then says which versions it does support).
 pub fn api_versions_body_version(api_version: i16, body: &[u8]) -> i16 {
     match body {
-        [hi, lo, ..] if i16::from_be_bytes([*hi, *lo]) == UNSUPPORTED_VERSION => 0,
+        [hi, lo, ..] if i16::from_be_bytes([*hi, *lo]) == error_code::UNSUPPORTED_VERSION => 0,
         _ => api_version,
     }
 }
@@ -58,7 +55,7 @@ pub fn answer_unsupported_api_versions(
     let mut frame = BytesMut::with_capacity(SIZE_PREFIX_LEN + PAYLOAD_LEN);
     frame.put_i32(PAYLOAD_LEN as i32);
     frame.put_i32(correlation_id); // response header v0
-    frame.put_i16(UNSUPPORTED_VERSION);
+    frame.put_i16(error_code::UNSUPPORTED_VERSION);
     frame.put_i32(1);
     frame.put_i16(api_key::API_VERSIONS);
     frame.put_i16(API_VERSIONS_MIN_VERSION);
@@ -200,7 +197,7 @@ mod tests {
         let body = payload.clone();
         let response = ApiVersionsResponse::decode(&mut payload, 0).unwrap();
         assert!(payload.is_empty(), "trailing bytes");
-        assert_eq!(response.error_code, UNSUPPORTED_VERSION);
+        assert_eq!(response.error_code, error_code::UNSUPPORTED_VERSION);
         assert_eq!(
             response.api_keys,
             vec![ApiVersion::default()

@@ -5,7 +5,7 @@ use bytes::BytesMut;
 use kafka_protocol::messages::FindCoordinatorResponse;
 
 use crate::error::{check_version, ProtocolError, WireError};
-use crate::response::{encode, guarded_decode, replace_address, ResponseObserver};
+use crate::rewriting::{encode, guarded_decode, replace_address, ResponseObserver};
 use crate::wire::Reader;
 use crate::{api, api_key};
 

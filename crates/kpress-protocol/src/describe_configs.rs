@@ -10,7 +10,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
-use crate::response::{encode_failed, guarded_decode};
+use crate::rewriting::{encode_failed, guarded_decode};
 use crate::wire::Reader;
 use crate::{api, api_key};
 

@@ -16,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use crate::error::{check_version, malformed_response, ProtocolError, WireError};
-use crate::response::{encode_failed, replace_address, ResponseObserver};
+use crate::rewriting::{encode_failed, replace_address, ResponseObserver};
 use crate::wire::{put_uvarint, Reader, TaggedField};
 use crate::{api, api_key};
 
@@ -206,10 +206,11 @@ fn rewrite_endpoints<E: NodeEndpoint>(
 /// Finds the top-level `NodeEndpoints` tagged field of a Produce v10+ response.
 fn find_produce_node_endpoints(body: &[u8], v: i16) -> Result<Option<Location<'_>>, WireError> {
     let mut r = Reader::new(body);
-    let min_topic = if v >= 13 { 16 + 1 + 1 } else { 1 + 1 + 1 };
+    let by_id = v >= api::topic_ids_from(api_key::PRODUCE);
+    let min_topic = if by_id { 16 + 1 + 1 } else { 1 + 1 + 1 };
     let topics = r.required_count(true, min_topic, "responses")?;
     for _ in 0..topics {
-        if v >= 13 {
+        if by_id {
             r.uuid()?;
         } else {
             r.skip_string(true)?;

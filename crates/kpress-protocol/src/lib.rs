@@ -76,10 +76,12 @@ mod coordinator;
 mod describe_configs;
 mod endpoints;
 mod error;
+pub mod error_code;
 pub mod frame;
 mod metadata;
 mod produce;
 mod response;
+mod rewriting;
 pub mod sasl;
 mod wire;
 
@@ -98,4 +100,5 @@ pub use produce::{
     produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS,
     PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
-pub use response::{rewrite_response, rewrites_response, ResponseObserver};
+pub use response::{rewrite_response, rewrites_response};
+pub use rewriting::ResponseObserver;

@@ -9,7 +9,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use uuid::Uuid;
 
 use crate::error::{check_version, malformed_response, ProtocolError, WireError};
-use crate::response::{encode_failed, ResponseObserver};
+use crate::rewriting::{encode_failed, ResponseObserver};
 use crate::wire::{put_uvarint, LengthPrefix, Reader};
 use crate::{api, api_key};
 
@@ -18,7 +18,10 @@ const METADATA_MIN_VERSION: i16 = api::parsed(api_key::METADATA).min;
 pub(crate) const METADATA_MAX_VERSION: i16 = api::parsed(api_key::METADATA).max;
 const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::METADATA);
 /// Metadata v10 is the first to carry topic ids (in responses and requests).
-const FIRST_TOPIC_ID: i16 = 10;
+const FIRST_TOPIC_ID: i16 = api::topic_ids_from(api_key::METADATA);
+
+/// Metadata v13 is the first whose response has a top-level error code.
+const FIRST_TOP_LEVEL_ERROR: i16 = 13;
 
 /// Rewrites every broker's address and reports every named topic id.
 ///
@@ -268,7 +271,7 @@ fn walk_metadata_response<'a>(
     if (8..=10).contains(&v) {
         r.i32()?; // cluster_authorized_operations
     }
-    if v >= 13 {
+    if v >= FIRST_TOP_LEVEL_ERROR {
         r.i16()?; // error_code
     }
     if flex {

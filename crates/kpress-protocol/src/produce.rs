@@ -26,7 +26,7 @@ pub const PRODUCE_MAX_VERSION: i16 = api::parsed(api_key::PRODUCE).max;
 /// Produce v9 is the first flexible version (compact strings, tagged fields).
 const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::PRODUCE);
 /// Produce v13 names topics by id (KIP-516).
-const FIRST_TOPIC_ID: i16 = 13;
+const FIRST_TOPIC_ID: i16 = api::topic_ids_from(api_key::PRODUCE);
 
 /// How a topic is named in a Produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

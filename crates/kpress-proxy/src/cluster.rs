@@ -200,6 +200,13 @@ impl Cluster {
     }
 }
 
+/// Binds listeners for broker nodes kpress has just learned of. Synchronous, so a
+/// response naming a node can wait for its port to be served before it is relayed.
+pub(crate) trait NodeListeners: Send + Sync {
+    /// Binds a listener for every node in `nodes` that has none yet.
+    fn ensure(&self, nodes: &[i32]) -> Result<(), ProxyError>;
+}
+
 /// The [`ResponseObserver`] for every response kpress rewrites: records real node
 /// addresses and topic ids, and hands out kpress's address for each node.
 #[derive(Debug)]

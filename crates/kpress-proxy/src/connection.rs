@@ -29,10 +29,25 @@ use tokio::sync::watch;
 
 use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
-use crate::frame_io::{read_frame_timed, write_frame, ReadClock, ReadFrameError};
-use crate::handler::{ConnectionContext, Message, RequestContext, RequestStep, ResponseStep, Work};
+use crate::frame_io::{read_frame_timed, write_frame, FrameLimits, ReadClock, ReadFrameError};
+use crate::handler::{
+    ConnectionContext, Handlers, Message, RequestContext, RequestStep, ResponseStep, Work,
+};
 use crate::handoff::{run_parts, Handoff, Moves};
 use crate::metrics;
+use crate::status::ProxyStatus;
+
+/// What a connection's loops are given besides its context: the handlers of the
+/// proxy, and the limits and status all its connections share.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Relay<'a> {
+    pub(crate) handlers: &'a Handlers,
+    pub(crate) limits: FrameLimits,
+    /// A client with nothing to read and no response owed this long is closed.
+    pub(crate) idle_timeout: Duration,
+    /// Every broker response counts as the brokers answering.
+    pub(crate) status: &'a ProxyStatus,
+}
 
 /// What the response part relays next.
 #[derive(Debug)]
@@ -50,6 +65,7 @@ pub(crate) async fn serve<C, U>(
     client: C,
     upstream: U,
     conn: ConnectionContext,
+    relay: Relay<'_>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
@@ -67,7 +83,7 @@ where
     // yet relayed): while any is, the client is not idle.
     let owed = AtomicUsize::new(0);
     let reading = async {
-        read_requests(&mut client_read, &steps, &owed, &conn, &mut shutdown).await?;
+        read_requests(&mut client_read, &steps, &owed, &conn, relay, &mut shutdown).await?;
         steps.close();
         Ok(())
     };
@@ -76,8 +92,13 @@ where
             pending: &pending,
             owed: &owed,
         };
-        let frame_timeout = conn.shared.limits.frame_timeout;
-        write_requests(&mut upstream_write, &steps, queue, frame_timeout).await?;
+        write_requests(
+            &mut upstream_write,
+            &steps,
+            queue,
+            relay.limits.frame_timeout,
+        )
+        .await?;
         pending.close();
         Ok(())
     };
@@ -87,6 +108,7 @@ where
         &pending,
         &owed,
         &conn,
+        relay,
     );
     run_parts(&moves, reading, writing, responses).await?;
     // Every expected response was relayed; tell the client we are done.
@@ -152,20 +174,20 @@ async fn read_requests<C>(
     steps: &Handoff<'_, Step>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
+    relay: Relay<'_>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = &conn.shared;
     let pool = &conn.requests_pool;
-    let limits = shared.frame_limits();
+    let limits = relay.limits;
     let mut clock = ReadClock::default();
     // One wait for the whole connection: its waker is registered once, not per frame.
     let stopping = shutdown.wait_for(|stopping| *stopping);
     tokio::pin!(stopping);
     loop {
-        let idle = Some(shared.limits.idle_timeout);
+        let idle = Some(relay.idle_timeout);
         let read = tokio::select! {
             // A frame cut off by shutdown is lost with the connection; the client resends.
             _ = &mut stopping => return Ok(()),
@@ -182,7 +204,7 @@ where
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
         metrics::request(header.api_key);
         let mut request = RequestContext::new(header);
-        let step = match shared.handlers.request_step(conn, &mut request, frame)? {
+        let step = match relay.handlers.request_step(conn, &mut request, frame)? {
             RequestStep::Answer(answer) => {
                 let permit = pool
                     .acquire(answer.len())
@@ -247,14 +269,14 @@ async fn relay_responses<C, U>(
     pending: &Handoff<'_, Pending>,
     owed: &AtomicUsize,
     conn: &Arc<ConnectionContext>,
+    relay: Relay<'_>,
 ) -> Result<(), ConnectionError>
 where
     C: AsyncRead + AsyncWrite + Unpin,
     U: AsyncRead + AsyncWrite + Unpin,
 {
-    let shared = &conn.shared;
     let pool = &conn.responses_pool;
-    let limits = shared.frame_limits();
+    let limits = relay.limits;
     let mut clock = ReadClock::default();
     loop {
         // While no response is owed, the broker may only close (idle timeout, its own
@@ -290,7 +312,7 @@ where
             .ok_or(ConnectionError::BrokerClosed {
                 correlation_id: request.correlation_id(),
             })?;
-        shared.lifecycle.status.upstream_answered();
+        relay.status.upstream_answered();
         if let Some(forwarded) = request.forwarded() {
             metrics::upstream_latency(request.api_key(), forwarded.elapsed());
         }
@@ -302,7 +324,7 @@ where
                 received,
             });
         }
-        match shared.handlers.response_step(conn, &mut request, frame)? {
+        match relay.handlers.response_step(conn, &mut request, frame)? {
             ResponseStep::Relay(message) => {
                 write_frame(client, message.bytes(), limits.frame_timeout).await
             }
@@ -332,155 +354,11 @@ mod tests {
     use super::*;
     use crate::budget::Direction;
     use crate::error::Fault;
-    use crate::shared::{Shared, SharedConfig, UpstreamTarget};
-    use crate::ProxySettings;
-    use kpress_batch::builder::{BatchBuilder, Record};
-    use kpress_batch::{PolicyLookup, RewritePolicy};
+    use crate::tests::*;
+    use kpress_batch::RewritePolicy;
     use kpress_codec::{Codec, CompressionOptions};
-    use std::net::SocketAddr;
-    use std::net::{IpAddr, Ipv4Addr};
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
-    use tokio::task::JoinHandle;
-
-    /// The API the tests send when any request kpress forwards as read will do.
-    const HEARTBEAT: i16 = kafka_protocol::messages::ApiKey::Heartbeat as i16;
-
-    /// Settings for in-memory tests: 1 MiB frames, a connection may hold one.
-    fn settings(max_inflight_bytes: usize, node_port_base: u16) -> ProxySettings {
-        let mut settings = ProxySettings::for_tests(
-            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-            "kpress.test".into(),
-            node_port_base,
-            vec!["127.0.0.1:1".into()],
-        );
-        settings.max_frame_bytes = 1 << 20;
-        settings.max_connection_inflight_bytes = 1 << 20;
-        settings.max_inflight_bytes = max_inflight_bytes;
-        // Tests that hold the work slots decide themselves how long rewrites wait.
-        settings.max_rewrite_wait = Duration::from_secs(60);
-        settings
-    }
-
-    fn shared_from(policy: RewritePolicy, settings: ProxySettings) -> Arc<Shared> {
-        shared_with_handlers(Arc::new(policy), settings, crate::Handlers::kpress())
-    }
-
-    fn shared_with_handlers(
-        policies: Arc<dyn PolicyLookup>,
-        settings: ProxySettings,
-        handlers: crate::Handlers,
-    ) -> Arc<Shared> {
-        let (shared, control) = Shared::new(SharedConfig {
-            handlers,
-            ..SharedConfig::for_tests(policies, settings)
-        })
-        .unwrap();
-        // The shutdown senders live for the whole test: dropping them means shutdown.
-        std::mem::forget(control);
-        shared
-    }
-
-    fn shared_with(
-        policy: RewritePolicy,
-        max_inflight_bytes: usize,
-        node_port_base: u16,
-    ) -> Arc<Shared> {
-        shared_from(policy, settings(max_inflight_bytes, node_port_base))
-    }
-
-    struct Harness {
-        client: DuplexStream,
-        broker: DuplexStream,
-        shutdown: watch::Sender<bool>,
-        task: JoinHandle<Result<(), ConnectionError>>,
-    }
-
-    fn start(shared: Arc<Shared>) -> Harness {
-        let (client, proxy_client_side) = tokio::io::duplex(1 << 16);
-        let (proxy_broker_side, broker) = tokio::io::duplex(1 << 16);
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let conn = ConnectionContext::new(
-            shared,
-            SocketAddr::from(([127, 0, 0, 1], 5555)),
-            UpstreamTarget::Bootstrap,
-        );
-        let task = tokio::spawn(serve(
-            proxy_client_side,
-            proxy_broker_side,
-            conn,
-            shutdown_rx,
-        ));
-        Harness {
-            client,
-            broker,
-            shutdown,
-            task,
-        }
-    }
-
-    fn frame(body: &[u8]) -> Vec<u8> {
-        let mut out = (body.len() as i32).to_be_bytes().to_vec();
-        out.extend_from_slice(body);
-        out
-    }
-
-    /// A request of `api_key` v`version` with header v1 and `body`.
-    fn request(api_key: i16, version: i16, correlation_id: i32, body: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&api_key.to_be_bytes());
-        out.extend_from_slice(&version.to_be_bytes());
-        out.extend_from_slice(&correlation_id.to_be_bytes());
-        out.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
-        out.extend_from_slice(body);
-        frame(&out)
-    }
-
-    /// A Produce v7 request for topic `t` partition 0 holding `records`.
-    fn produce_v7(correlation_id: i32, acks: i16, records: &[u8]) -> Vec<u8> {
-        produce(7, correlation_id, acks, records)
-    }
-
-    /// A Produce request (v3-v8: header v1, classic encoding) for topic `t`
-    /// partition 0 holding `records`.
-    fn produce(version: i16, correlation_id: i32, acks: i16, records: &[u8]) -> Vec<u8> {
-        let mut body = Vec::new();
-        body.extend_from_slice(&(-1i16).to_be_bytes()); // transactional_id
-        body.extend_from_slice(&acks.to_be_bytes());
-        body.extend_from_slice(&1000i32.to_be_bytes());
-        body.extend_from_slice(&1i32.to_be_bytes()); // topics
-        body.extend_from_slice(&1i16.to_be_bytes());
-        body.push(b't');
-        body.extend_from_slice(&1i32.to_be_bytes()); // partitions
-        body.extend_from_slice(&0i32.to_be_bytes());
-        body.extend_from_slice(&(records.len() as i32).to_be_bytes());
-        body.extend_from_slice(records);
-        request(0, version, correlation_id, &body)
-    }
-
-    fn gzip_batch() -> Vec<u8> {
-        let records: Vec<Record> = (0..50)
-            .map(|i| Record::value(format!("value {i} value value value value")))
-            .collect();
-        BatchBuilder::codec(Codec::Gzip).build(&records).unwrap()
-    }
-
-    /// A response frame with header v0.
-    fn response(correlation_id: i32, body: &[u8]) -> Vec<u8> {
-        let mut out = correlation_id.to_be_bytes().to_vec();
-        out.extend_from_slice(body);
-        frame(&out)
-    }
-
-    async fn read_exact_frame(stream: &mut DuplexStream) -> Vec<u8> {
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size).await.unwrap();
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        stream.read_exact(&mut body).await.unwrap();
-        let mut out = size.to_vec();
-        out.extend_from_slice(&body);
-        out
-    }
 
     #[tokio::test]
     async fn pipelined_requests_are_answered_in_order_and_acks_0_waits_for_nothing() {
@@ -502,83 +380,6 @@ mod tests {
         assert_eq!(read_exact_frame(&mut h.client).await, response(3, b"three"));
         drop(h.client);
         h.task.await.unwrap().unwrap();
-    }
-
-    #[tokio::test]
-    async fn produce_is_rewritten_to_the_policy_codec() {
-        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
-        let mut h = start(shared_with(policy, 1 << 22, 30000));
-        let batch = gzip_batch();
-        let produce = produce_v7(9, -1, &batch);
-        h.client.write_all(&produce).await.unwrap();
-        let forwarded = read_exact_frame(&mut h.broker).await;
-        assert_ne!(forwarded, produce);
-        // Same header; the records field now holds one zstd batch.
-        let records_at = produce.len() - batch.len();
-        assert_eq!(forwarded[4..records_at - 4], produce[4..records_at - 4]);
-        let new_records = &forwarded[records_at..];
-        let stored = kpress_batch::RecordBatch::parse(new_records).unwrap();
-        assert_eq!(stored.codec(), Some(Codec::Zstd));
-        assert_eq!(stored.records_count(), 50);
-        assert!(stored.crc_is_valid());
-        h.broker.write_all(&response(9, b"ok")).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.client).await, response(9, b"ok"));
-    }
-
-    #[tokio::test]
-    async fn metadata_addresses_are_rewritten_and_node_listener_bound_first() {
-        use kafka_protocol::messages::metadata_response::{
-            MetadataResponse, MetadataResponseBroker,
-        };
-        use kafka_protocol::messages::BrokerId;
-        use kafka_protocol::protocol::{Encodable, StrBytes};
-
-        let node_port_base = {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap().port() - 5
-        };
-        let shared = shared_with(RewritePolicy::default(), 1 << 22, node_port_base);
-        let mut h = start(Arc::clone(&shared));
-        // Metadata v12, header v2: tagged fields after the null client id.
-        let mut req = Vec::new();
-        req.extend_from_slice(&3i16.to_be_bytes());
-        req.extend_from_slice(&12i16.to_be_bytes());
-        req.extend_from_slice(&41i32.to_be_bytes());
-        req.extend_from_slice(&(-1i16).to_be_bytes());
-        req.extend_from_slice(&[0, 0, 0, 0, 0]);
-        h.client.write_all(&frame(&req)).await.unwrap();
-        read_exact_frame(&mut h.broker).await;
-
-        let mut body = BytesMut::new();
-        MetadataResponse::default()
-            .with_brokers(vec![MetadataResponseBroker::default()
-                .with_node_id(BrokerId(5))
-                .with_host(StrBytes::from_static_str("10.1.2.3"))
-                .with_port(9092)])
-            .encode(&mut body, 12)
-            .unwrap();
-        let mut resp = 41i32.to_be_bytes().to_vec();
-        resp.push(0); // response header v1: no tagged fields
-        resp.extend_from_slice(&body);
-        h.broker.write_all(&frame(&resp)).await.unwrap();
-
-        let relayed = read_exact_frame(&mut h.client).await;
-        let text = String::from_utf8_lossy(&relayed);
-        assert!(!text.contains("10.1.2.3"), "real address leaked");
-        assert!(text.contains("kpress.test"));
-        let port = i32::from(node_port_base) + 5;
-        assert!(
-            relayed.windows(4).any(|w| w == port.to_be_bytes()),
-            "node port missing"
-        );
-        // The node's listener exists before the client could use the address.
-        assert!(tokio::net::TcpStream::connect(("127.0.0.1", port as u16))
-            .await
-            .is_ok());
-        assert_eq!(
-            shared.cluster.node_address(5).map(|a| a.to_string()),
-            Some("10.1.2.3:9092".to_owned())
-        );
     }
 
     #[tokio::test]
@@ -605,37 +406,6 @@ mod tests {
         let err = h.task.await.unwrap().unwrap_err();
         assert_eq!(err.fault(), Fault::Proxy);
         assert_eq!(err.refused_frame_reason(), Some("over_budget"));
-    }
-
-    #[tokio::test]
-    async fn produce_v2_is_relayed_untouched_and_its_acks_honoured() {
-        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
-        let mut h = start(shared_with(policy, 1 << 22, 30000));
-        // v0-v2 body: acks, timeout, then topics (content irrelevant to kpress).
-        let mut acks0 = 0i16.to_be_bytes().to_vec();
-        acks0.extend_from_slice(b"rest of a v2 body");
-        let mut acks1 = 1i16.to_be_bytes().to_vec();
-        acks1.extend_from_slice(b"rest of a v2 body");
-        let first = request(0, 2, 1, &acks0);
-        let second = request(0, 2, 2, &acks1);
-        h.client.write_all(&first).await.unwrap();
-        h.client.write_all(&second).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.broker).await, first);
-        assert_eq!(read_exact_frame(&mut h.broker).await, second);
-        h.broker.write_all(&response(2, b"ok")).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.client).await, response(2, b"ok"));
-    }
-
-    #[tokio::test]
-    async fn legacy_sasl_handshake_v0_is_refused_clearly() {
-        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        h.client
-            .write_all(&request(17, 0, 1, &[0, 5, b'P', b'L', b'A', b'I', b'N']))
-            .await
-            .unwrap();
-        let err = h.task.await.unwrap().unwrap_err();
-        assert!(matches!(err, ConnectionError::LegacySaslHandshake));
-        assert_eq!(err.fault(), Fault::Client);
     }
 
     #[tokio::test]
@@ -794,55 +564,12 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn zstd_is_not_written_into_produce_v3_to_v6() {
-        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
-        let mut h = start(shared_with(policy, 1 << 22, 30000));
-        let batch = gzip_batch();
-        for version in 3..=6 {
-            let produce = produce(version, version.into(), -1, &batch);
-            h.client.write_all(&produce).await.unwrap();
-            // Forwarded as sent: the broker refuses zstd below v7.
-            assert_eq!(read_exact_frame(&mut h.broker).await, produce, "v{version}");
-        }
-        let v7 = produce_v7(7, -1, &batch);
-        h.client.write_all(&v7).await.unwrap();
-        assert_ne!(read_exact_frame(&mut h.broker).await, v7, "v7 gets zstd");
-    }
-
-    #[tokio::test]
-    async fn a_partition_of_two_batches_is_forwarded_untouched() {
-        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
-        let mut h = start(shared_with(policy, 1 << 22, 30000));
-        let batch = gzip_batch();
-        let produce = produce_v7(1, -1, &[&batch[..], &batch[..]].concat());
-        h.client.write_all(&produce).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.broker).await, produce);
-    }
-
-    #[tokio::test]
-    async fn a_rewrite_over_max_frame_bytes_forwards_the_original() {
-        // 40 KiB frames: a gzip batch of random data grows when stored uncompressed.
-        let mut settings = settings(1 << 22, 30000);
-        settings.max_frame_bytes = 40 << 10;
-        let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
-        let mut h = start(shared_from(policy, settings));
-        let text: Vec<Record> = (0..2000)
-            .map(|i| Record::value(format!("{i:08} the same words again and again")))
-            .collect();
-        let batch = BatchBuilder::codec(Codec::Gzip).build(&text).unwrap();
-        let produce = produce_v7(1, -1, &batch);
-        assert!(produce.len() < 40 << 10, "the request itself fits");
-        h.client.write_all(&produce).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.broker).await, produce);
-    }
-
     #[tokio::test(start_paused = true)]
     async fn connections_announcing_frames_they_never_send_do_not_stall_others() {
         // 4 MiB budget: 2 MiB for requests. Three clients announce 1 MiB frames and
         // send 100 bytes; a fourth client's request must still go through at once.
         let mut settings = settings(4 << 20, 30000);
-        settings.frame_timeout = Duration::from_secs(30);
+        settings.limits.frame_timeout = Duration::from_secs(30);
         let shared = shared_from(RewritePolicy::default(), settings);
         let mut stalled = Vec::new();
         for _ in 0..3 {
@@ -881,7 +608,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_that_never_reads_its_responses_is_closed() {
         let mut settings = settings(4 << 20, 30000);
-        settings.frame_timeout = Duration::from_secs(5);
+        settings.limits.frame_timeout = Duration::from_secs(5);
         let shared = shared_from(RewritePolicy::default(), settings);
         let mut h = start(Arc::clone(&shared));
         h.client
@@ -907,7 +634,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_idle_client_is_closed_unless_a_response_is_owed() {
         let mut settings = settings(1 << 22, 30000);
-        settings.idle_timeout = Duration::from_secs(10);
+        settings.limits.idle_timeout = Duration::from_secs(10);
         let shared = shared_from(RewritePolicy::default(), settings);
         // A response is owed for longer than the idle timeout (a JoinGroup, say).
         let mut waiting = start(Arc::clone(&shared));
@@ -932,44 +659,6 @@ mod tests {
             read_exact_frame(&mut waiting.client).await,
             response(1, b"joined")
         );
-    }
-
-    /// A Produce v13 request (header v2, flexible) for the topic with id `topic_id`,
-    /// partition 0 holding `records`.
-    fn produce_v13(correlation_id: i32, topic_id: [u8; 16], records: &[u8]) -> Vec<u8> {
-        fn uvarint(out: &mut Vec<u8>, mut n: usize) {
-            while n >= 0x80 {
-                out.push((n as u8) | 0x80);
-                n >>= 7;
-            }
-            out.push(n as u8);
-        }
-        let mut out = Vec::new();
-        out.extend_from_slice(&0i16.to_be_bytes());
-        out.extend_from_slice(&13i16.to_be_bytes());
-        out.extend_from_slice(&correlation_id.to_be_bytes());
-        out.extend_from_slice(&(-1i16).to_be_bytes()); // null client id
-        out.push(0); // header tagged fields
-        out.push(0); // null transactional_id
-        out.extend_from_slice(&(-1i16).to_be_bytes()); // acks
-        out.extend_from_slice(&1000i32.to_be_bytes());
-        uvarint(&mut out, 2); // one topic
-        out.extend_from_slice(&topic_id);
-        uvarint(&mut out, 2); // one partition
-        out.extend_from_slice(&0i32.to_be_bytes());
-        uvarint(&mut out, records.len() + 1);
-        out.extend_from_slice(records);
-        out.extend_from_slice(&[0, 0, 0]); // partition, topic and request tagged fields
-        frame(&out)
-    }
-
-    /// The codec of the one batch a forwarded Produce request holds: the only offset
-    /// where a whole batch with a valid CRC parses.
-    fn forwarded_codec(forwarded: &[u8]) -> Option<Codec> {
-        (0..forwarded.len()).find_map(|at| {
-            let batch = kpress_batch::RecordBatch::parse(&forwarded[at..]).ok()?;
-            batch.crc_is_valid().then(|| batch.codec()).flatten()
-        })
     }
 
     /// A bootstrap server for topic-id lookups: accepts kpress's side connection, reads
@@ -1037,19 +726,11 @@ mod tests {
         }
     }
 
-    /// The next frame on `stream`, within 30 s: on real time, a test that fails fails
-    /// rather than hangs.
-    async fn next_frame(stream: &mut DuplexStream) -> Vec<u8> {
-        tokio::time::timeout(Duration::from_secs(30), read_exact_frame(stream))
-            .await
-            .expect("a frame within 30 s")
-    }
-
     /// A connection whose first Produce request waits for its v13 topic id to be named
     /// (by a lookup the test holds), with a Produce by name and a Heartbeat behind it.
     struct HeldFirstRewrite {
         h: Harness,
-        shared: Arc<Shared>,
+        shared: Proxy,
         release: tokio::sync::oneshot::Sender<()>,
         requests: [Vec<u8>; 3],
     }
@@ -1057,7 +738,7 @@ mod tests {
     async fn hold_first_rewrite() -> HeldFirstRewrite {
         let lookups = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut settings = settings(1 << 22, 30000);
-        settings.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
+        settings.upstream.bootstrap_servers = vec![lookups.local_addr().unwrap().to_string()];
         // Stored uncompressed: a rewrite's output is larger than its input.
         let policy = RewritePolicy::to_codec(Codec::None, CompressionOptions::default());
         let heartbeat_read = Arc::new(tokio::sync::Notify::new());
@@ -1189,9 +870,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_with_a_rewrite_under_way_is_not_idle() {
         let mut settings = settings(1 << 22, 30000);
-        settings.idle_timeout = Duration::from_secs(1);
+        settings.limits.idle_timeout = Duration::from_secs(1);
         // The rewrite waits for its slot, however long.
-        settings.max_rewrite_wait = Duration::from_secs(3600);
+        settings.produce.max_rewrite_wait = Duration::from_secs(3600);
         // acks=0: no response is owed, only the forwarding.
         let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
         let shared = shared_from(policy, settings);
@@ -1215,110 +896,6 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(matches!(err, ConnectionError::ClientIdle(_)), "{err}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_produce_with_no_slot_within_the_wait_limit_goes_on_as_sent() {
-        let mut settings = settings(1 << 22, 30000);
-        settings.max_rewrite_wait = Duration::from_millis(500);
-        let policy = RewritePolicy::to_codec(Codec::Zstd, CompressionOptions::default());
-        let shared = shared_from(policy, settings);
-        // Every rewrite slot taken for longer than a request may wait.
-        let held = shared.work_slots.hold_all().await;
-        let mut h = start(Arc::clone(&shared));
-        let sent = produce_v7(1, 0, &gzip_batch());
-        h.client.write_all(&sent).await.unwrap();
-        let forwarded =
-            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
-                .await
-                .expect("forwarded once the wait limit passed");
-        assert_eq!(forwarded, sent, "forwarded byte for byte");
-        drop(held);
-        // With a slot free, the next one is rewritten.
-        h.client
-            .write_all(&produce_v7(2, 0, &gzip_batch()))
-            .await
-            .unwrap();
-        let rewritten = read_exact_frame(&mut h.broker).await;
-        assert_eq!(forwarded_codec(&rewritten), Some(Codec::Zstd));
-        drop(h.client);
-        h.task.await.unwrap().unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_produce_past_the_wait_limit_takes_the_fallback_on_an_express_slot() {
-        let mut settings = settings(1 << 22, 30000);
-        settings.max_rewrite_wait = Duration::from_millis(500);
-        let policies: Arc<dyn PolicyLookup> = Arc::new(crate::test_policies::WithFallback::codecs(
-            Codec::Zstd,
-            Codec::Lz4,
-        ));
-        let (shared, control) = Shared::new(SharedConfig::for_tests(policies, settings)).unwrap();
-        std::mem::forget(control);
-        // Every regular slot taken for longer than a request may wait.
-        let held = shared.work_slots.hold_regular().await;
-        let mut h = start(Arc::clone(&shared));
-        h.client
-            .write_all(&produce_v7(1, 0, &gzip_batch()))
-            .await
-            .unwrap();
-        let forwarded =
-            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
-                .await
-                .expect("forwarded once the wait limit passed");
-        assert_eq!(
-            forwarded_codec(&forwarded),
-            Some(Codec::Lz4),
-            "the fallback"
-        );
-        // No express slot free either: as sent.
-        let express = shared.work_slots.hold_express();
-        let sent = produce_v7(2, 0, &gzip_batch());
-        h.client.write_all(&sent).await.unwrap();
-        let forwarded =
-            tokio::time::timeout(Duration::from_secs(2), read_exact_frame(&mut h.broker))
-                .await
-                .expect("forwarded once the wait limit passed");
-        assert_eq!(forwarded, sent, "forwarded byte for byte");
-        drop((held, express));
-        drop(h.client);
-        h.task.await.unwrap().unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_produce_without_codec_work_skips_the_rewrite_slots() {
-        // Into gzip: a gzip batch takes no codec work, an uncompressed one does.
-        let policy = RewritePolicy::to_codec(Codec::Gzip, CompressionOptions::default());
-        let shared = shared_with(policy, 1 << 22, 30000);
-        // Every rewrite slot taken: only a request that needs none goes on.
-        let held = shared.work_slots.hold_all().await;
-        let mut h = start(Arc::clone(&shared));
-        let passing = produce_v7(1, 0, &gzip_batch());
-        h.client.write_all(&passing).await.unwrap();
-        assert_eq!(
-            read_exact_frame(&mut h.broker).await,
-            passing,
-            "forwarded byte for byte"
-        );
-        let values: Vec<Record> = (0..50)
-            .map(|i| Record::value(format!("value {i} value value value value")))
-            .collect();
-        let plain = BatchBuilder::codec(Codec::None).build(&values).unwrap();
-        h.client.write_all(&produce_v7(2, 0, &plain)).await.unwrap();
-        // Nothing arrives while the slots are held (nothing read, so nothing lost).
-        let mut first = [0u8; 1];
-        assert!(
-            tokio::time::timeout(Duration::from_millis(200), h.broker.read(&mut first))
-                .await
-                .is_err(),
-            "a rewrite waits for a slot"
-        );
-        drop(held);
-        let rewritten = read_exact_frame(&mut h.broker).await;
-        assert_eq!(rewritten[8..12], 2i32.to_be_bytes(), "correlation id");
-        assert_eq!(forwarded_codec(&rewritten), Some(Codec::Gzip));
-        drop(h.client);
-        h.task.await.unwrap().unwrap();
     }
 
     /// Upper-cases Heartbeat response bodies on the blocking pool, the first one slowly.
@@ -1389,47 +966,5 @@ mod tests {
         );
         drop(h.client);
         h.task.await.unwrap().unwrap();
-    }
-
-    #[tokio::test]
-    async fn api_versions_newer_than_kpress_parses_is_answered_unsupported_in_order() {
-        let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
-        let heartbeat = request(HEARTBEAT, 3, 1, b"before");
-        h.client.write_all(&heartbeat).await.unwrap();
-        // ApiVersions v5, header v2: client id "c" (compact: none here, classic
-        // string in header v2), no tagged fields.
-        let mut api_versions = Vec::new();
-        api_versions.extend_from_slice(&18i16.to_be_bytes());
-        api_versions.extend_from_slice(&5i16.to_be_bytes());
-        api_versions.extend_from_slice(&2i32.to_be_bytes());
-        api_versions.extend_from_slice(&(-1i16).to_be_bytes());
-        api_versions.push(0);
-        api_versions.extend_from_slice(&[0, 0, 0]);
-        h.client.write_all(&frame(&api_versions)).await.unwrap();
-        // Only the heartbeat reaches the broker.
-        assert_eq!(read_exact_frame(&mut h.broker).await, heartbeat);
-        h.broker.write_all(&response(1, b"hb")).await.unwrap();
-        assert_eq!(read_exact_frame(&mut h.client).await, response(1, b"hb"));
-        let answer = read_exact_frame(&mut h.client).await;
-        // Correlation id 2, UNSUPPORTED_VERSION (35), one entry: ApiVersions 0..=4.
-        assert_eq!(
-            answer,
-            [
-                &[0, 0, 0, 16][..],
-                &2i32.to_be_bytes(),
-                &35i16.to_be_bytes(),
-                &1i32.to_be_bytes(),
-                &18i16.to_be_bytes(),
-                &0i16.to_be_bytes(),
-                &4i16.to_be_bytes()
-            ]
-            .concat()
-        );
-        // The connection stays open for the client's retry.
-        drop(h.client);
-        h.task.await.unwrap().unwrap();
-        let mut rest = Vec::new();
-        h.broker.read_to_end(&mut rest).await.unwrap();
-        assert!(rest.is_empty());
     }
 }

@@ -8,20 +8,38 @@ use std::sync::Arc;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::cluster::node_port;
-use crate::connection;
+use crate::cluster::{node_port, NodeListeners};
+use crate::connection::{self, Relay};
 use crate::descriptors::{self, AcceptFailures};
 use crate::error::{ConnectionError, ProxyError};
-use crate::handler::ConnectionContext;
+use crate::handler::{ConnectionContext, Handlers};
 use crate::metrics;
 use crate::shared::Shared;
 use crate::transport::ListenerRole;
 use kpress_config::NodeRouting;
 
+/// The listeners of one proxy: its shared state and the handlers its connections are
+/// served with. Connections' handlers reach it as [`NodeListeners`].
+#[derive(Debug)]
+pub(crate) struct Listeners {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) handlers: Arc<Handlers>,
+}
+
+impl NodeListeners for Listeners {
+    fn ensure(&self, nodes: &[i32]) -> Result<(), ProxyError> {
+        ensure_node_listeners(&self.shared, &self.handlers, nodes)
+    }
+}
+
 /// Binds a listener for every node in `nodes` that has none yet and starts accepting
 /// on it. Synchronous, so a response can wait for it before it is relayed. In SNI mode
 /// every node is served on the bootstrap port: nothing to bind.
-pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Result<(), ProxyError> {
+pub(crate) fn ensure_node_listeners(
+    shared: &Arc<Shared>,
+    handlers: &Arc<Handlers>,
+    nodes: &[i32],
+) -> Result<(), ProxyError> {
     let NodeRouting::Ports { node_port_base, .. } = shared.cluster.routing() else {
         return Ok(());
     };
@@ -48,15 +66,25 @@ pub(crate) fn ensure_node_listeners(shared: &Arc<Shared>, nodes: &[i32]) -> Resu
             "serving broker node"
         );
         listening.insert(node_id);
-        spawn_accept_loop(shared, listener, ListenerRole::Node(node_id));
+        spawn_accept_loop(shared, handlers, listener, ListenerRole::Node(node_id));
     }
     Ok(())
 }
 
 /// Accepts connections on `listener` until shutdown begins.
-pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, role: ListenerRole) {
+pub(crate) fn spawn_accept_loop(
+    shared: &Arc<Shared>,
+    handlers: &Arc<Handlers>,
+    listener: TcpListener,
+    role: ListenerRole,
+) {
     let shared = Arc::clone(shared);
     descriptors::keep_spare();
+    // One per loop, handed to each of its connections' contexts.
+    let listeners = Arc::new(Listeners {
+        shared: Arc::clone(&shared),
+        handlers: Arc::clone(handlers),
+    });
     tokio::spawn(async move {
         let mut shutdown = shared.lifecycle.shutdown.clone();
         let mut failures = AcceptFailures::default();
@@ -90,7 +118,7 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
                 }
                 Ok((client, peer)) => {
                     failures.succeeded();
-                    spawn_connection(&shared, client, peer, role);
+                    spawn_connection(&listeners, client, peer, role);
                 }
                 Err(err) => {
                     // Open connections keep being served meanwhile.
@@ -108,8 +136,14 @@ pub(crate) fn spawn_accept_loop(shared: &Arc<Shared>, listener: TcpListener, rol
     });
 }
 
-fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, role: ListenerRole) {
-    let guard = OpenConnection::new(Arc::clone(shared), role);
+fn spawn_connection(
+    listeners: &Arc<Listeners>,
+    client: TcpStream,
+    peer: SocketAddr,
+    role: ListenerRole,
+) {
+    let guard = OpenConnection::new(Arc::clone(&listeners.shared), role);
+    let listeners = Arc::clone(listeners);
     // One line per lifecycle event at info: accepted here, closed (with why) below.
     tracing::info!(client = %peer, listener = role.label(), "connection accepted");
     tokio::spawn(async move {
@@ -125,8 +159,21 @@ fn spawn_connection(shared: &Arc<Shared>, client: TcpStream, peer: SocketAddr, r
                 .accept(client, role, &shared.cluster, shared.limits.frame_timeout)
                 .await?;
             let upstream = shared.connect_upstream(&target).await?;
-            let conn = ConnectionContext::new(Arc::clone(&shared), peer, target);
-            connection::serve(client, upstream, conn, shared.lifecycle.shutdown.clone()).await
+            let conn = ConnectionContext::new(Arc::clone(&shared), listeners.clone(), peer, target);
+            let relay = Relay {
+                handlers: &listeners.handlers,
+                limits: shared.frame_limits(),
+                idle_timeout: shared.limits.idle_timeout,
+                status: &shared.lifecycle.status,
+            };
+            connection::serve(
+                client,
+                upstream,
+                conn,
+                relay,
+                shared.lifecycle.shutdown.clone(),
+            )
+            .await
         };
         let result = tokio::select! {
             result = proxied => result,

@@ -1,12 +1,13 @@
 //! State every listener and connection shares, one struct per concern: the policy, what
 //! kpress knows of the cluster and its own requests to it, the limits, the memory
-//! budget, the work slots, the transport, the lifecycle (status, shutdown), and the
-//! handlers per API. Listeners and their connections' lifecycle are `listeners.rs`'s.
+//! budget, the work slots, the transport and the lifecycle (status, shutdown).
+//! Listeners and their connections' lifecycle are `listeners.rs`'s; the handlers per
+//! API are given to them, not kept here, and see this state only through their
+//! connection's context.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use tokio::sync::watch;
@@ -15,47 +16,35 @@ use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::Cluster;
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
-use crate::handler::Handlers;
 use crate::metrics::{self, TopicLabels};
+use crate::policy::PolicySnapshot;
 use crate::routing::SniRouting;
 use crate::scheduler::Scheduler;
+use crate::settings::{LimitSettings, ProduceSettings, ProxySettings};
+use crate::side::SideChannel;
 use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
-use crate::topic_configs::TopicConfigCache;
+use crate::topic_configs::{self, TopicConfigCache};
 use crate::topic_ids::TopicIdResolver;
-use crate::transport::{Acceptor, Connector, Stream};
-use crate::{upstream, PolicySnapshot, ProxySettings, SaslLogin};
-
-/// Where a client connection's upstream goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UpstreamTarget {
-    /// Any bootstrap server (the bootstrap listener).
-    Bootstrap,
-    /// That broker node's real address (the node's listener).
-    Node(i32),
-}
-
-impl fmt::Display for UpstreamTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpstreamTarget::Bootstrap => f.write_str("bootstrap"),
-            UpstreamTarget::Node(id) => write!(f, "node {id}"),
-        }
-    }
-}
+use crate::transport::{self, Acceptor, Connector, Stream, UpstreamTarget};
 
 /// Everything the proxy's tasks share, by concern.
 pub(crate) struct Shared {
     /// The policy in force and what it decides per connection.
     pub(crate) policy: PolicyState,
     /// What kpress knows of the cluster: nodes, their listeners, topic names.
-    pub(crate) cluster: Cluster,
-    /// kpress's own requests to the cluster (naming Produce v13 topic ids), on a side
-    /// connection of their own; handlers reach them through their connection context.
-    pub(crate) cluster_requests: TopicIdResolver,
+    pub(crate) cluster: Arc<Cluster>,
+    /// kpress's own connections to the cluster, for its own requests.
+    pub(crate) side: Arc<SideChannel>,
+    /// Names Produce v13 topic ids, asking on the side channel; handlers reach it
+    /// through their connection context.
+    pub(crate) topic_ids: TopicIdResolver,
     /// The cluster's topics and their own compression configs (topic mode, labels).
     pub(crate) topic_configs: Arc<TopicConfigCache>,
-    pub(crate) limits: Limits,
+    /// What every connection works within.
+    pub(crate) limits: LimitSettings,
+    /// How Produce requests are rewritten.
+    pub(crate) produce: ProduceSettings,
     /// The bytes of all frames in flight.
     pub(crate) budget: Budget,
     /// The global slots for CPU work off the async threads (one per CPU: the work is
@@ -66,8 +55,6 @@ pub(crate) struct Shared {
     /// How clients are accepted and brokers reached.
     pub(crate) transport: Transport,
     pub(crate) lifecycle: Lifecycle,
-    /// What kpress does per Kafka API.
-    pub(crate) handlers: Handlers,
 }
 
 /// The policy in force, and the settings that go with it.
@@ -75,8 +62,6 @@ pub(crate) struct PolicyState {
     /// The binary swaps in a new snapshot on reload.
     policies: watch::Receiver<PolicySnapshot>,
     pub(crate) topic_labels: TopicLabels,
-    /// Whether a connection's batches are rewritten before it authenticated (SASL).
-    pub(crate) rewrite_before_auth: bool,
 }
 
 impl PolicyState {
@@ -100,23 +85,6 @@ impl PolicyState {
     }
 }
 
-/// The limits every connection works within.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
-    pub(crate) max_frame_bytes: usize,
-    pub(crate) frame_timeout: Duration,
-    /// A client connection with nothing to read and no response owed this long closes.
-    pub(crate) idle_timeout: Duration,
-    /// What one connection may hold of each budget pool.
-    max_connection_inflight_bytes: usize,
-    /// What all batches of one Produce request may decompress to together.
-    pub(crate) max_request_decompressed_bytes: usize,
-    pub(crate) max_connections: usize,
-    /// How long a Produce rewrite may wait for a work slot before its request is
-    /// forwarded as sent.
-    pub(crate) max_rewrite_wait: Duration,
-}
-
 /// How client connections are taken and broker connections opened.
 pub(crate) struct Transport {
     /// Plain or TLS, by port or by SNI name.
@@ -125,8 +93,6 @@ pub(crate) struct Transport {
     pub(crate) connector: Connector,
     listener_tls: Option<Arc<ServerTls>>,
     upstream_tls: Option<Arc<ClientTls>>,
-    /// kpress's own credentials, for its side connections only.
-    pub(crate) upstream_sasl: Option<SaslLogin>,
     bootstrap_servers: Vec<String>,
     pub(crate) listen_ip: IpAddr,
     /// Node listeners share their ports with other kpress processes (`SO_REUSEPORT`).
@@ -151,7 +117,6 @@ impl fmt::Debug for Shared {
             .field("limits", &self.limits)
             .field("bootstrap_servers", &self.transport.bootstrap_servers)
             .field("listen_ip", &self.transport.listen_ip)
-            .field("handlers", &self.handlers)
             .finish_non_exhaustive()
     }
 }
@@ -167,8 +132,8 @@ pub(crate) struct ShutdownControl {
 pub(crate) struct SharedConfig {
     pub(crate) policies: watch::Receiver<PolicySnapshot>,
     pub(crate) status: Arc<ProxyStatus>,
+    pub(crate) topic_configs: Arc<TopicConfigCache>,
     pub(crate) settings: ProxySettings,
-    pub(crate) handlers: Handlers,
 }
 
 impl SharedConfig {
@@ -181,8 +146,8 @@ impl SharedConfig {
         SharedConfig {
             policies: watch::channel(PolicySnapshot::rules_only(rules)).1,
             status: Arc::default(),
+            topic_configs: Arc::new(TopicConfigCache::new(std::time::Duration::from_secs(30))),
             settings,
-            handlers: Handlers::kpress(),
         }
     }
 }
@@ -206,47 +171,47 @@ impl Shared {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (abort_tx, abort_rx) = watch::channel(false);
         let (open_tx, open_rx) = watch::channel(0);
-        let settings = config.settings;
-        let listener_tls = settings
-            .listener_tls
-            .map(ServerTls::load)
-            .transpose()?
-            .map(Arc::new);
-        let upstream_tls = settings
-            .upstream_tls
-            .map(ClientTls::load)
-            .transpose()?
-            .map(Arc::new);
-        let sni = SniRouting::of(&settings.routing);
+        let ProxySettings {
+            listener,
+            upstream,
+            limits,
+            produce,
+            shutdown_grace: _,
+        } = config.settings;
+        let listener_tls = listener.tls.map(ServerTls::load).transpose()?.map(Arc::new);
+        let upstream_tls = ClientTls::load_shared(upstream.tls.clone())?;
+        let sni = SniRouting::of(&listener.routing);
+        let budget = Budget::new(limits.max_inflight_bytes);
+        let connector = Connector::new(upstream_tls.clone());
+        let cluster = Arc::new(Cluster::new(listener.routing));
+        let side = Arc::new(SideChannel::new(
+            &upstream,
+            &limits,
+            connector.clone(),
+            budget.pool(Direction::Response).clone(),
+            Arc::clone(&config.status),
+        ));
         let shared = Arc::new(Shared {
             policy: PolicyState {
                 policies: config.policies,
-                topic_labels: TopicLabels::new(settings.max_topic_labels),
-                rewrite_before_auth: settings.rewrite_before_auth,
+                topic_labels: TopicLabels::new(limits.max_topic_labels),
             },
-            cluster: Cluster::new(settings.routing),
-            cluster_requests: TopicIdResolver::default(),
-            topic_configs: Arc::clone(&settings.topic_configs),
-            limits: Limits {
-                max_frame_bytes: settings.max_frame_bytes,
-                frame_timeout: settings.frame_timeout,
-                idle_timeout: settings.idle_timeout,
-                max_connection_inflight_bytes: settings.max_connection_inflight_bytes,
-                max_request_decompressed_bytes: settings.max_request_decompressed_bytes,
-                max_connections: settings.max_connections,
-                max_rewrite_wait: settings.max_rewrite_wait,
-            },
-            budget: Budget::new(settings.max_inflight_bytes),
+            topic_ids: TopicIdResolver::new(Arc::clone(&cluster), Arc::clone(&side)),
+            cluster,
+            side,
+            topic_configs: config.topic_configs,
+            limits,
+            produce,
+            budget,
             work_slots: Scheduler::new(work_threads()),
             transport: Transport {
                 acceptor: Acceptor::new(listener_tls.clone(), sni),
-                connector: Connector::new(upstream_tls.clone()),
+                connector,
                 listener_tls,
                 upstream_tls,
-                upstream_sasl: settings.upstream_sasl,
-                bootstrap_servers: settings.bootstrap_servers,
-                listen_ip: settings.bind.ip(),
-                reuse_port: settings.reuse_port,
+                bootstrap_servers: upstream.bootstrap_servers,
+                listen_ip: listener.bind.ip(),
+                reuse_port: listener.reuse_port,
             },
             lifecycle: Lifecycle {
                 status: config.status,
@@ -254,7 +219,6 @@ impl Shared {
                 abort: abort_rx,
                 open_connections: open_tx,
             },
-            handlers: config.handlers,
         });
         let control = ShutdownControl {
             shutdown: shutdown_tx,
@@ -266,6 +230,30 @@ impl Shared {
 
     pub(crate) fn bootstrap_servers(&self) -> &[String] {
         &self.transport.bootstrap_servers
+    }
+
+    /// Starts the task that keeps the topic-config cache filled on the side channel;
+    /// topics the cluster no longer has lose their names and metric labels.
+    pub(crate) fn start_topic_configs(self: &Arc<Shared>) {
+        let weak = Arc::downgrade(self);
+        topic_configs::refresh::spawn(
+            Arc::clone(&self.topic_configs),
+            Arc::clone(&self.side),
+            self.policy.subscribe(),
+            self.lifecycle.shutdown.clone(),
+            move |deleted| {
+                let Some(shared) = weak.upgrade() else { return };
+                // Only topics kpress itself saw go: one its principal may not list
+                // keeps the name clients' Metadata gave it.
+                shared
+                    .cluster
+                    .forget_named_topics(|topic| deleted.contains(topic));
+                shared
+                    .policy
+                    .topic_labels
+                    .forget_unknown(|topic| shared.is_known_topic(topic));
+            },
+        );
     }
 
     /// How frames are read and written, in either direction.
@@ -304,7 +292,7 @@ impl Shared {
     ) -> Result<Stream, ConnectionError> {
         match target {
             UpstreamTarget::Bootstrap => {
-                upstream::connect_any(&self.transport.connector, self.bootstrap_servers()).await
+                transport::connect_any(&self.transport.connector, self.bootstrap_servers()).await
             }
             UpstreamTarget::Node(id) => {
                 let address = self

@@ -9,20 +9,15 @@
 //! and never stalls a connection for long.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::budget::Direction;
-use crate::cluster::AddressObserver;
+use crate::cluster::{AddressObserver, Cluster};
 use crate::error::ConnectionError;
-use crate::kept_side::KeptSide;
-use crate::listeners::ensure_node_listeners;
 use crate::metrics;
-use crate::shared::Shared;
-use crate::transport::Stream;
-use crate::upstream;
+use crate::side::{KeptSide, SideChannel, METADATA_VERSION};
 
 /// How long a Produce request waits for its topic ids to be named.
 pub(crate) const LOOKUP_WAIT: Duration = Duration::from_secs(2);
@@ -33,68 +28,89 @@ const QUEUE_CAPACITY: usize = 256;
 /// Ids one Metadata request asks about; further ids wait for the next request.
 const IDS_PER_METADATA_REQUEST: usize = 1000;
 
-/// A connection's request to name `ids`; `done` fires when they were asked about.
+/// A connection's request to name `ids`; `done` fires when they were asked about,
+/// with the nodes the answer named that have no listener yet.
 #[derive(Debug)]
 struct Lookup {
     ids: Vec<[u8; 16]>,
-    done: oneshot::Sender<()>,
+    done: oneshot::Sender<Vec<i32>>,
 }
 
-/// The handle connections use; the task starts with the first lookup.
+/// The handle connections use; the task starts with the first lookup, and ends when
+/// the handle is dropped.
 #[derive(Debug)]
 pub(crate) struct TopicIdResolver {
     queue: mpsc::Sender<Lookup>,
-    idle_task: Mutex<Option<mpsc::Receiver<Lookup>>>,
+    idle_task: Mutex<Option<Task>>,
 }
 
-impl Default for TopicIdResolver {
-    fn default() -> Self {
+/// What the lookup task is started with.
+#[derive(Debug)]
+struct Task {
+    queue: mpsc::Receiver<Lookup>,
+    cluster: Arc<Cluster>,
+    side: Arc<SideChannel>,
+}
+
+impl TopicIdResolver {
+    /// Names ids into `cluster`, asking on `side`.
+    pub(crate) fn new(cluster: Arc<Cluster>, side: Arc<SideChannel>) -> TopicIdResolver {
         let (queue, receiver) = mpsc::channel(QUEUE_CAPACITY);
         TopicIdResolver {
             queue,
-            idle_task: Mutex::new(Some(receiver)),
+            idle_task: Mutex::new(Some(Task {
+                queue: receiver,
+                cluster,
+                side,
+            })),
         }
     }
 }
 
 /// How a lookup ended for the connection waiting on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LookupResult {
-    /// The brokers were asked; some ids may now have names.
-    Asked,
+    /// The brokers were asked; some ids may now have names. The answer named these
+    /// nodes, which have no listener yet (their addresses are now known).
+    Asked(Vec<i32>),
     /// Not within [`LOOKUP_WAIT`], or the queue was full: go on without names.
     NotInTime,
 }
 
 impl TopicIdResolver {
     /// Asks the brokers about `ids` and waits at most [`LOOKUP_WAIT`] for the answer.
-    pub(crate) async fn lookup(&self, shared: &Arc<Shared>, ids: Vec<[u8; 16]>) -> LookupResult {
-        self.start_task(shared);
+    pub(crate) async fn lookup(&self, ids: Vec<[u8; 16]>) -> LookupResult {
+        self.start_task();
         let (done, answered) = oneshot::channel();
         if self.queue.try_send(Lookup { ids, done }).is_err() {
             metrics::topic_id_lookup("queue_full");
             return LookupResult::NotInTime;
         }
         match tokio::time::timeout(LOOKUP_WAIT, answered).await {
-            Ok(Ok(())) => LookupResult::Asked,
+            Ok(Ok(nodes)) => LookupResult::Asked(nodes),
             _ => LookupResult::NotInTime,
         }
     }
 
-    fn start_task(&self, shared: &Arc<Shared>) {
-        let receiver = self
+    fn start_task(&self) {
+        let task = self
             .idle_task
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(receiver) = receiver {
-            tokio::spawn(run(Arc::downgrade(shared), receiver));
+        if let Some(task) = task {
+            tokio::spawn(run(task));
         }
     }
 }
 
-/// The lookup task: ends when the proxy's shared state is gone.
-async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
+/// The lookup task: ends when its resolver is gone.
+async fn run(task: Task) {
+    let Task {
+        mut queue,
+        cluster,
+        side: channel,
+    } = task;
     let mut side = KeptSide::default();
     while let Some(first) = queue.recv().await {
         let mut waiting = vec![first.done];
@@ -105,20 +121,19 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
             ids.extend(more.ids);
             waiting.push(more.done);
         }
-        let Some(shared) = shared.upgrade() else {
-            return;
-        };
+        let mut new_nodes = Vec::new();
         let ids: Vec<[u8; 16]> = ids
             .into_iter()
-            .filter(|id| shared.cluster.topic_name(id).is_none())
+            .filter(|id| cluster.topic_name(id).is_none())
             .take(IDS_PER_METADATA_REQUEST)
             .collect();
         if !ids.is_empty() {
-            match ask(&shared, &mut side, &ids).await {
-                Ok(()) => {
+            match ask(&cluster, &channel, &mut side, &ids).await {
+                Ok(nodes) => {
+                    new_nodes = nodes;
                     let named = ids
                         .iter()
-                        .filter(|id| shared.cluster.topic_name(id).is_some())
+                        .filter(|id| cluster.topic_name(id).is_some())
                         .count();
                     tracing::debug!(asked = ids.len(), named, "named Produce v13 topic ids");
                     metrics::topic_id_lookup(if named == ids.len() {
@@ -136,46 +151,30 @@ async fn run(shared: Weak<Shared>, mut queue: mpsc::Receiver<Lookup>) {
                     );
                 }
             }
-            shared.cluster.note_unresolved(&ids);
+            cluster.note_unresolved(&ids);
         }
         for done in waiting {
-            let _ = done.send(());
+            let _ = done.send(new_nodes.clone());
         }
     }
 }
 
-/// One Metadata request for `ids` on the lookup task's side connection.
+/// One Metadata request for `ids` on the lookup task's side connection; the nodes it
+/// named that have no listener yet.
 async fn ask(
-    shared: &Arc<Shared>,
+    cluster: &Cluster,
+    channel: &SideChannel,
     side: &mut KeptSide,
     ids: &[[u8; 16]],
-) -> Result<(), ConnectionError> {
-    side.run(shared, |mut stream| async move {
-        ask_on(shared, &mut stream, ids).await?;
-        Ok(((), stream))
+) -> Result<Vec<i32>, ConnectionError> {
+    side.run(channel, |mut stream| async move {
+        let mut observer = AddressObserver::new(cluster);
+        channel
+            .metadata(&mut stream, METADATA_VERSION, ids, &mut observer)
+            .await?;
+        Ok((observer.nodes_without_listener, stream))
     })
     .await
-}
-
-async fn ask_on(
-    shared: &Arc<Shared>,
-    stream: &mut Stream,
-    ids: &[[u8; 16]],
-) -> Result<(), ConnectionError> {
-    let mut observer = AddressObserver::new(&shared.cluster);
-    upstream::fetch_metadata(
-        stream,
-        upstream::METADATA_VERSION,
-        ids,
-        shared.frame_limits(),
-        shared.budget.pool(Direction::Response),
-        &shared.lifecycle.status,
-        &mut observer,
-    )
-    .await?;
-    // Nodes learned on the way get listeners too (their addresses are now known).
-    ensure_node_listeners(shared, &observer.nodes_without_listener)
-        .map_err(ConnectionError::Listener)
 }
 
 #[cfg(test)]
@@ -184,14 +183,12 @@ mod tests {
     //! connection and then closes it, as a broker closes an idle or expired connection.
 
     use super::*;
-    use crate::shared::SharedConfig;
-    use crate::ProxySettings;
     use bytes::{Buf, BytesMut};
     use kafka_protocol::messages::metadata_request::MetadataRequest;
     use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseTopic};
     use kafka_protocol::messages::RequestHeader;
     use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-    use kpress_batch::RewritePolicy;
+    use kpress_config::NodeRouting;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
@@ -243,25 +240,20 @@ mod tests {
         let broker = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = broker.local_addr().unwrap();
         tokio::spawn(one_answer_per_connection(broker));
-        let settings = ProxySettings::for_tests(
-            "127.0.0.1:0".parse().unwrap(),
-            "127.0.0.1".into(),
-            20000,
-            vec![addr.to_string()],
-        );
-        let (shared, _control) = Shared::new(SharedConfig::for_tests(
-            Arc::new(RewritePolicy::default()),
-            settings,
-        ))
-        .unwrap();
+        let cluster = Arc::new(Cluster::new(NodeRouting::Ports {
+            advertised_host: "127.0.0.1".into(),
+            node_port_base: 20000,
+        }));
+        let side = Arc::new(SideChannel::for_tests(vec![addr.to_string()]));
+        let resolver = TopicIdResolver::new(Arc::clone(&cluster), side);
         for first_byte in [1u8, 2, 3] {
             let id = [first_byte; 16];
+            assert!(matches!(
+                resolver.lookup(vec![id]).await,
+                LookupResult::Asked(_)
+            ));
             assert_eq!(
-                shared.cluster_requests.lookup(&shared, vec![id]).await,
-                LookupResult::Asked
-            );
-            assert_eq!(
-                shared.cluster.topic_name(&id).as_deref(),
+                cluster.topic_name(&id).as_deref(),
                 Some(format!("topic-{first_byte}").as_str()),
                 "lookup {first_byte}"
             );

@@ -2,6 +2,7 @@
 //! broker, each plain TCP or TLS as the policy says. Everything above this module sees
 //! a [`Stream`] and never asks which.
 
+use std::fmt;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +14,25 @@ use tokio_rustls::LazyConfigAcceptor;
 use crate::cluster::Cluster;
 use crate::error::ConnectionError;
 use crate::routing::{SniRoute, SniRouting};
-use crate::shared::UpstreamTarget;
 use crate::tls::{ClientTls, ServerTls};
+
+/// Where a client connection's upstream goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpstreamTarget {
+    /// Any bootstrap server (the bootstrap listener).
+    Bootstrap,
+    /// That broker node's real address (the node's listener).
+    Node(i32),
+}
+
+impl fmt::Display for UpstreamTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamTarget::Bootstrap => f.write_str("bootstrap"),
+            UpstreamTarget::Node(id) => write!(f, "node {id}"),
+        }
+    }
+}
 
 /// A byte stream to a client or broker, plain or TLS.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
@@ -153,7 +171,7 @@ async fn refuse_plaintext(tcp: &TcpStream) -> Result<(), ConnectionError> {
 }
 
 /// How kpress opens connections to brokers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Connector {
     tls: Option<Arc<ClientTls>>,
 }
@@ -190,6 +208,39 @@ impl Connector {
             ))),
         }
     }
+}
+
+/// Connects to the first of `servers` that accepts.
+pub(crate) async fn connect_any(
+    connector: &Connector,
+    servers: &[String],
+) -> Result<Stream, ConnectionError> {
+    first_of(servers, |server| connector.connect(server)).await
+}
+
+/// The first of `servers` that `attempt` connects to; the last error if none.
+pub(crate) async fn first_of<'s, F, Fut, T>(
+    servers: &'s [String],
+    mut attempt: F,
+) -> Result<T, ConnectionError>
+where
+    F: FnMut(&'s str) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ConnectionError>>,
+{
+    let mut last = None;
+    for server in servers {
+        match attempt(server).await {
+            Ok(stream) => return Ok(stream),
+            Err(err) => {
+                tracing::debug!(%server, error = %err, "bootstrap server not reached");
+                last = Some(err);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| ConnectionError::Connect {
+        addr: String::from("(no bootstrap servers)"),
+        source: io::Error::new(io::ErrorKind::NotFound, "empty bootstrap list"),
+    }))
 }
 
 /// The host of `host:port` or `[v6]:port`.

@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use kpress_codec::gzip_providers::ProviderStatus;
 use kpress_config::AdminSettings;
 use kpress_proxy::descriptors::AcceptFailures;
-use kpress_proxy::{ProxySettings, ProxyStatus};
+use kpress_proxy::{ProxyStatus, TopicConfigCache, UpstreamSettings};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Mutex, Semaphore};
@@ -96,7 +96,9 @@ pub(crate) struct Admin {
     policy: watch::Receiver<Arc<AppliedPolicy>>,
     readiness_window: Duration,
     /// For probing the brokers the way the proxy connects to them.
-    proxy: ProxySettings,
+    upstream: UpstreamSettings,
+    /// The topics the proxy learned, for `/policy`.
+    topic_configs: Arc<TopicConfigCache>,
     /// One probe at a time; the last failed one, answered from for [`PROBE_RETRY`].
     probe: Mutex<Option<(Instant, String)>>,
 }
@@ -107,14 +109,16 @@ impl Admin {
         metrics: PrometheusHandle,
         status: Arc<ProxyStatus>,
         policy: watch::Receiver<Arc<AppliedPolicy>>,
-        proxy: ProxySettings,
+        upstream: UpstreamSettings,
+        topic_configs: Arc<TopicConfigCache>,
     ) -> Admin {
         Admin {
             metrics,
             status,
             policy,
             readiness_window: settings.readiness_window,
-            proxy,
+            upstream,
+            topic_configs,
             probe: Mutex::new(None),
         }
     }
@@ -134,7 +138,7 @@ impl Admin {
             Route::Policy => {
                 let applied = Arc::clone(&self.policy.borrow());
                 let mut json = policy_json(&applied);
-                let cache = &self.proxy.topic_configs;
+                let cache = &self.topic_configs;
                 json["learned_topics"] =
                     learned_topics_json(&applied.config, &cache.learned(), Arc::clone(cache) as _);
                 let mut body = serde_json::to_string_pretty(&json)
@@ -184,7 +188,7 @@ impl Admin {
         }
         let probed = tokio::time::timeout(
             PROBE_TIMEOUT,
-            kpress_proxy::probe_upstream(&self.proxy, &self.status),
+            kpress_proxy::probe_upstream(&self.upstream, &self.status),
         )
         .await;
         let reason = match probed {
@@ -557,7 +561,9 @@ mod tests {
             recorder.handle(),
             Arc::new(ProxyStatus::default()),
             policy,
-            crate::run::proxy_settings(&config, Duration::from_secs(1)).unwrap(),
+            kpress_proxy::ProxySettings::from_config(&config, None, Duration::from_secs(1))
+                .upstream,
+            Arc::new(TopicConfigCache::new(config.upstream.topic_config_refresh)),
         )
     }
 

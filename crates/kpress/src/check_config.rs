@@ -13,7 +13,7 @@ use kpress_config::{
 };
 use serde_json::{json, Value};
 
-use crate::doctor::Format;
+use crate::format::Format;
 use crate::gzip_providers;
 
 #[derive(Debug, clap::Args)]

@@ -21,22 +21,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::check_config;
+use crate::format::Format;
 
 mod findings;
 mod probes;
 mod report;
 
 use report::Report;
-
-/// How a command prints its result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// Lines for people.
-    #[default]
-    Text,
-    /// One JSON document on stdout, for scripts.
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

@@ -8,6 +8,7 @@ mod advise;
 mod bench;
 mod check_config;
 mod doctor;
+mod format;
 mod gzip_providers;
 mod healthcheck;
 mod logging;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::doctor::Format;
+use crate::format::Format;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {

@@ -11,13 +11,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_config::{Config, TopicConfigSource};
-use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, SaslLogin, TopicConfigCache};
+use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, TopicConfigCache};
 use tokio::sync::watch;
 
 use crate::admin::{self, Admin, AdminServer, PortWait};
 use crate::policy_reload::{self, AppliedPolicy};
-use crate::secret::read_secret;
-use crate::{check_config, gzip_providers, reload};
+use crate::{check_config, gzip_providers, reload, upstream_login};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -57,13 +56,16 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         .context("not starting")?;
     let provider_statuses = gzip_providers::statuses();
     gzip_providers::log(&provider_statuses);
-    let settings = match proxy_settings(&config, Duration::from_secs(args.shutdown_grace)) {
-        Ok(settings) => settings,
+    let login = match upstream_login::login(&config) {
+        Ok(login) => login,
         Err(err) => {
             eprintln!("kpress: not starting: {}: {err:#}", args.config.display());
             return Ok(ExitCode::FAILURE);
         }
     };
+    let grace = Duration::from_secs(args.shutdown_grace);
+    let settings = ProxySettings::from_config(&config, login, grace);
+    let topic_configs = Arc::new(TopicConfigCache::new(config.upstream.topic_config_refresh));
 
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all().thread_name("kpress");
@@ -81,8 +83,8 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             args.config.display(),
             check_config::summary(&config).trim_end()
         );
-        let topic_configs: Arc<dyn TopicConfigSource> = Arc::clone(&settings.topic_configs) as _;
-        let at_start = AppliedPolicy::at_start(&args.config, config.clone(), Some(topic_configs));
+        let source: Arc<dyn TopicConfigSource> = Arc::clone(&topic_configs) as _;
+        let at_start = AppliedPolicy::at_start(&args.config, config.clone(), Some(source));
         let (snapshots, policies) = watch::channel(policy_reload::snapshot(&at_start, None));
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
@@ -109,7 +111,8 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
                     metrics,
                     Arc::clone(&status),
                     applied,
-                    settings.clone(),
+                    settings.upstream.clone(),
+                    Arc::clone(&topic_configs),
                 );
                 let wait = hand_over.then_some(PortWait::RESTART);
                 let server = AdminServer::start(endpoint.bind, admin, wait)
@@ -137,6 +140,7 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             reload_tls: reload,
             policies,
             status,
+            topic_configs,
         };
         let served = kpress_proxy::run(settings, controls).await;
         let admin_stopped = match admin_server {
@@ -151,52 +155,6 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) fn proxy_settings(
-    config: &Config,
-    shutdown_grace: Duration,
-) -> anyhow::Result<ProxySettings> {
-    let upstream_sasl = config
-        .upstream
-        .sasl
-        .as_ref()
-        .map(|sasl| -> anyhow::Result<SaslLogin> {
-            Ok(SaslLogin {
-                mechanism: sasl.mechanism,
-                username: sasl.username.clone(),
-                password: read_secret(&sasl.password, "password", "password")?,
-                bearer: None,
-            })
-        })
-        .transpose()?;
-    let bearer_login = config
-        .upstream
-        .oauthbearer
-        .as_ref()
-        .map(crate::upstream_login::bearer_login)
-        .transpose()?;
-    Ok(ProxySettings {
-        bind: config.listener.bind,
-        routing: config.listener.routing.clone(),
-        listener_tls: config.listener.tls.clone(),
-        upstream_tls: config.upstream.tls.clone(),
-        upstream_sasl: upstream_sasl.or(bearer_login),
-        rewrite_before_auth: config.listener.rewrite_before_auth,
-        reuse_port: config.listener.reuse_port,
-        bootstrap_servers: config.upstream.bootstrap_servers.clone(),
-        max_frame_bytes: config.limits.max_frame_bytes,
-        max_inflight_bytes: config.limits.max_inflight_bytes,
-        max_connection_inflight_bytes: config.limits.max_connection_inflight_bytes,
-        max_connections: config.limits.max_connections,
-        frame_timeout: Duration::from_millis(config.limits.frame_timeout_ms as u64),
-        idle_timeout: Duration::from_millis(config.limits.idle_timeout_ms as u64),
-        max_request_decompressed_bytes: config.limits.max_request_decompressed_bytes,
-        max_topic_labels: config.limits.max_topic_labels,
-        max_rewrite_wait: Duration::from_millis(config.limits.max_rewrite_wait_ms as u64),
-        shutdown_grace,
-        topic_configs: Arc::new(TopicConfigCache::new(config.upstream.topic_config_refresh)),
-    })
 }
 
 /// The files kpress re-reads while serving: the policy, its TLS certificates, keys and
@@ -324,11 +282,12 @@ mod tests {
 
     #[test]
     fn the_policy_maps_onto_the_proxy_settings() {
-        let settings = proxy_settings(&config(), Duration::from_secs(3)).unwrap();
-        assert_eq!(settings.bind, "127.0.0.1:19092".parse().unwrap());
-        assert_eq!(settings.routing, config().listener.routing);
+        let login = upstream_login::login(&config()).unwrap();
+        let settings = ProxySettings::from_config(&config(), login, Duration::from_secs(3));
+        assert_eq!(settings.listener.bind, "127.0.0.1:19092".parse().unwrap());
+        assert_eq!(settings.listener.routing, config().listener.routing);
         assert_eq!(settings.shutdown_grace, Duration::from_secs(3));
-        assert!(settings.listener_tls.is_none() && settings.upstream_sasl.is_none());
+        assert!(settings.listener.tls.is_none() && settings.upstream.login.is_none());
     }
 
     fn in_use(listener: &str, addr: &str) -> ProxyError {

@@ -1,9 +1,10 @@
-//! kpress's own OAUTHBEARER login from `[upstream.sasl]`: the token source the policy
-//! names, with its secrets read from where the policy says they are.
+//! kpress's own login from `[upstream.sasl]`: PLAIN or SCRAM credentials, or the
+//! OAUTHBEARER token source the policy names, with its secrets read from where the
+//! policy says they are.
 
 use anyhow::Context;
 use kpress_auth::{BearerTokens, ClientCredentials, MskIam, TokenSource};
-use kpress_config::BearerTokenSource;
+use kpress_config::{BearerTokenSource, Config};
 use kpress_proxy::SaslLogin;
 
 use crate::secret::read_secret;
@@ -11,8 +12,22 @@ use crate::secret::read_secret;
 /// The `User-Agent` of kpress's MSK IAM tokens, which MSK logs.
 const MSK_USER_AGENT: &str = concat!("kpress/", env!("CARGO_PKG_VERSION"));
 
+/// kpress's own login to the brokers, if the policy gives one; secrets are read now.
+pub(crate) fn login(config: &Config) -> anyhow::Result<Option<SaslLogin>> {
+    let upstream = &config.upstream;
+    if let Some(sasl) = &upstream.sasl {
+        return Ok(Some(SaslLogin {
+            mechanism: sasl.mechanism,
+            username: sasl.username.clone(),
+            password: read_secret(&sasl.password, "password", "password")?,
+            bearer: None,
+        }));
+    }
+    upstream.oauthbearer.as_ref().map(bearer_login).transpose()
+}
+
 /// The login for `source`. Secrets are read now; tokens are fetched at each login.
-pub(crate) fn bearer_login(source: &BearerTokenSource) -> anyhow::Result<SaslLogin> {
+fn bearer_login(source: &BearerTokenSource) -> anyhow::Result<SaslLogin> {
     let tokens = match source {
         BearerTokenSource::ClientCredentials {
             token_endpoint_url,

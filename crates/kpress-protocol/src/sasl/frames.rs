@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 use super::{bounded_text, Mechanism, SaslError, MAX_MESSAGE_CHARS, MAX_NAME_CHARS};
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
-use crate::response::{encode_failed, guarded_decode};
+use crate::rewriting::{encode_failed, guarded_decode};
 use crate::wire::{LengthPrefix, Reader};
 use crate::{api, api_key};
 

@@ -10,13 +10,10 @@ use bytes::{BufMut, BytesMut};
 use kpress_protocol::frame::{response_header_len, RequestHeader, SIZE_PREFIX_LEN};
 use kpress_protocol::{rewrite_response, rewrites_response};
 
-use crate::cluster::AddressObserver;
 use crate::error::ConnectionError;
 use crate::handler::{
     ApiHandler, ConnectionContext, Frame, HandlerError, Message, RequestContext, ResponseStep,
 };
-use crate::listeners::ensure_node_listeners;
-use crate::shared::Shared;
 
 /// The handler of APIs whose only change is their responses' addresses.
 #[derive(Debug)]
@@ -44,7 +41,7 @@ pub(crate) fn rewrite(
     if !rewrites_response(header.api_key, header.api_version) {
         return Ok(ResponseStep::Relay(Message::original(frame)));
     }
-    Ok(match rewrite_addresses(&frame, header, &conn.shared)? {
+    Ok(match rewrite_addresses(&frame, header, conn)? {
         Some(bytes) => ResponseStep::Replace(bytes),
         None => ResponseStep::Relay(Message::original(frame)),
     })
@@ -55,14 +52,14 @@ pub(crate) fn rewrite(
 fn rewrite_addresses(
     frame: &Frame,
     request: &RequestHeader,
-    shared: &Arc<Shared>,
+    conn: &ConnectionContext,
 ) -> Result<Option<BytesMut>, ConnectionError> {
     let body = frame.body();
     let header_len = response_header_len(request.api_key, request.api_version, body)
         .map_err(ConnectionError::BrokerFrame)?
         // Only known API keys are rewritten, so the header length is known.
         .unwrap_or(4);
-    let mut observer = AddressObserver::new(&shared.cluster);
+    let mut observer = conn.address_observer();
     let new_body = rewrite_response(
         request.api_key,
         request.api_version,
@@ -73,7 +70,7 @@ fn rewrite_addresses(
     if let Some(problem) = observer.problems.into_iter().next() {
         return Err(ConnectionError::Listener(problem));
     }
-    ensure_node_listeners(shared, &observer.nodes_without_listener)
+    conn.serve_nodes(&observer.nodes_without_listener)
         .map_err(ConnectionError::Listener)?;
     let Some(new_body) = new_body else {
         return Ok(None);

@@ -7,6 +7,8 @@ mod addresses;
 mod api_versions;
 mod produce;
 mod sasl_handshake;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -14,18 +16,23 @@ use kpress_protocol::api_key;
 
 use crate::handler::Handlers;
 
-/// `handlers` with kpress's own registered.
-pub(crate) fn register(mut handlers: Handlers) -> Handlers {
-    for (key, facts) in kpress_protocol::api::all() {
-        if facts.node_addresses_from.is_some() {
-            handlers.set(key, Arc::new(addresses::NodeAddresses));
+impl Handlers {
+    /// kpress's own handlers: Produce (recompression), ApiVersions (answer and cap),
+    /// SaslHandshake (v0 refused), and broker address rewriting in every response
+    /// that carries node addresses.
+    pub fn kpress() -> Handlers {
+        let mut handlers = Handlers::none();
+        for (key, facts) in kpress_protocol::api::all() {
+            if facts.node_addresses_from.is_some() {
+                handlers.set(key, Arc::new(addresses::NodeAddresses));
+            }
         }
+        handlers.set(api_key::API_VERSIONS, Arc::new(api_versions::ApiVersions));
+        handlers.set(
+            api_key::SASL_HANDSHAKE,
+            Arc::new(sasl_handshake::SaslHandshake),
+        );
+        handlers.set(api_key::PRODUCE, Arc::new(produce::Produce));
+        handlers
     }
-    handlers.set(api_key::API_VERSIONS, Arc::new(api_versions::ApiVersions));
-    handlers.set(
-        api_key::SASL_HANDSHAKE,
-        Arc::new(sasl_handshake::SaslHandshake),
-    );
-    handlers.set(api_key::PRODUCE, Arc::new(produce::Produce));
-    handlers
 }

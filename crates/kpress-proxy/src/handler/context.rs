@@ -1,5 +1,7 @@
-//! What a handler sees of its connection, and the services it may use: the policy, the
-//! budget, the global work slots, and kpress's own requests to the cluster.
+//! What a handler sees of its connection, and the services it may use: the client, the
+//! policy in force, the budget, the global work slots and its limits, what kpress
+//! knows of the cluster, metric labels, and kpress's own requests to the cluster. The
+//! proxy's shared state is a private field: a handler reaches nothing else.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -14,13 +16,17 @@ use kpress_protocol::frame::{response_header_len, RequestHeader};
 use kpress_protocol::sasl::AuthProgress;
 
 use crate::budget::{BudgetPermit, ConnectionPool, Direction};
-use crate::error::ConnectionError;
+use crate::cluster::{AddressObserver, NodeListeners};
+use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::Frame;
 use crate::handler::{HandlerError, Message};
+use crate::metrics::TopicLabels;
+use crate::policy::PolicySnapshot;
 use crate::scheduler::{Overloaded, WorkKey, WorkPermit};
-use crate::shared::{Shared, UpstreamTarget};
+use crate::settings::ProduceSettings;
+use crate::shared::Shared;
 use crate::topic_ids::LookupResult;
-use crate::PolicySnapshot;
+use crate::transport::UpstreamTarget;
 
 /// One client connection, as its handlers see it.
 pub struct ConnectionContext {
@@ -34,7 +40,10 @@ pub struct ConnectionContext {
     /// This connection's share of each budget pool.
     pub(crate) requests_pool: ConnectionPool,
     pub(crate) responses_pool: ConnectionPool,
-    pub(crate) shared: Arc<Shared>,
+    /// The proxy's state, reached only through the methods below.
+    proxy: Arc<Shared>,
+    /// Binds the listeners of nodes a response names, before it is relayed.
+    node_listeners: Arc<dyn NodeListeners>,
 }
 
 impl fmt::Debug for ConnectionContext {
@@ -49,20 +58,22 @@ impl fmt::Debug for ConnectionContext {
 
 impl ConnectionContext {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        proxy: Arc<Shared>,
+        node_listeners: Arc<dyn NodeListeners>,
         client: SocketAddr,
         upstream: UpstreamTarget,
     ) -> ConnectionContext {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let auth = (!shared.policy.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
+        let auth = (!proxy.produce.rewrite_before_auth).then(|| Mutex::new(AuthProgress::new()));
         ConnectionContext {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             client,
             upstream,
             auth,
-            requests_pool: shared.connection_pool(Direction::Request),
-            responses_pool: shared.connection_pool(Direction::Response),
-            shared,
+            requests_pool: proxy.connection_pool(Direction::Request),
+            responses_pool: proxy.connection_pool(Direction::Response),
+            proxy,
+            node_listeners,
         }
     }
 
@@ -88,7 +99,49 @@ impl ConnectionContext {
 
     /// The policy in force now: one snapshot serves one request.
     pub fn policy(&self) -> PolicySnapshot {
-        self.shared.policy.snapshot()
+        self.proxy.policy.snapshot()
+    }
+
+    /// How Produce requests are rewritten.
+    pub(crate) fn produce_settings(&self) -> &ProduceSettings {
+        &self.proxy.produce
+    }
+
+    /// The largest frame either side may send.
+    pub(crate) fn max_frame_bytes(&self) -> usize {
+        self.proxy.limits.max_frame_bytes
+    }
+
+    /// The topic a Produce v13 topic id names, if kpress has learned it.
+    pub(crate) fn topic_name(&self, id: &[u8; 16]) -> Option<Arc<str>> {
+        self.proxy.cluster.topic_name(id)
+    }
+
+    /// The ids among `ids` worth asking the cluster about: not asked in vain lately.
+    pub(crate) fn ids_to_resolve(&self, ids: &[[u8; 16]]) -> Vec<[u8; 16]> {
+        self.proxy.cluster.ids_to_resolve(ids)
+    }
+
+    /// The topic label values of metrics (bounded in number).
+    pub(crate) fn topic_labels(&self) -> &TopicLabels {
+        &self.proxy.policy.topic_labels
+    }
+
+    /// Whether a rule or the brokers name `topic` (it may get a metric label).
+    pub(crate) fn is_known_topic(&self, topic: &str) -> bool {
+        self.proxy.is_known_topic(topic)
+    }
+
+    /// The observer a response's broker addresses go through: it records them and
+    /// hands out kpress's own.
+    pub(crate) fn address_observer(&self) -> AddressObserver<'_> {
+        AddressObserver::new(&self.proxy.cluster)
+    }
+
+    /// Serves `nodes` (from an [`AddressObserver`]): their listeners are bound when
+    /// this returns.
+    pub(crate) fn serve_nodes(&self, nodes: &[i32]) -> Result<(), ProxyError> {
+        self.node_listeners.ensure(nodes)
     }
 
     /// Holds `bytes` of this connection's request budget if they fit now (never waits).
@@ -124,6 +177,11 @@ impl ConnectionContext {
         self.run_blocking(slot, queued, work).await
     }
 
+    /// How many global work slots there are (one per CPU).
+    pub(crate) fn work_slot_count(&self) -> usize {
+        self.proxy.work_slots.slots()
+    }
+
     /// Waits for a work slot in the turn of `lane` (a topic; `None`: work with no
     /// topic) and of this connection within it; with a `deadline`, at most until then.
     pub(crate) async fn work_slot(
@@ -135,7 +193,7 @@ impl ConnectionContext {
             lane,
             connection: self.id,
         };
-        self.shared.work_slots.acquire(&key, deadline).await
+        self.proxy.work_slots.acquire(&key, deadline).await
     }
 
     /// An express slot for cheap work of `lane` (the overload fallback), if one is
@@ -145,7 +203,7 @@ impl ConnectionContext {
             lane,
             connection: self.id,
         };
-        self.shared.work_slots.try_express(&key)
+        self.proxy.work_slots.try_express(&key)
     }
 
     /// Runs `work` on the blocking pool under `slot`, whose lane is charged the
@@ -171,10 +229,19 @@ impl ConnectionContext {
         .map_err(|err| HandlerError(ConnectionError::RewriteTask(err.to_string())))
     }
 
-    /// Asks the cluster, on kpress's own connection, for the names of Produce v13
-    /// topic `ids`, waiting briefly; `false` when no answer came in time.
-    pub(crate) async fn lookup_topic_ids(&self, ids: Vec<[u8; 16]>) -> bool {
-        self.shared.cluster_requests.lookup(&self.shared, ids).await == LookupResult::Asked
+    /// Asks the cluster, on kpress's side channel, for the names of Produce v13 topic
+    /// `ids`, waiting briefly; `false` when no answer came in time.
+    pub(crate) async fn name_topic_ids(&self, ids: Vec<[u8; 16]>) -> bool {
+        match self.proxy.topic_ids.lookup(ids).await {
+            LookupResult::Asked(nodes) => {
+                // Nodes learned on the way get listeners too (their addresses are known).
+                if let Err(err) = self.serve_nodes(&nodes) {
+                    tracing::warn!(error = %err, "cannot serve the broker nodes a topic-id lookup named");
+                }
+                true
+            }
+            LookupResult::NotInTime => false,
+        }
     }
 
     /// Notes a request for the authentication watch.

@@ -11,6 +11,8 @@
 //! through its [`ConnectionContext`]: who the client is, the listener, whether it has
 //! authenticated, the policy in force, the budget, the global work slots and kpress's
 //! own requests to the cluster. An API without a handler is relayed as bytes both ways.
+//! kpress's own handlers are in `apis` ([`Handlers::kpress`]); the connection loop is
+//! given the handlers, and nothing else holds them.
 
 mod context;
 
@@ -257,13 +259,6 @@ impl Handlers {
     /// rewriting: only for tests of the seam itself).
     pub fn none() -> Handlers {
         Handlers::default()
-    }
-
-    /// kpress's own handlers: Produce (recompression), ApiVersions (answer and cap),
-    /// SaslHandshake (v0 refused), and broker address rewriting in every response
-    /// that carries node addresses.
-    pub fn kpress() -> Handlers {
-        crate::apis::register(Handlers::default())
     }
 
     /// `handler` for `api_key`, in place of the one registered before (if any). A

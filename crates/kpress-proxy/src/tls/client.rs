@@ -30,6 +30,13 @@ struct Loaded {
 }
 
 impl ClientTls {
+    /// The TLS `settings` name, loaded and shared; `None` without `[upstream.tls]`.
+    pub(crate) fn load_shared(
+        settings: Option<UpstreamTlsSettings>,
+    ) -> Result<Option<Arc<ClientTls>>, TlsError> {
+        Ok(settings.map(ClientTls::load).transpose()?.map(Arc::new))
+    }
+
     /// Loads the files `settings` names (or the system roots); any problem names its
     /// key and file.
     pub fn load(settings: UpstreamTlsSettings) -> Result<ClientTls, TlsError> {

@@ -14,8 +14,7 @@ use super::*;
 use crate::cluster::{AddressObserver, Cluster};
 use crate::error::ConnectionError;
 use crate::routing::SniRouting;
-use crate::shared::UpstreamTarget;
-use crate::transport::{Acceptor, Connector, ListenerRole};
+use crate::transport::{Acceptor, Connector, ListenerRole, UpstreamTarget};
 use kpress_config::{HostPattern, NodeRouting};
 
 /// A CA that issues certificates into a temp dir.

@@ -8,8 +8,7 @@ use kpress_codec::Candidate;
 use serde_json::{json, Value};
 
 use super::input::Input;
-use super::offline::measure;
-use super::rank::{self, percent, Floors, Goal, Measured, Ranked};
+use super::rank::{self, measure, percent, Floors, Goal, Measured, Ranked};
 use super::report::{measured_json, ranked_json, size};
 
 /// The larger `batch.size` values weighed for batching advice.

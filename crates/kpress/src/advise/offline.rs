@@ -4,16 +4,15 @@
 
 use std::fmt::Write;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use kpress_codec::gzip_providers::Registry;
 use kpress_codec::Candidate;
-use kpress_measure::{RecordsSection, TrialResult};
 use serde_json::json;
 
 use super::batching::{self, BATCH_LADDER, LARGER_FACTOR};
 use super::input::{read_dir, read_segment};
 use super::policy_block::{self, Rule};
-use super::rank::{self, number, Floors, Goal, Measured};
+use super::rank::{self, measure, number, Floors, Goal};
 use super::report::{bytes, ranked_json, text_table};
 use super::small_batches;
 use super::{Args, Format, PLACEHOLDER_MATCH};
@@ -214,30 +213,4 @@ fn candidates(args: &Args) -> Vec<Candidate> {
         .iter()
         .map(|s| s.parse().expect("the quick set's specs are valid"))
         .collect()
-}
-
-pub(crate) fn measure(
-    candidates: &[Candidate],
-    sections: &[RecordsSection],
-    passes: usize,
-) -> anyhow::Result<Vec<Measured>> {
-    candidates
-        .iter()
-        .map(|candidate| {
-            kpress_measure::trial(candidate, sections, passes)
-                .map(|r| measured(&r))
-                .with_context(|| format!("measuring {candidate}"))
-        })
-        .collect()
-}
-
-fn measured(result: &TrialResult) -> Measured {
-    Measured {
-        candidate: result.candidate.clone(),
-        batches: result.batches as u64,
-        raw_bytes: result.raw_bytes,
-        stored_bytes: result.batch_bytes,
-        compress_seconds: result.compress.as_secs_f64(),
-        decompress_seconds: Some(result.decompress.as_secs_f64()),
-    }
 }

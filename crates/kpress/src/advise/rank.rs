@@ -2,7 +2,9 @@
 //! trade-off. Sans-IO: the figures come from offline trials or the proxy's shadow
 //! trials alike.
 
+use anyhow::Context;
 use kpress_codec::Candidate;
+use kpress_measure::{RecordsSection, TrialResult};
 
 /// What the advice optimises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -72,6 +74,36 @@ pub(crate) struct Measured {
     pub(crate) compress_seconds: f64,
     /// One core's time decompressing them back, when measured.
     pub(crate) decompress_seconds: Option<f64>,
+}
+
+/// Each of `candidates` tried on `sections`, `passes` times.
+pub(crate) fn measure(
+    candidates: &[Candidate],
+    sections: &[RecordsSection],
+    passes: usize,
+) -> anyhow::Result<Vec<Measured>> {
+    candidates
+        .iter()
+        .map(|candidate| {
+            kpress_measure::trial(candidate, sections, passes)
+                .map(|r| Measured::of_trial(&r))
+                .with_context(|| format!("measuring {candidate}"))
+        })
+        .collect()
+}
+
+impl Measured {
+    /// The figures of one trial.
+    fn of_trial(result: &TrialResult) -> Measured {
+        Measured {
+            candidate: result.candidate.clone(),
+            batches: result.batches as u64,
+            raw_bytes: result.raw_bytes,
+            stored_bytes: result.batch_bytes,
+            compress_seconds: result.compress.as_secs_f64(),
+            decompress_seconds: Some(result.decompress.as_secs_f64()),
+        }
+    }
 }
 
 /// A record batch's header before its records: what `none` adds to the raw bytes.

@@ -8,18 +8,14 @@ use std::time::Duration;
 
 use kpress_batch::PolicyLookup;
 use kpress_config::{Config, PolicySet, TopicCompression, TopicConfigSource};
-
-// The one place the doctor names the proxy's cluster client.
-pub(super) use kpress_proxy::{
-    ApiMaxVersions, ClusterClientError, ClusterConnector, Reachability, Stage, TopicConfigs,
-};
+use kpress_proxy::{ClusterClientError, ClusterConnector, ProxySettings, TopicConfigs};
 
 use super::findings::{
     self, largest_write, topic_findings, TopicSettings, COMPRESSION_TYPE, LEVEL_KEYS,
     MAX_MESSAGE_BYTES,
 };
 use super::report::{reachability_text, Report, TopicRow};
-use crate::{gzip_providers, run};
+use crate::{gzip_providers, upstream_login};
 
 /// Topics per DescribeConfigs request: answers stay a few hundred KiB.
 const TOPICS_PER_REQUEST: usize = 200;
@@ -75,8 +71,8 @@ pub(super) async fn examine(config_name: String, config: &Config) -> anyhow::Res
     report
         .findings
         .extend(findings::provider_findings(&gzip_providers::statuses()));
-    let settings = match run::proxy_settings(config, Duration::ZERO) {
-        Ok(settings) => settings,
+    let settings = match upstream_login::login(config) {
+        Ok(login) => ProxySettings::from_config(config, login, Duration::ZERO),
         Err(err) => {
             report
                 .findings

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::findings::{
     release_from_produce, Finding, Severity, TopicSettings, COMPRESSION_TYPE, MAX_MESSAGE_BYTES,
 };
-use super::probes::{ApiMaxVersions, Reachability, Stage};
 use crate::gzip_providers;
+use kpress_proxy::{ApiMaxVersions, Reachability, Stage};
 
 /// Everything the doctor learned, printed as text or JSON.
 #[derive(Debug, Default)]

@@ -23,17 +23,22 @@
 //! Its response carries broker addresses from v10 (KIP-951), rewritten like
 //! Metadata's.
 
+mod log_limiter;
+mod reports;
 mod rewrite;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
-use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError};
+use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError, PRODUCE_MIN_VERSION};
 
+use self::reports::{count_target_sources, BatchReports};
 use self::rewrite::{
-    has_fallback_work, rewrite_produce, survey, try_without_codec_work, BatchReports,
-    ProduceRewrite, RewriteLimits, Survey, Under,
+    has_fallback_work, rewrite_produce, survey, try_without_codec_work, ProduceRewrite,
+    RewriteLimits, Survey, Under,
 };
 use super::addresses;
 use crate::error::ConnectionError;
@@ -42,8 +47,8 @@ use crate::handler::{
     ResponseStep,
 };
 use crate::metrics::{self, BatchFate};
+use crate::policy::PolicySnapshot;
 use crate::scheduler::Overloaded;
-use crate::PolicySnapshot;
 
 /// The largest Produce frame checked on the connection's task for codec work: a batch
 /// passed through still has its CRC checked (about 0.1 ms per MiB), which larger
@@ -105,10 +110,11 @@ impl ApiHandler for Produce {
     }
 }
 
-/// `acks` of a Produce v0-v2 request (clients before Kafka 0.11, still served by Kafka
-/// 3.x), where it is the first field of the body; `None` for any other version.
+/// `acks` of a Produce request older than the versions kpress parses (v0-v2: clients
+/// before Kafka 0.11, still served by Kafka 3.x), where it is the first field of the
+/// body; `None` for any other version.
 fn legacy_produce_acks(body: &[u8], api_version: i16) -> Option<i16> {
-    if !(0..3).contains(&api_version) {
+    if !(0..PRODUCE_MIN_VERSION).contains(&api_version) {
         return None;
     }
     // A body too short to hold acks: the broker refuses it and answers or closes.
@@ -136,7 +142,7 @@ fn classify_inline(
         header.api_version,
         rewrite_limits(conn),
         &conn.policy(),
-        &|id| conn.shared.cluster.topic_name(id),
+        &|id| conn.topic_name(id),
     )?;
     metrics::produce_rewrite_times(Duration::ZERO, started.elapsed());
     Some(reports)
@@ -157,16 +163,13 @@ async fn rewrite_request(
         }
     };
     let to_resolve = match &result {
-        Ok(rewrite) => conn
-            .shared
-            .cluster
-            .ids_to_resolve(&rewrite.unknown_topic_ids),
+        Ok(rewrite) => conn.ids_to_resolve(&rewrite.unknown_topic_ids),
         Err(_) => Vec::new(),
     };
     if to_resolve.is_empty() {
         return Ok(finish(conn, frame, result, &header));
     }
-    if !conn.lookup_topic_ids(to_resolve).await {
+    if !conn.name_topic_ids(to_resolve).await {
         tracing::debug!(
             client = %conn.client(),
             upstream = %conn.listener(),
@@ -201,19 +204,19 @@ async fn run_rewrite(
     header_len: usize,
 ) -> Result<Attempt, HandlerError> {
     let queued = Instant::now();
-    let deadline = tokio::time::Instant::now() + conn.shared.limits.max_rewrite_wait;
+    let deadline = tokio::time::Instant::now() + conn.produce_settings().max_rewrite_wait;
     // Framing and batch headers only: cheap enough for the connection's task.
     let batches = survey(
         &frame.bytes[SIZE_PREFIX_LEN..],
         header_len,
         header.api_version,
-        &|id| conn.shared.cluster.topic_name(id),
+        &|id| conn.topic_name(id),
     );
     let policy = conn.policy();
     let lane = batches.reports.largest_topic();
     // A rule that has spent its CPU share of the window does not queue: the request
     // goes as if its deadline had passed, by its largest topic's rule.
-    let slots = conn.shared.work_slots.slots();
+    let slots = conn.work_slot_count();
     let over_share = lane
         .as_deref()
         .is_some_and(|topic| policy.rules.over_cpu_share(topic, slots));
@@ -251,7 +254,7 @@ async fn run_rewrite(
             rewrite_limits(&task),
             &policy,
             under,
-            &|id| task.shared.cluster.topic_name(id),
+            &|id| task.topic_name(id),
         );
         metrics::produce_rewrite_times(started - queued, started.elapsed());
         Attempt::Done(frame, result)
@@ -366,23 +369,19 @@ fn finish(
 
 /// Queues the request's shadow samples and counts its batches, by topic.
 fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<BatchFate>) {
-    let shared = &conn.shared;
-    let known = |topic: &str| shared.is_known_topic(topic);
-    reports.send_shadow_samples(&shared.policy.topic_labels, known);
-    reports.record_metrics(&shared.policy.topic_labels, known, dropped);
-    let rules = &*shared.policy.snapshot().rules;
+    let known = |topic: &str| conn.is_known_topic(topic);
+    reports.send_shadow_samples(conn.topic_labels(), known);
+    reports.record_metrics(conn.topic_labels(), known, dropped);
+    let rules = &*conn.policy().rules;
     for (topic, cpu) in reports.cpu_by_topic() {
         rules.note_rewrite_cpu(topic, cpu);
     }
-    crate::topic_configs::count_target_sources(
-        rules,
-        reports.outcomes.iter().map(|(t, r)| (&**t, r.len())),
-    );
+    count_target_sources(rules, reports.outcomes.iter().map(|(t, r)| (&**t, r.len())));
 }
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {
     RewriteLimits {
-        max_request_decompressed_bytes: conn.shared.limits.max_request_decompressed_bytes,
-        max_frame_bytes: conn.shared.limits.max_frame_bytes,
+        max_request_decompressed_bytes: conn.produce_settings().max_request_decompressed_bytes,
+        max_frame_bytes: conn.max_frame_bytes(),
     }
 }

@@ -3,17 +3,16 @@
 //! before any SASL login. An answer counts in [`ProxyStatus`] like any other, so an
 //! idle proxy stays ready while its brokers answer.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_protocol::api_key;
 use kpress_protocol::frame::{frame_body_len, response_correlation_id, SIZE_PREFIX_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::settings::UpstreamSettings;
 use crate::status::ProxyStatus;
 use crate::tls::ClientTls;
 use crate::transport::Connector;
-use crate::ProxySettings;
 
 /// Time for the request to be written and its answer read once connected.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,17 +34,12 @@ pub enum ProbeError {
 /// well-formed answer, an error code included, is an answer); records it in `status`
 /// and returns that server.
 pub async fn probe_upstream(
-    settings: &ProxySettings,
+    settings: &UpstreamSettings,
     status: &ProxyStatus,
 ) -> Result<String, ProbeError> {
     // Loaded per probe: probes are rare (one per readiness window at most when idle),
     // and a fresh load sees rotated certificates without a reload hook of its own.
-    let tls = settings
-        .upstream_tls
-        .clone()
-        .map(ClientTls::load)
-        .transpose()?
-        .map(Arc::new);
+    let tls = ClientTls::load_shared(settings.tls.clone())?;
     let connector = Connector::new(tls);
     let mut failures = Vec::new();
     for server in &settings.bootstrap_servers {
@@ -152,18 +146,17 @@ mod tests {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let refused = closed.local_addr().unwrap();
         drop(closed);
-        let settings = ProxySettings::for_tests(
-            "127.0.0.1:0".parse().unwrap(),
-            "127.0.0.1".into(),
-            19100,
-            vec![refused.to_string(), addr.to_string()],
-        );
+        let settings = UpstreamSettings {
+            bootstrap_servers: vec![refused.to_string(), addr.to_string()],
+            tls: None,
+            login: None,
+        };
         let status = ProxyStatus::default();
         let answered = probe_upstream(&settings, &status).await.unwrap();
         assert_eq!(answered, addr.to_string());
         assert!(status.since_upstream_answer().is_some());
 
-        let settings = ProxySettings {
+        let settings = UpstreamSettings {
             bootstrap_servers: vec![refused.to_string()],
             ..settings
         };

@@ -8,13 +8,11 @@
 //! request: the request is sent once more on a new connection.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::SideChannel;
 use crate::error::ConnectionError;
-use crate::shared::Shared;
 use crate::transport::Stream;
-use crate::upstream;
 
 /// The share of a session's lifetime after which the connection logs in again,
 /// leaving room for a slow token endpoint before the broker would close it.
@@ -59,14 +57,14 @@ impl KeptSide {
     /// is returned and nothing is kept.
     pub(crate) async fn run<T, E, F>(
         &mut self,
-        shared: &Arc<Shared>,
+        side: &SideChannel,
         mut exchange: impl FnMut(Stream) -> F,
     ) -> Result<T, E>
     where
         F: Future<Output = Result<(T, Stream), E>>,
         E: From<ConnectionError> + std::fmt::Display,
     {
-        if let Some(side) = self.take_ready(shared).await {
+        if let Some(side) = self.take_ready(side).await {
             match exchange(side.stream).await {
                 Ok((answer, stream)) => {
                     self.kept = Some(Side {
@@ -80,7 +78,7 @@ impl KeptSide {
                 }
             }
         }
-        let (stream, lifetime) = upstream::side_session_any(shared).await?;
+        let (stream, lifetime) = side.session_any().await?;
         let session = Session::starting_now(lifetime);
         let (answer, stream) = exchange(stream).await?;
         self.kept = Some(Side { stream, session });
@@ -89,7 +87,7 @@ impl KeptSide {
 
     /// The kept connection, logged in again if its session is due; `None` when there
     /// is none, its session has ended, or the login fails.
-    async fn take_ready(&mut self, shared: &Arc<Shared>) -> Option<Side> {
+    async fn take_ready(&mut self, side_channel: &SideChannel) -> Option<Side> {
         let mut side = self.kept.take()?;
         let now = Instant::now();
         let Some(session) = side.session else {
@@ -102,7 +100,7 @@ impl KeptSide {
         if now < session.reauthenticate_at {
             return Some(side);
         }
-        match upstream::reauthenticate(shared, &mut side.stream).await {
+        match side_channel.reauthenticate(&mut side.stream).await {
             Ok(lifetime) => {
                 tracing::debug!(?lifetime, "side connection re-authenticated");
                 side.session = Session::starting_now(lifetime);

@@ -10,10 +10,10 @@ use kpress_protocol::api_key;
 use kpress_protocol::sasl::{self, oauthbearer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::{exchange, next_correlation_id, session_lifetime, CLIENT_ID};
 use crate::budget::ConnectionPool;
 use crate::error::ConnectionError;
 use crate::frame_io::FrameLimits;
-use crate::upstream::{exchange, next_correlation_id, session_lifetime, CLIENT_ID};
 
 /// Logs in with a token from `tokens`; the broker's session lifetime (KIP-368), which
 /// is at most the token's remaining life.

@@ -7,18 +7,17 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
-use kpress_batch::RewritePolicy;
 use kpress_protocol::frame::{peek_request_header, SIZE_PREFIX_LEN};
 use kpress_protocol::{api_key, metadata_request, rewrite_response, ProtocolError};
 use kpress_protocol::{ResponseObserver, TopicConfigs};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 
-use crate::budget::{ConnectionPool, Direction};
+use super::{probe, SideChannel, METADATA_VERSION};
+use crate::budget::{Budget, Direction};
 use crate::error::{ConnectionError, ProxyError};
-use crate::shared::{Shared, SharedConfig, ShutdownControl};
-use crate::transport::{Stream, CONNECT_TIMEOUT};
-use crate::{probe, upstream, ProxySettings};
+use crate::settings::ProxySettings;
+use crate::tls::ClientTls;
+use crate::transport::{Connector, Stream, CONNECT_TIMEOUT};
 
 /// The client id brokers log for these requests.
 const CLIENT_ID: &str = "kpress-doctor";
@@ -137,9 +136,7 @@ impl ApiMaxVersions {
 /// Opens cluster-client connections to the brokers a policy names.
 #[derive(Debug)]
 pub struct ClusterConnector {
-    shared: Arc<Shared>,
-    // Holds the shared state's shutdown senders open: nothing here shuts down.
-    _control: ShutdownControl,
+    side: Arc<SideChannel>,
     tls_configured: bool,
 }
 
@@ -147,23 +144,25 @@ impl ClusterConnector {
     /// Loads what `settings` name for reaching brokers: `[upstream.tls]` and
     /// `[upstream.sasl]`, with the proxy's frame limits and budget.
     pub fn new(settings: &ProxySettings) -> Result<ClusterConnector, ClusterClientError> {
-        let tls_configured = settings.upstream_tls.is_some();
-        let no_rules = crate::PolicySnapshot::rules_only(Arc::new(RewritePolicy::default()));
-        let (shared, control) = Shared::new(SharedConfig {
-            policies: watch::channel(no_rules).1,
-            status: Arc::default(),
-            settings: settings.clone(),
-            handlers: crate::Handlers::none(),
-        })?;
+        let tls =
+            ClientTls::load_shared(settings.upstream.tls.clone()).map_err(ProxyError::from)?;
+        let side = SideChannel::new(
+            &settings.upstream,
+            &settings.limits,
+            Connector::new(tls),
+            Budget::new(settings.limits.max_inflight_bytes)
+                .pool(Direction::Response)
+                .clone(),
+            Arc::default(),
+        );
         Ok(ClusterConnector {
-            shared,
-            _control: control,
-            tls_configured,
+            side: Arc::new(side),
+            tls_configured: settings.upstream.tls.is_some(),
         })
     }
 
     pub fn bootstrap_servers(&self) -> &[String] {
-        self.shared.bootstrap_servers()
+        self.side.bootstrap_servers()
     }
 
     /// Tries each step of reaching `address` on a connection of its own: TCP alone,
@@ -185,7 +184,7 @@ impl ClusterConnector {
             return reachability;
         }
         reachability.tls = if self.tls_configured {
-            match self.shared.transport.connector.connect(address).await {
+            match self.side.connect_only(address).await {
                 Ok(_) => Stage::Ok,
                 Err(err) => Stage::Failed(err.to_string()),
             }
@@ -195,8 +194,8 @@ impl ClusterConnector {
         if !reachability.tls.passed() {
             return reachability;
         }
-        reachability.sasl = if self.shared.transport.upstream_sasl.is_some() {
-            match upstream::side_connection(&self.shared, address).await {
+        reachability.sasl = if self.side.has_login() {
+            match self.side.connect(address).await {
                 Ok(_) => Stage::Ok,
                 Err(err) => Stage::Failed(err.to_string()),
             }
@@ -209,11 +208,13 @@ impl ClusterConnector {
     /// A connection to `address` as kpress's side connections are: TLS and kpress's
     /// own SASL login as the policy says.
     pub async fn connect(&self, address: &str) -> Result<ClusterClient, ClusterClientError> {
-        let stream = upstream::side_connection(&self.shared, address)
+        let stream = self
+            .side
+            .connect(address)
             .await
             .map_err(|err| broker_error(address, &err))?;
         Ok(ClusterClient {
-            shared: Arc::clone(&self.shared),
+            side: Arc::clone(&self.side),
             stream,
             address: address.to_owned(),
         })
@@ -236,7 +237,7 @@ fn broker_error(address: &str, err: &ConnectionError) -> ClusterClientError {
 
 /// One cluster-client connection to a broker.
 pub struct ClusterClient {
-    shared: Arc<Shared>,
+    side: Arc<SideChannel>,
     stream: Stream,
     address: String,
 }
@@ -250,11 +251,10 @@ impl std::fmt::Debug for ClusterClient {
 }
 
 impl ClusterClient {
-    /// A client on `stream`, a side connection of the running proxy `shared` to a
-    /// bootstrap server.
-    pub(crate) fn over(shared: &Arc<Shared>, stream: Stream) -> ClusterClient {
+    /// A client on `stream`, a connection of `side` to a bootstrap server.
+    pub(crate) fn over(side: &Arc<SideChannel>, stream: Stream) -> ClusterClient {
         ClusterClient {
-            shared: Arc::clone(shared),
+            side: Arc::clone(side),
             stream,
             address: "bootstrap".to_owned(),
         }
@@ -287,25 +287,9 @@ impl ClusterClient {
                     message: format!("kpress's own request does not parse: {err}"),
                 })
             })?;
-        let limits = self.shared.frame_limits();
-        let share = ConnectionPool::new(
-            self.shared.budget.pool(Direction::Response),
-            limits.max_frame_bytes + SIZE_PREFIX_LEN,
-        );
-        let exchange = upstream::exchange(
-            &mut self.stream,
-            frame,
-            header.api_key,
-            header.api_version,
-            limits,
-            &share,
-        );
-        tokio::time::timeout(upstream::METADATA_TIMEOUT, exchange)
+        self.side
+            .send(&mut self.stream, frame, header.api_key, header.api_version)
             .await
-            .map_err(|_| ClusterClientError::Broker {
-                address: self.address.clone(),
-                message: format!("no answer within {:?}", upstream::METADATA_TIMEOUT),
-            })?
             .map_err(|err| broker_error(&self.address, &err))
     }
 
@@ -324,7 +308,7 @@ impl ClusterClient {
 
     /// Every broker and topic of the cluster (Metadata v12, Kafka 3.1+).
     pub async fn metadata(&mut self) -> Result<ClusterView, ClusterClientError> {
-        let version = upstream::METADATA_VERSION;
+        let version = METADATA_VERSION;
         let frame = metadata_request(version, self.next_correlation_id(), &[])
             .map_err(ClusterClientError::Request)?;
         let body = self.request(&frame).await?;
