@@ -86,14 +86,26 @@ impl SideChannel {
         responses: Pool,
         status: Arc<ProxyStatus>,
     ) -> SideChannel {
+        let limits = FrameLimits {
+            max_frame_bytes: limits.max_frame_bytes,
+            frame_timeout: limits.frame_timeout,
+        };
+        SideChannel::within(upstream, limits, connector, responses, status)
+    }
+
+    /// [`SideChannel::new`], reading answers within `limits` rather than the proxy's.
+    pub(crate) fn within(
+        upstream: &UpstreamSettings,
+        limits: FrameLimits,
+        connector: Connector,
+        responses: Pool,
+        status: Arc<ProxyStatus>,
+    ) -> SideChannel {
         SideChannel {
             connector,
             login: upstream.login.clone(),
             bootstrap_servers: upstream.bootstrap_servers.clone(),
-            limits: FrameLimits {
-                max_frame_bytes: limits.max_frame_bytes,
-                frame_timeout: limits.frame_timeout,
-            },
+            limits,
             responses,
             status,
         }

@@ -1,14 +1,17 @@
-//! A readiness probe of the brokers: kpress's own connection to a bootstrap server (TCP,
-//! TLS as `[upstream.tls]` says) and one ApiVersions request, which brokers answer
-//! before any SASL login. An answer counts in [`ProxyStatus`] like any other, so an
-//! idle proxy stays ready while its brokers answer.
+//! A readiness probe of the brokers: a side connection to a bootstrap server (TCP, TLS
+//! as `[upstream.tls]` says, no login) and one ApiVersions request, which brokers
+//! answer before any SASL login. An answer counts in [`ProxyStatus`] like any other,
+//! so an idle proxy stays ready while its brokers answer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kpress_protocol::api_key;
-use kpress_protocol::frame::{frame_body_len, response_correlation_id, SIZE_PREFIX_LEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use kpress_protocol::frame::SIZE_PREFIX_LEN;
 
+use super::SideChannel;
+use crate::budget::{Budget, Direction};
+use crate::frame_io::FrameLimits;
 use crate::settings::UpstreamSettings;
 use crate::status::ProxyStatus;
 use crate::tls::ClientTls;
@@ -40,10 +43,10 @@ pub async fn probe_upstream(
     // Loaded per probe: probes are rare (one per readiness window at most when idle),
     // and a fresh load sees rotated certificates without a reload hook of its own.
     let tls = ClientTls::load_shared(settings.tls.clone())?;
-    let connector = Connector::new(tls);
+    let side = probe_channel(settings, Connector::new(tls));
     let mut failures = Vec::new();
     for server in &settings.bootstrap_servers {
-        match ask(&connector, server).await {
+        match ask(&side, server).await {
             Ok(()) => {
                 status.upstream_answered();
                 return Ok(server.clone());
@@ -54,20 +57,24 @@ pub async fn probe_upstream(
     Err(ProbeError::NoAnswer(failures.join("; ")))
 }
 
-async fn ask(connector: &Connector, server: &str) -> Result<(), String> {
-    let mut stream = connector.connect(server).await.map_err(|e| e.to_string())?;
-    let exchange = async {
-        stream.write_all(&api_versions_v0_request()).await?;
-        stream.flush().await?;
-        let mut prefix = [0u8; SIZE_PREFIX_LEN];
-        stream.read_exact(&mut prefix).await?;
-        let len = frame_body_len(prefix, MAX_ANSWER_BYTES)
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let mut body = vec![0u8; len];
-        stream.read_exact(&mut body).await?;
-        Ok::<_, std::io::Error>(body)
+/// A side channel reading only an ApiVersions answer's worth, within
+/// [`ANSWER_TIMEOUT`]. Its own status: the caller's counts an answer once checked.
+fn probe_channel(settings: &UpstreamSettings, connector: Connector) -> SideChannel {
+    let limits = FrameLimits {
+        max_frame_bytes: MAX_ANSWER_BYTES,
+        frame_timeout: ANSWER_TIMEOUT,
     };
-    let body = match tokio::time::timeout(ANSWER_TIMEOUT, exchange).await {
+    let responses = Budget::new(2 * (MAX_ANSWER_BYTES + SIZE_PREFIX_LEN))
+        .pool(Direction::Response)
+        .clone();
+    SideChannel::within(settings, limits, connector, responses, Arc::default())
+}
+
+async fn ask(side: &SideChannel, server: &str) -> Result<(), String> {
+    let mut stream = side.connect_only(server).await.map_err(|e| e.to_string())?;
+    let request = api_versions_v0_request();
+    let answer = side.send(&mut stream, &request, api_key::API_VERSIONS, 0);
+    let body = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
         Ok(result) => result.map_err(|e| e.to_string())?,
         Err(_) => return Err(format!("no ApiVersions answer within {ANSWER_TIMEOUT:?}")),
     };
@@ -88,15 +95,10 @@ pub(crate) fn api_versions_v0_request() -> Vec<u8> {
     frame
 }
 
-/// An answer to our request: our correlation id, then at least the error code.
+/// An answer to our request (the side channel checked its correlation id): at least
+/// the error code.
 fn check_answer(body: &[u8]) -> Result<(), String> {
-    let received = response_correlation_id(body).map_err(|e| e.to_string())?;
-    if received != CORRELATION_ID {
-        return Err(format!(
-            "answered correlation id {received}, not {CORRELATION_ID}"
-        ));
-    }
-    if body.len() < 6 {
+    if body.len() < 2 {
         return Err("ApiVersions answer without an error code".into());
     }
     Ok(())
@@ -105,6 +107,8 @@ fn check_answer(body: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kpress_protocol::frame::frame_body_len;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn the_request_is_one_api_versions_v0_frame() {
@@ -117,21 +121,9 @@ mod tests {
         assert_eq!(header.correlation_id, CORRELATION_ID);
     }
 
-    #[test]
-    fn only_an_answer_to_this_request_counts() {
-        let mut answer = CORRELATION_ID.to_be_bytes().to_vec();
-        answer.extend_from_slice(&35i16.to_be_bytes());
-        assert!(check_answer(&answer).is_ok());
-        assert!(check_answer(&answer[..4]).is_err());
-        let mut other = 7i32.to_be_bytes().to_vec();
-        other.extend_from_slice(&0i16.to_be_bytes());
-        assert!(check_answer(&other)
-            .unwrap_err()
-            .contains("correlation id 7"));
-    }
-
-    #[tokio::test]
-    async fn a_listening_broker_stand_in_answering_is_recorded() {
+    /// A broker stand-in answering one ApiVersions request with `correlation_id`
+    /// (the request's when `None`) and an error code.
+    async fn stand_in(correlation_id: Option<i32>) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -139,10 +131,19 @@ mod tests {
             let mut request = vec![0u8; api_versions_v0_request().len()];
             socket.read_exact(&mut request).await.unwrap();
             let mut answer = 6i32.to_be_bytes().to_vec();
-            answer.extend_from_slice(&request[8..12]);
+            match correlation_id {
+                Some(id) => answer.extend_from_slice(&id.to_be_bytes()),
+                None => answer.extend_from_slice(&request[8..12]),
+            }
             answer.extend_from_slice(&0i16.to_be_bytes());
             socket.write_all(&answer).await.unwrap();
         });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_listening_broker_stand_in_answering_is_recorded() {
+        let addr = stand_in(None).await;
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let refused = closed.local_addr().unwrap();
         drop(closed);
@@ -164,5 +165,21 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains(&refused.to_string()), "{err}");
+    }
+
+    #[tokio::test]
+    async fn only_an_answer_to_this_request_counts() {
+        assert!(check_answer(&35i16.to_be_bytes()).is_ok());
+        assert!(check_answer(&[0]).is_err());
+        let other = stand_in(Some(7)).await;
+        let settings = UpstreamSettings {
+            bootstrap_servers: vec![other.to_string()],
+            tls: None,
+            login: None,
+        };
+        let status = ProxyStatus::default();
+        let err = probe_upstream(&settings, &status).await.unwrap_err();
+        assert!(err.to_string().contains("correlation id 7"), "{err}");
+        assert!(status.since_upstream_answer().is_none());
     }
 }
