@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::io::BufRead;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::kpress;
+use common::{free_addr, kpress, lines_until, spawn_reading_stderr, text, write};
 use serde_json::Value;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A loopback address nobody listens on: bound to find a free port, then closed.
-fn free_addr() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 fn head(listen: std::net::SocketAddr) -> String {
     format!(
@@ -36,12 +23,6 @@ fn head(listen: std::net::SocketAddr) -> String {
 /// target wait adaptive levels alone read, while they are off (line 10).
 const NO_EFFECT: &str = "[[topics]]\nmatch = \"logs.*\"\ncompression.zstd.level = 19\n\
      [overload]\ntarget_wait_ms = 50\n";
-
-fn write(dir: &tempfile::TempDir, name: &str, contents: &str) -> String {
-    let path = dir.path().join(name);
-    std::fs::write(&path, contents).unwrap();
-    path.to_str().unwrap().to_owned()
-}
 
 #[test]
 fn warnings_name_file_line_key_value_and_reason_and_strict_refuses_them() {
@@ -192,23 +173,10 @@ struct Running {
 
 impl Running {
     fn start(config: &str) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kpress"))
-            .args(["run", "--config", config])
-            .env_remove("KPRESS_LOG")
-            .env_remove("RUST_LOG")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start kpress");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                let _ = tx.send(line);
-            }
-        });
+        let (child, lines) = spawn_reading_stderr(
+            Command::new(env!("CARGO_BIN_EXE_kpress")).args(["run", "--config", config]),
+            &[],
+        );
         Running {
             child,
             lines,
@@ -218,17 +186,19 @@ impl Running {
 
     /// Reads the log until a line contains `wanted` (panics after 60 s).
     fn wait_for(&mut self, wanted: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.log.lines().any(|l| l.contains(wanted)) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.log.push_str(&line);
-                    self.log.push('\n');
-                }
-                Err(_) => panic!("no log line with {wanted:?}:\n{}", self.log),
-            }
+        if self.log.lines().any(|l| l.contains(wanted)) {
+            return;
         }
+        let seen = lines_until(&self.lines, Duration::from_secs(60), |l| l.contains(wanted));
+        for line in &seen {
+            self.log.push_str(line);
+            self.log.push('\n');
+        }
+        assert!(
+            seen.last().is_some_and(|l| l.contains(wanted)),
+            "no log line with {wanted:?}:\n{}",
+            self.log
+        );
     }
 
     fn signal(&self, name: &str) {

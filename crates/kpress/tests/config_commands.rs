@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::kpress;
+use common::{free_addr, kpress, text, write};
 
 /// Runs `kpress run --config config` until its log has a line containing each of
 /// `wanted` (or 60 s pass), then stops it with SIGTERM; returns the log and the
@@ -50,28 +50,10 @@ fn run_until_logged(config: &str, wanted: &[&str]) -> (String, std::process::Exi
     (log, status)
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn repo_config(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../config")
         .join(name)
-}
-
-/// A loopback address nobody listens on: bound to find a free port, then closed.
-fn free_addr() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-fn write(dir: &tempfile::TempDir, name: &str, contents: &str) -> String {
-    let path = dir.path().join(name);
-    std::fs::write(&path, contents).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 const BAD: &str = r#"[listener]

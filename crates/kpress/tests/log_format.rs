@@ -3,80 +3,29 @@
 //! else the policy's `[log] level`. `kpress run` in front of a port nobody serves logs
 //! its start (info) and the unreachable brokers (warn) within a few seconds.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+mod common;
 
+use common::{lines_until, spawn_reading_stderr, unreachable_policy};
 use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
 
 /// A policy in front of a port nothing listens on, with an optional `[log]` table.
+/// Few connections: any machine's open-file limit holds them, so no error says it is
+/// too low.
 fn policy(dir: &tempfile::TempDir, log_table: &str) -> std::path::PathBuf {
-    let free = || {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (listen, nobody) = (free(), free());
-    let path = dir.path().join("kpress.toml");
-    // Few connections: any machine's open-file limit holds them, so no error says it
-    // is too low.
-    std::fs::write(
-        &path,
-        format!(
-            "[listener]\nbind = \"{listen}\"\nnode_port_base = {}\n\
-             [upstream]\nbootstrap_servers = [\"{nobody}\"]\n\
-             [limits]\nmax_connections = 100\n{log_table}",
-            listen.port() + 100
-        ),
-    )
-    .unwrap();
-    path
+    unreachable_policy(dir.path(), 100, log_table)
 }
 
 /// Runs `kpress <args> run --config FILE` until a line at warn shows up (kpress cannot
 /// reach the brokers) or 20 s pass, and returns stderr's lines.
 fn run_until_warn(args: &[&str], config: &std::path::Path, env: &[(&str, &str)]) -> Vec<String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_kpress"));
-    command
-        .args(args)
-        .arg("run")
-        .arg("--config")
-        .arg(config)
-        .env_remove("KPRESS_LOG")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().expect("starting kpress");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
+    command.args(args).arg("run").arg("--config").arg(config);
+    let (mut child, rx) = spawn_reading_stderr(&mut command, env);
+    let lines = lines_until(&rx, Duration::from_secs(20), |line| {
+        line.contains("WARN") || line.contains("\"level\":\"WARN\"")
     });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut lines = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                let warned = line.contains("WARN") || line.contains("\"level\":\"WARN\"");
-                lines.push(line);
-                if warned {
-                    break;
-                }
-            }
-            Err(_) => break,
-        }
-    }
     child.kill().expect("stopping kpress");
     child.wait().unwrap();
     lines

@@ -5,9 +5,10 @@
 //! naming the limit, the need and the fix, and kpress serves what fits; a hard limit
 //! that leaves room for no connection at all stops it at once.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use common::{lines_until, spawn_reading_stderr, unreachable_policy};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -16,72 +17,18 @@ use std::time::{Duration, Instant};
 const MAX_CONNECTIONS: u64 = 1000;
 const NEED: u64 = 2 * MAX_CONNECTIONS + 256;
 
-fn policy(dir: &tempfile::TempDir) -> std::path::PathBuf {
-    let free = || {
-        TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-    };
-    let (listen, nobody) = (free(), free());
-    let path = dir.path().join("kpress.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[listener]\nbind = \"{listen}\"\nnode_port_base = {}\n\
-             [upstream]\nbootstrap_servers = [\"{nobody}\"]\n\
-             [limits]\nmax_connections = {MAX_CONNECTIONS}\n",
-            listen.port() + 100
-        ),
-    )
-    .unwrap();
-    path
-}
-
 /// `prlimit --nofile=SOFT:HARD kpress run --config FILE` (prlimit execs kpress, so the
 /// child's pid is kpress's).
 fn start(config: &std::path::Path, soft: u64, hard: u64) -> (Child, mpsc::Receiver<String>) {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--nofile={soft}:{hard}"))
-        .arg(env!("CARGO_BIN_EXE_kpress"))
-        .arg("run")
-        .arg("--config")
-        .arg(config)
-        .env_remove("KPRESS_LOG")
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting prlimit kpress run");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    (child, rx)
-}
-
-/// Lines until one contains `wanted` (included), or 20 s pass.
-fn lines_until(lines: &mpsc::Receiver<String>, wanted: &str) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        let Ok(line) = lines.recv_timeout(left) else {
-            break;
-        };
-        let found = line.contains(wanted);
-        seen.push(line);
-        if found {
-            break;
-        }
-    }
-    seen
+    spawn_reading_stderr(
+        Command::new("prlimit")
+            .arg(format!("--nofile={soft}:{hard}"))
+            .arg(env!("CARGO_BIN_EXE_kpress"))
+            .arg("run")
+            .arg("--config")
+            .arg(config),
+        &[("NO_COLOR", "1")],
+    )
 }
 
 /// The soft and hard "Max open files" of process `pid`.
@@ -106,9 +53,11 @@ fn stop(mut child: Child) {
 #[test]
 fn the_soft_limit_is_raised_to_what_max_connections_needs() {
     let dir = tempfile::tempdir().unwrap();
-    let config = policy(&dir);
+    let config = unreachable_policy(dir.path(), MAX_CONNECTIONS, "");
     let (child, lines) = start(&config, 256, NEED + 1000);
-    let seen = lines_until(&lines, "open-file limit: ");
+    let seen = lines_until(&lines, Duration::from_secs(20), |l| {
+        l.contains("open-file limit: ")
+    });
     assert_eq!(
         open_file_limits(child.id()),
         (NEED, NEED + 1000),
@@ -130,9 +79,11 @@ fn the_soft_limit_is_raised_to_what_max_connections_needs() {
 #[test]
 fn a_hard_limit_below_the_need_is_an_error_naming_the_fix() {
     let dir = tempfile::tempdir().unwrap();
-    let config = policy(&dir);
+    let config = unreachable_policy(dir.path(), MAX_CONNECTIONS, "");
     let (child, lines) = start(&config, 256, 1000);
-    let seen = lines_until(&lines, "is below the");
+    let seen = lines_until(&lines, Duration::from_secs(20), |l| {
+        l.contains("is below the")
+    });
     // Raised as far as it goes; kpress runs and serves what fits.
     assert_eq!(open_file_limits(child.id()), (1000, 1000), "{seen:#?}");
     stop(child);
@@ -154,7 +105,7 @@ fn a_hard_limit_below_the_need_is_an_error_naming_the_fix() {
 #[test]
 fn a_hard_limit_with_no_room_for_a_connection_stops_kpress() {
     let dir = tempfile::tempdir().unwrap();
-    let config = policy(&dir);
+    let config = unreachable_policy(dir.path(), MAX_CONNECTIONS, "");
     let started = Instant::now();
     let (mut child, lines) = start(&config, 64, 200);
     let status = child.wait().unwrap();
