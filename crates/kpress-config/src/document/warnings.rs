@@ -377,15 +377,21 @@ mod tests {
             .collect()
     }
 
+    /// The warning for `compression.CODEC.level = LEVEL` at `at` (line:column) under
+    /// compression.type "topic" set `by` the default or [defaults].
+    fn topic_mode_level(at: &str, codec: &str, level: u32, by: &str) -> String {
+        format!(
+            "t.toml:{at}: compression.{codec}.level = {level}: has no effect: compression.type \
+             \"topic\" ({by}) stores each topic's own level (its compression.{codec}.level): \
+             name a codec beside it to set a level"
+        )
+    }
+
     #[test]
     fn a_level_beside_an_inherited_topic_mode_is_named() {
         assert_eq!(
             warnings("[[topics]]\nmatch = \"logs.*\"\ncompression.zstd.level = 19\n"),
-            [
-                "t.toml:7:26: compression.zstd.level = 19: has no effect: compression.type \
-              \"topic\" (the default) stores each topic's own level (its \
-              compression.zstd.level): name a codec beside it to set a level"
-            ]
+            [topic_mode_level("7:26", "zstd", 19, "the default")]
         );
         assert_eq!(
             warnings(
@@ -394,12 +400,8 @@ mod tests {
                  compression.lz4.level = 12\n"
             ),
             [
-                "t.toml:9:26: compression.gzip.level = 9: has no effect: compression.type \
-                 \"topic\" (from [defaults]) stores each topic's own level (its \
-                 compression.gzip.level): name a codec beside it to set a level",
-                "t.toml:10:25: compression.lz4.level = 12: has no effect: compression.type \
-                 \"topic\" (from [defaults]) stores each topic's own level (its \
-                 compression.lz4.level): name a codec beside it to set a level",
+                topic_mode_level("9:26", "gzip", 9, "from [defaults]"),
+                topic_mode_level("10:25", "lz4", 12, "from [defaults]"),
             ]
         );
         // KIP-780 options do apply in topic mode: to whichever codec the topic names.
@@ -413,23 +415,15 @@ mod tests {
     fn a_defaults_level_warns_only_when_no_rule_inheriting_it_reads_it() {
         assert_eq!(
             warnings("[defaults]\ncompression.zstd.level = 9\n"),
-            [
-                "t.toml:6:26: compression.zstd.level = 9: has no effect: compression.type \
-              \"topic\" (the default) stores each topic's own level (its \
-              compression.zstd.level): name a codec beside it to set a level"
-            ]
+            [topic_mode_level("6:26", "zstd", 9, "the default")]
         );
         assert_eq!(
             warnings(
                 "[defaults]\ncompression.zstd.level = 9\n\
                  [[topics]]\nmatch = \"a\"\ncompression.type = \"lz4\"\n"
             ),
-            [
-                "t.toml:6:26: compression.zstd.level = 9: has no effect: compression.type \
-              \"topic\" (the default) stores each topic's own level (its \
-              compression.zstd.level): name a codec beside it to set a level, and no rule \
-              inheriting it reads it either"
-            ]
+            [topic_mode_level("6:26", "zstd", 9, "the default")
+                + ", and no rule inheriting it reads it either"]
         );
         // A rule naming zstd inherits the level: it takes effect there.
         assert!(warnings(
