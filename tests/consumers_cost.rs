@@ -33,8 +33,8 @@ use kpress_tests::java;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy};
 use kpress_tests::measure::{
-    alternating_rounds, broker_pid, env_number, kpress_pid, median, publish_report, range,
-    release_kpress,
+    alternating_rounds, assert_release_kpress, broker_pid, env_number, kpress_pid, median,
+    publish_report, range,
 };
 use kpress_tests::producer_perf::{Payload, ProducerPerf};
 use kpress_tests::{kafka_version, proc_stat, Compression, KafkaCluster};
@@ -144,11 +144,7 @@ fn cores_online() -> f64 {
 #[test]
 #[ignore = "a measurement of about 3 minutes; scripts/load.sh runs it with a release kpress"]
 fn consumers_through_kpress() {
-    assert!(
-        release_kpress(),
-        "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
-         (cargo build --release -p kpress)"
-    );
+    assert_release_kpress(None);
     let n_rounds = env_number("CONSUMER_ROUNDS", 5).max(1);
     let records = env_number("CONSUMER_RECORDS", 1_500_000).max(1);
     let started = Instant::now();

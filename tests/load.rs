@@ -51,8 +51,8 @@ use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, recompress_command, KpressProxy, RecompressOptions};
 use kpress_tests::measure::{
-    alternating_rounds, broker_pid, env_number, kpress_pid, median, peak_rss_mib, publish_report,
-    range, release_kpress, round_order, MIB,
+    alternating_rounds, assert_release_kpress, broker_pid, env_number, kpress_pid, median,
+    peak_rss_mib, publish_report, range, round_order, MIB,
 };
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::raw_produce::produce_by_id_on;
@@ -643,11 +643,7 @@ impl ProbeMedians {
 #[test]
 #[ignore = "a measurement of about 10 minutes; scripts/load.sh runs it with a release kpress"]
 fn load() {
-    assert!(
-        release_kpress(),
-        "measuring a debug kpress says nothing: run scripts/load.sh, or set KPRESS_BIN to a \
-         release build (cargo build --release -p kpress)"
-    );
+    assert_release_kpress(Some("scripts/load.sh"));
     let n_rounds = env_number("LOAD_ROUNDS", 3).max(1);
     let records = env_number("LOAD_RECORDS", 2_000_000).max(1);
     let latency_seconds = env_number("LOAD_LATENCY_SECONDS", 10).max(1);
@@ -1220,11 +1216,7 @@ impl TopicModeRoute {
 #[test]
 #[ignore = "a measurement of a few minutes; run it with a release kpress (KPRESS_BIN)"]
 fn topic_mode_offload() {
-    assert!(
-        release_kpress(),
-        "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
-         (cargo build --release -p kpress)"
-    );
+    assert_release_kpress(None);
     let n_rounds = env_number("LOAD_ROUNDS", 3).max(1);
     let records = env_number("LOAD_RECORDS", 1_000_000).max(1);
     let started = Instant::now();

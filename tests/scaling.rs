@@ -45,8 +45,8 @@ use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy};
 use kpress_tests::measure::{
-    alternating_rounds, broker_pid, env_number, kpress_pid, median, publish_report, range,
-    release_kpress, MIB,
+    alternating_rounds, assert_release_kpress, broker_pid, env_number, kpress_pid, median,
+    publish_report, range, MIB,
 };
 use kpress_tests::{kafka_version, proc_stat, proc_status, KafkaCluster};
 use std::collections::VecDeque;
@@ -440,11 +440,7 @@ fn table(text: &mut String, title: &str, rows: &[Medians]) {
 #[test]
 #[ignore = "a measurement of minutes; needs a release kpress in KPRESS_BIN"]
 fn scaling() {
-    assert!(
-        release_kpress(),
-        "measuring a debug kpress says nothing: set KPRESS_BIN to a release build \
-         (cargo build --release -p kpress)"
-    );
+    assert_release_kpress(None);
     let rounds = env_number("SCALING_ROUNDS", 3).max(1) as usize;
     let count = env_number("SCALING_REQUESTS", 2000).max(1) as usize;
     let records = env_number("SCALING_RECORDS", 1024).max(1) as usize;

@@ -36,8 +36,8 @@ use kpress_tests::kpress::{
     kpress_binary, KpressProxy, KpressSetup, ListenerTlsKeys, UpstreamTlsKeys,
 };
 use kpress_tests::measure::{
-    alternating_rounds, env_number, kpress_pid, median, peak_rss_mib, publish_report, range,
-    release_kpress,
+    alternating_rounds, assert_release_kpress, env_number, kpress_pid, median, peak_rss_mib,
+    publish_report, range,
 };
 use kpress_tests::producer_perf::{Payload, PerfSummary, ProducerPerf};
 use kpress_tests::tls::ClientSecurity;
@@ -255,11 +255,7 @@ impl Medians {
 #[test]
 #[ignore = "a measurement of several minutes; scripts/tls-overhead.sh runs it with a release kpress"]
 fn tls_overhead() {
-    assert!(
-        release_kpress(),
-        "measuring a debug kpress says nothing: run scripts/tls-overhead.sh, or set \
-         KPRESS_BIN to a release build (cargo build --release -p kpress)"
-    );
+    assert_release_kpress(Some("scripts/tls-overhead.sh"));
     let n_rounds = env_number("TLS_OVERHEAD_ROUNDS", 3).max(1);
     let records = env_number("TLS_OVERHEAD_RECORDS", 5_000_000).max(1);
     let latency_seconds = env_number("TLS_OVERHEAD_LATENCY_SECONDS", 15).max(1);

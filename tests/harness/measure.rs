@@ -28,6 +28,17 @@ pub fn release_kpress() -> bool {
             .is_some_and(|n| n == "release")
 }
 
+/// Panics unless [`release_kpress`]: a debug build's figures say nothing. `script`, if
+/// any, is the script that runs the measurement with a release build.
+pub fn assert_release_kpress(script: Option<&str>) {
+    let run = script.map_or(String::new(), |s| format!("run {s}, or "));
+    assert!(
+        release_kpress(),
+        "measuring a debug kpress says nothing: {run}set KPRESS_BIN to a release build \
+         (cargo build --release -p kpress)"
+    );
+}
+
 /// The median of `values`, the mean of the middle two when there is an even number.
 pub fn median(mut values: Vec<f64>) -> f64 {
     assert!(!values.is_empty(), "a median of nothing");
