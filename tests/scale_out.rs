@@ -19,15 +19,14 @@ use kpress_tests::bare_requests::{api_versions, exchange, parse_api_versions};
 use kpress_tests::compression::Compression;
 use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::{kpress_binary, storing_rules};
-use kpress_tests::ports::{free_port, free_port_range};
-use kpress_tests::process::{record_pid, ChildGuard, Watchdog};
+use kpress_tests::kpress::storing_rules;
+use kpress_tests::kpress_fleet::{FleetMember, FleetPolicy};
+use kpress_tests::ports::free_port;
 use kpress_tests::steady_producer::{tally, Accounting, SteadyOptions, SteadyProducer};
 use kpress_tests::{kafka_version, KafkaCluster};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,156 +53,35 @@ const ADMIN_BOUND: &str = "admin endpoint on http://";
 /// What it logs when it finds the port held and waits for it.
 const ADMIN_WAITING: &str = "is in use (by the kpress this one replaces?)";
 
-/// The policy file every process runs with, and the addresses it names.
-struct Policy {
-    path: PathBuf,
-    /// The shared bootstrap port.
-    listen: SocketAddr,
-    /// The shared port of the broker's node.
-    node: SocketAddr,
-    /// `[admin] bind`.
-    admin: SocketAddr,
+/// Shared ports, one admin port, and every `zstd.*` topic stored as zstd: the policy
+/// and the admin address.
+fn write_policy(dir: &Path, cluster: &KafkaCluster) -> (FleetPolicy, SocketAddr) {
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let rules = format!("[admin]\nbind = \"{admin}\"\n{}", storing_rules(&["zstd"]));
+    (FleetPolicy::write(dir, cluster, &rules).unwrap(), admin)
 }
 
-/// Shared ports, one admin port, and every `zstd.*` topic stored as zstd.
-fn write_policy(dir: &Path, cluster: &KafkaCluster) -> Policy {
-    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
-    let (listen, admin) = (loopback(free_port()), loopback(free_port()));
-    let node_id = cluster.node_ids()[0];
-    let node_port_base = free_port_range(u16::try_from(node_id).unwrap());
-    let servers: Vec<String> = cluster
-        .node_addresses()
-        .iter()
-        .map(|a| format!("\"{a}\""))
-        .collect();
-    let text = format!(
-        "[listener]\nbind = \"{listen}\"\nadvertised_host = \"127.0.0.1\"\n\
-         node_port_base = {node_port_base}\nreuse_port = true\n\
-         [upstream]\nbootstrap_servers = [{}]\n\
-         [admin]\nbind = \"{admin}\"\n{}",
-        servers.join(", "),
-        storing_rules(&["zstd"])
-    );
-    let path = dir.join("kpress.toml");
-    std::fs::write(&path, text).unwrap();
-    Policy {
-        path,
-        listen,
-        node: loopback(node_port_base + u16::try_from(node_id).unwrap()),
-        admin,
-    }
+/// A process of the fleet started with `policy`, its listeners bound.
+fn start(name: &str, policy: &FleetPolicy) -> FleetMember {
+    FleetMember::start(name, policy).unwrap_or_else(|e| panic!("starting {name}: {e:#}"))
 }
 
-/// One `kpress run --config POLICY`, killed on drop; its log in a directory of its own.
-struct Kpress {
-    name: &'static str,
-    process: ChildGuard,
-    watchdog: Watchdog,
-    dir: Option<tempfile::TempDir>,
-    log_file: PathBuf,
+/// Waits until `kpress` logs `line`.
+fn wait_for_log(kpress: &mut FleetMember, line: &str, timeout: Duration) {
+    kpress
+        .wait_for_log(line, timeout)
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
-impl Kpress {
-    /// Starts kpress with `policy` and waits until its listeners are bound (the
-    /// shared ports accept whether or not this process serves them yet).
-    fn start(name: &'static str, policy: &Path) -> Kpress {
-        let dir = tempfile::Builder::new()
-            .prefix("kpress-scale-out-")
-            .tempdir()
-            .unwrap();
-        let log_file = dir.path().join("kpress.log");
-        let log = std::fs::File::create(&log_file).unwrap();
-        let pid_dir = dir.path().join("pids");
-        std::fs::create_dir_all(&pid_dir).unwrap();
-        let watchdog = Watchdog::start(&pid_dir, Some(dir.path())).unwrap();
-        let process = ChildGuard::spawn(
-            Command::new(kpress_binary())
-                .arg("run")
-                .arg("--config")
-                .arg(policy)
-                // Connection and admin endpoint lines are at info.
-                .env("KPRESS_LOG", "info")
-                .env("NO_COLOR", "1")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log),
-        )
-        .unwrap();
-        record_pid(&pid_dir, "kpress", process.id()).unwrap();
-        let mut kpress = Kpress {
-            name,
-            process,
-            watchdog,
-            dir: Some(dir),
-            log_file,
-        };
-        kpress.wait_for_log("kpress bootstrap listener ready", Duration::from_secs(30));
-        kpress
-    }
-
-    fn log(&self) -> String {
-        format!(
-            "--- {} kpress log {} ---\n{}",
-            self.name,
-            self.log_file.display(),
-            std::fs::read_to_string(&self.log_file).unwrap_or_default()
-        )
-    }
-
-    /// Waits until the log says `line`; panics if the process exits first.
-    fn wait_for_log(&mut self, line: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !self.log().contains(line) {
-            if let Some(status) = self.process.try_wait() {
-                panic!("the {} kpress exited ({status})\n{}", self.name, self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} kpress did not log {line:?} within {timeout:?}\n{}",
-                self.name,
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Client connections it has accepted, on any listener (one log line each).
-    fn accepted(&self) -> usize {
-        self.log().matches("connection accepted").count()
-    }
-
-    fn holds_admin(&self) -> bool {
-        self.log().contains(ADMIN_BOUND)
-    }
-
-    /// SIGTERM: the process must drain and exit 0 without waiting out its grace.
-    fn stop(mut self) -> String {
-        let status = self.process.terminate(Duration::from_secs(30));
-        let log = self.log();
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "the {} kpress did not exit 0 within 30 s of SIGTERM: {status:?}\n{log}",
-            self.name
-        );
-        assert!(
-            !log.contains("shutdown grace over"),
-            "the {} kpress waited out its grace instead of draining\n{log}",
-            self.name
-        );
-        log
-    }
+fn holds_admin(kpress: &FleetMember) -> bool {
+    kpress.log().contains(ADMIN_BOUND)
 }
 
-impl Drop for Kpress {
-    fn drop(&mut self) {
-        self.process.kill();
-        self.watchdog.disarm();
-        if std::thread::panicking() || std::env::var_os("KPRESS_KEEP_LOGS").is_some() {
-            if let Some(dir) = self.dir.take() {
-                eprintln!("kpress files kept in {}", dir.keep().display());
-            }
-        }
-    }
+/// SIGTERM: the process must drain and exit 0 without waiting out its grace.
+fn stop(kpress: FleetMember) -> String {
+    kpress
+        .stop(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Status code and body of `GET path` on the admin endpoint (HTTP/1.0: the server
@@ -346,19 +224,16 @@ fn processes_sharing_one_policy_file_take_over_the_ports_and_the_admin_port() {
         )
         .unwrap_or_else(|e| panic!("creating {topic}: {e:#}\n{}", cluster.describe_logs()));
     let policy_dir = tempfile::tempdir().unwrap();
-    let Policy {
-        path: policy,
-        listen,
-        node,
-        admin,
-    } = write_policy(policy_dir.path(), &cluster);
+    let (policy, admin) = write_policy(policy_dir.path(), &cluster);
+    let listen = policy.listen;
+    let node = policy.node(cluster.node_ids()[0]).unwrap();
 
     // The first process takes the admin port; the second, same file, waits for it.
-    let mut first = Kpress::start("first", &policy);
-    first.wait_for_log(ADMIN_BOUND, Duration::from_secs(10));
-    let mut second = Kpress::start("second", &policy);
-    second.wait_for_log(ADMIN_WAITING, Duration::from_secs(10));
-    assert!(!second.holds_admin(), "{}", second.log());
+    let mut first = start("first", &policy);
+    wait_for_log(&mut first, ADMIN_BOUND, Duration::from_secs(10));
+    let mut second = start("second", &policy);
+    wait_for_log(&mut second, ADMIN_WAITING, Duration::from_secs(10));
+    assert!(!holds_admin(&second), "{}", second.log());
     let deadline = Instant::now() + Duration::from_secs(30);
     while !get(admin, "/readyz").is_ok_and(|(status, _)| status == 200) {
         assert!(
@@ -402,9 +277,9 @@ fn processes_sharing_one_policy_file_take_over_the_ports_and_the_admin_port() {
         true => (first, second),
         false => (second, first),
     };
-    let busy_held_admin = busy.holds_admin();
+    let busy_held_admin = holds_admin(&busy);
     let at = producer.progress();
-    let busy_log = busy.stop();
+    let busy_log = stop(busy);
     eprintln!(
         "{topic}: SIGTERM to the busy process ({}) at {at}",
         if busy_held_admin {
@@ -414,7 +289,7 @@ fn processes_sharing_one_policy_file_take_over_the_ports_and_the_admin_port() {
         }
     );
     if busy_held_admin {
-        survivor.wait_for_log(ADMIN_BOUND, Duration::from_secs(5));
+        wait_for_log(&mut survivor, ADMIN_BOUND, Duration::from_secs(5));
     } else {
         assert!(
             busy_log.contains("admin endpoint: stopped waiting for"),
@@ -432,12 +307,12 @@ fn processes_sharing_one_policy_file_take_over_the_ports_and_the_admin_port() {
 
     // The restart: a new process with the same file joins the ports and waits for the
     // admin port, then the survivor stops and the new one takes the admin port.
-    let mut restarted = Kpress::start("restarted", &policy);
-    restarted.wait_for_log(ADMIN_WAITING, Duration::from_secs(10));
+    let mut restarted = start("restarted", &policy);
+    wait_for_log(&mut restarted, ADMIN_WAITING, Duration::from_secs(10));
     let at = producer.progress();
-    let survivor_log = survivor.stop();
+    let survivor_log = stop(survivor);
     eprintln!("{topic}: SIGTERM to the surviving process at {at}");
-    restarted.wait_for_log(ADMIN_BOUND, Duration::from_secs(5));
+    wait_for_log(&mut restarted, ADMIN_BOUND, Duration::from_secs(5));
     let context = || {
         format!(
             "{busy_log}\n{survivor_log}\n{}\n{}",

@@ -1,9 +1,9 @@
 //! A fleet of `kpress run` processes on one host, all started from ONE policy file
 //! that shares the Kafka ports (`[listener] reuse_port = true`), as an operator runs
 //! kpress: processes stopped with SIGTERM and started again on the same ports. The file
-//! has no `[admin]`: one admin port has one holder, and a process waiting for it stops
-//! after 120 s (processes that run side by side for longer each need a file of their
-//! own naming their own admin port).
+//! has no `[admin]` unless a test's rules add one: one admin port has one holder, and a
+//! process waiting for it stops after 120 s (processes that run side by side for longer
+//! each need a file of their own naming their own admin port).
 
 use crate::cluster::KafkaCluster;
 use crate::kpress::kpress_binary;
@@ -25,11 +25,13 @@ pub struct FleetPolicy {
     pub path: PathBuf,
     /// The shared bootstrap address.
     pub listen: SocketAddr,
+    /// `[listener] node_port_base`.
+    pub node_port_base: u16,
 }
 
 impl FleetPolicy {
     /// Writes `dir/kpress.toml`: ports mode in front of every node of `cluster` on
-    /// shared ports, and `rules` (`[defaults]`, `[[topics]]`, `[limits]`).
+    /// shared ports, and `rules` (`[defaults]`, `[[topics]]`, `[limits]`, `[admin]` …).
     pub fn write(dir: &Path, cluster: &KafkaCluster, rules: &str) -> anyhow::Result<FleetPolicy> {
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let highest = cluster.node_ids().into_iter().max().unwrap_or(1);
@@ -47,12 +49,22 @@ impl FleetPolicy {
         );
         let path = dir.join("kpress.toml");
         std::fs::write(&path, text)?;
-        Ok(FleetPolicy { path, listen })
+        Ok(FleetPolicy {
+            path,
+            listen,
+            node_port_base,
+        })
     }
 
     /// The bootstrap string for clients.
     pub fn bootstrap(&self) -> String {
         self.listen.to_string()
+    }
+
+    /// The shared port of node `id`.
+    pub fn node(&self, id: u32) -> anyhow::Result<SocketAddr> {
+        let port = self.node_port_base + u16::try_from(id)?;
+        Ok(SocketAddr::from(([127, 0, 0, 1], port)))
     }
 }
 
