@@ -11,15 +11,17 @@ use kpress_codec::Codec;
 use kpress_protocol::api_key;
 use metrics::{Counter, Gauge, Histogram};
 
+// Produce's own names live in its slice; the exporter's bucket table lists them too.
+use crate::apis::produce::metrics::{
+    PRODUCE_QUEUE_SECONDS, PRODUCE_REWRITE_SECONDS, REWRITE_SECONDS,
+};
+
 /// Batches recompressed, labelled `topic`, `from`, `to`.
 pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";
 /// Of the batches rewritten, those that came out larger than the producer sent them
 /// (the policy's codec is stored unless `only_if_smaller`), labelled `topic`, `from`,
 /// `to`; each is in [`BATCHES_REWRITTEN`] too.
 pub const BATCHES_GROWN: &str = "kpress_batches_grown_total";
-/// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`], or
-/// [`OVERLOADED_PASSED`]: no work slot within `[limits] max_rewrite_wait_ms`).
-pub const BATCHES_PASSED: &str = "kpress_batches_passed_total";
 /// Bytes of the batches that were recompressed, before.
 pub const REWRITTEN_BYTES_IN: &str = "kpress_rewritten_bytes_in_total";
 /// Bytes of the batches that were recompressed, after.
@@ -32,12 +34,6 @@ pub const CONNECTIONS_OPEN: &str = "kpress_connections_open";
 pub const INFLIGHT_BYTES: &str = "kpress_inflight_bytes";
 /// Frames refused (their connection closed), labelled `reason`.
 pub const FRAMES_REFUSED: &str = "kpress_frames_refused_total";
-/// Produce v13 topic ids no Metadata could name; their batches went untouched.
-pub const UNKNOWN_TOPIC_IDS: &str = "kpress_unknown_topic_ids_total";
-/// Produce rewrite outputs dropped (the original went on), labelled `reason`:
-/// `budget` (no in-flight budget for the output) or `max_frame_bytes` (the rewritten
-/// request would be a frame larger than `[limits] max_frame_bytes`).
-pub const REWRITES_DROPPED: &str = "kpress_rewrites_dropped_total";
 /// Client connections closed as they were accepted, labelled `reason`
 /// (`max_connections`, `descriptors`: too few file descriptors left, see
 /// [`crate::descriptors`]).
@@ -62,11 +58,6 @@ pub const TOPIC_CONFIG_REFRESHES: &str = "kpress_topic_config_refreshes_total";
 /// Topics the cluster had at the last full read (they get `topic` labels of their own,
 /// up to `[limits] max_topic_labels`).
 pub const CLUSTER_TOPICS: &str = "kpress_cluster_topics";
-/// Batches by where their target codec came from, labelled `target_source`: `rule` (a
-/// rule or `[defaults]` names it), `topic` (the topic's own `compression.type`),
-/// `broker_default` (a broker config the topic inherits), `default` (Kafka's built-in
-/// default), `unresolved` (topic mode, the topic's config not known: passed as sent).
-pub const BATCHES_BY_TARGET_SOURCE: &str = "kpress_batches_by_target_source_total";
 /// Requests kpress answered itself instead of forwarding, labelled `api`
 /// (ApiVersions at a version kpress cannot parse: UNSUPPORTED_VERSION, as a broker
 /// answers, so the client retries lower).
@@ -80,16 +71,6 @@ pub const TLS_HANDSHAKE_FAILURES: &str = "kpress_tls_handshake_failures_total";
 /// Re-reads of TLS files (on a change or SIGHUP), labelled `side` (`listener`,
 /// `upstream`) and `result` (`changed`, `unchanged`, `failed`: the old files stay).
 pub const TLS_RELOADS: &str = "kpress_tls_reloads_total";
-/// Produce requests forwarded without a rewrite attempt, labelled `reason`:
-/// `before_auth` (the connection had not finished SASL authentication and
-/// `rewrite_before_auth` is off).
-pub const PRODUCE_NOT_REWRITTEN: &str = "kpress_produce_requests_not_rewritten_total";
-/// Bytes of the Produce frames counted in [`PRODUCE_NOT_REWRITTEN`] or otherwise
-/// forwarded without kpress reading their batches, labelled `reason`: `before_auth`,
-/// `legacy_message_set` (Produce v0-v2: magic 0/1 message sets), `unparsed` (a request
-/// kpress could not parse; the broker answers it). Their batches are in none of the
-/// per-topic counters below (their topics were not read), and they went on unchanged.
-pub const PRODUCE_NOT_REWRITTEN_BYTES: &str = "kpress_produce_requests_not_rewritten_bytes_total";
 
 /// Bytes of every produced batch kpress read, rewritten or not, as the client sent
 /// them; labelled `topic` ([`TopicLabels`]).
@@ -102,12 +83,9 @@ pub const PRODUCE_RECORDS: &str = "kpress_produce_records_total";
 /// The same batches, labelled `topic` and `outcome`: `rewritten`, a pass reason
 /// ([`PassReason::as_str`]), [`OVERLOADED_PASSED`] (no work slot within `[limits]
 /// max_rewrite_wait_ms`: the request went on as sent), or, when a rewritten request was
-/// dropped and its original forwarded, the drop reason of [`REWRITES_DROPPED`]
+/// dropped and its original forwarded, the drop reason of [`REWRITES_DROPPED`](crate::apis::produce::metrics::REWRITES_DROPPED)
 /// (`max_frame_bytes`, `budget`).
 pub const BATCHES: &str = "kpress_batches_total";
-/// Histogram: wall time of one batch rewrite that was kept, labelled `from` and `to`
-/// (codec names).
-pub const REWRITE_SECONDS: &str = "kpress_rewrite_seconds";
 /// CPU time of the rewriting thread spent on the topic's batches (decoding attempts
 /// that failed included), labelled `topic`: divided by the savings it gives CPU per
 /// saved byte.
@@ -122,11 +100,6 @@ pub const REQUESTS: &str = "kpress_requests_total";
 /// Histogram: from forwarding a request to having read the broker's response,
 /// labelled `api` (requests without a response, Produce with acks=0, are not in it).
 pub const UPSTREAM_LATENCY: &str = "kpress_upstream_latency_seconds";
-/// Histogram: per Produce request rewritten, time waiting for a rewrite slot and a
-/// blocking-pool thread.
-pub const PRODUCE_QUEUE_SECONDS: &str = "kpress_produce_queue_seconds";
-/// Histogram: per Produce request rewritten, time spent rewriting it (all its batches).
-pub const PRODUCE_REWRITE_SECONDS: &str = "kpress_produce_rewrite_seconds";
 
 /// Counters of fractional seconds. The facade's counters take whole numbers, so these
 /// are facade gauges only ever increased; [`served_types`] makes `/metrics` declare them
@@ -159,7 +132,7 @@ pub fn served_types(rendered: String) -> String {
     out
 }
 
-/// Bucket bounds of every histogram above, for the exporter (without them the
+/// Bucket bounds of every histogram of the crate, for the exporter (without them the
 /// Prometheus exporter renders summaries, which cannot be aggregated).
 pub const HISTOGRAM_BUCKETS: [(&str, &[f64]); 6] = [
     (REWRITE_SECONDS, &SECONDS_BUCKETS),
@@ -198,10 +171,6 @@ pub const POLICY_LOADED_TIME: &str = "kpress_policy_loaded_timestamp_seconds";
 /// pattern, or `[defaults]`) and `codec`: the configured level, or lower while
 /// `[overload] adaptive` has stepped it down.
 pub const OVERLOAD_LEVEL: &str = "kpress_overload_level";
-/// Produce requests sent to their rule's overload fallback without waiting for a work
-/// slot: the rule's topics had spent its `overload.max_cpu_share` of the window's
-/// rewrite CPU. Their batches are counted `overloaded_fallback` or `overloaded_passed`.
-pub const OVERLOAD_CPU_SHARE_REQUESTS: &str = "kpress_overload_cpu_share_requests_total";
 
 /// Shadow trials (`[shadow]`): bytes of the sampled batches as the producer sent them
 /// (whole batches), labelled `topic` and `candidate` (the candidate's spec, e.g.
@@ -327,7 +296,7 @@ impl TopicLabels {
 
 /// Why a batch went to the broker as the client sent it although kpress read it, for
 /// the `outcome` label: the rewrite's own reason, or the whole rewritten request
-/// dropped (see [`REWRITES_DROPPED`]).
+/// dropped (see [`REWRITES_DROPPED`](crate::apis::produce::metrics::REWRITES_DROPPED)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BatchFate {
     Rewritten,
@@ -374,10 +343,10 @@ impl BatchFate {
     }
 }
 
-/// [`REWRITES_DROPPED`] reasons, also [`BATCHES`] outcomes.
+/// [`REWRITES_DROPPED`](crate::apis::produce::metrics::REWRITES_DROPPED) reasons, also [`BATCHES`] outcomes.
 pub(crate) const DROPPED_MAX_FRAME_BYTES: &str = "max_frame_bytes";
 pub(crate) const DROPPED_BUDGET: &str = "budget";
-/// The [`BATCHES`] outcome and [`BATCHES_PASSED`] reason of batches sent as is because
+/// The [`BATCHES`] outcome and [`BATCHES_PASSED`](crate::apis::produce::metrics::BATCHES_PASSED) reason of batches sent as is because
 /// no work slot was free within `[limits] max_rewrite_wait_ms`.
 pub(crate) const OVERLOADED_PASSED: &str = "overloaded_passed";
 /// The [`BATCHES`] outcome of batches rewritten at their rule's fallback setting
@@ -499,22 +468,12 @@ impl TopicSeries {
 
 /// Codec ids run 0-4 (none, gzip, snappy, lz4, zstd).
 const CODECS: usize = 5;
-const CODEC_PAIRS: usize = CODECS * CODECS;
+pub(crate) const CODEC_PAIRS: usize = CODECS * CODECS;
 
 /// The slot of a (from, to) pair in a table of [`CODEC_PAIRS`].
-fn pair_index(from: Codec, to: Codec) -> usize {
+pub(crate) fn pair_index(from: Codec, to: Codec) -> usize {
     let (from, to) = (usize::from(from.id()), usize::from(to.id()));
     (from.min(CODECS - 1)) * CODECS + to.min(CODECS - 1)
-}
-
-/// Records one kept batch rewrite's wall time by codec pair.
-pub(crate) fn rewrite_time(from: Codec, to: Codec, took: Duration) {
-    static BY_PAIR: [OnceLock<Histogram>; CODEC_PAIRS] = [const { OnceLock::new() }; CODEC_PAIRS];
-    BY_PAIR[pair_index(from, to)]
-        .get_or_init(
-            || metrics::histogram!(REWRITE_SECONDS, "from" => from.name(), "to" => to.name()),
-        )
-        .record(took.as_secs_f64());
 }
 
 /// Handles labelled by API key: Kafka's keys, then one slot for any other key.
@@ -560,55 +519,6 @@ pub(crate) fn upstream_latency(api_key: i16, took: Duration) {
         .record(took.as_secs_f64());
 }
 
-/// Records one Produce rewrite's wait for a slot and thread, and its own time.
-pub(crate) fn produce_rewrite_times(queued: Duration, rewriting: Duration) {
-    static HANDLES: OnceLock<(Histogram, Histogram)> = OnceLock::new();
-    let (queue, rewrite) = HANDLES.get_or_init(|| {
-        (
-            metrics::histogram!(PRODUCE_QUEUE_SECONDS),
-            metrics::histogram!(PRODUCE_REWRITE_SECONDS),
-        )
-    });
-    queue.record(queued.as_secs_f64());
-    rewrite.record(rewriting.as_secs_f64());
-}
-
-/// Counts a Produce request forwarded without its batches read (see
-/// [`PRODUCE_NOT_REWRITTEN_BYTES`]).
-pub(crate) fn produce_not_read(reason: &'static str, frame_bytes: usize) {
-    metrics::counter!(PRODUCE_NOT_REWRITTEN_BYTES, "reason" => reason)
-        .increment(frame_bytes as u64);
-}
-
-/// Counts a batch passed through in [`BATCHES_PASSED`].
-pub(crate) fn batch_passed(reason: PassReason) {
-    static COUNTERS: [OnceLock<Counter>; PassReason::ALL.len()] =
-        [const { OnceLock::new() }; PassReason::ALL.len()];
-    COUNTERS[reason.index()]
-        .get_or_init(|| metrics::counter!(BATCHES_PASSED, "reason" => reason.as_str()))
-        .increment(1);
-}
-
-/// Counts a request sent to the overload fallback by its rule's CPU share.
-pub(crate) fn cpu_share_spent() {
-    static COUNTER: OnceLock<Counter> = OnceLock::new();
-    COUNTER
-        .get_or_init(|| metrics::counter!(OVERLOAD_CPU_SHARE_REQUESTS))
-        .increment(1);
-}
-
-/// Counts `count` batches passed through in [`BATCHES_PASSED`] as [`OVERLOADED_PASSED`].
-pub(crate) fn batches_overloaded(count: u64) {
-    static COUNTER: OnceLock<Counter> = OnceLock::new();
-    COUNTER
-        .get_or_init(|| metrics::counter!(BATCHES_PASSED, "reason" => OVERLOADED_PASSED))
-        .increment(count);
-}
-
-pub(crate) fn unknown_topic_ids(count: usize) {
-    metrics::counter!(UNKNOWN_TOPIC_IDS).increment(count as u64);
-}
-
 pub(crate) fn connection_opened(listener: &'static str) {
     metrics::counter!(CONNECTIONS, "listener" => listener).increment(1);
     metrics::gauge!(CONNECTIONS_OPEN).increment(1.0);
@@ -628,10 +538,6 @@ pub(crate) fn inflight_bytes_sub(bytes: usize) {
 
 pub(crate) fn frame_refused(reason: &'static str) {
     metrics::counter!(FRAMES_REFUSED, "reason" => reason).increment(1);
-}
-
-pub(crate) fn rewrite_dropped(reason: &'static str) {
-    metrics::counter!(REWRITES_DROPPED, "reason" => reason).increment(1);
 }
 
 pub(crate) fn connection_refused(reason: &'static str) {
@@ -656,21 +562,6 @@ pub(crate) fn topic_config_refresh(result: &'static str) {
 
 pub(crate) fn cluster_topics(count: usize) {
     metrics::gauge!(CLUSTER_TOPICS).set(count as f64);
-}
-
-/// Counts `batches` whose target came from `source`.
-pub(crate) fn batches_by_target_source(source: kpress_batch::TargetSource, batches: usize) {
-    static COUNTERS: [OnceLock<Counter>; kpress_batch::TargetSource::ALL.len()] =
-        [const { OnceLock::new() }; kpress_batch::TargetSource::ALL.len()];
-    let index = kpress_batch::TargetSource::ALL
-        .iter()
-        .position(|s| *s == source)
-        .unwrap_or(0);
-    COUNTERS[index]
-        .get_or_init(
-            || metrics::counter!(BATCHES_BY_TARGET_SOURCE, "target_source" => source.as_str()),
-        )
-        .increment(batches as u64);
 }
 
 pub(crate) fn answered_locally(api: &'static str) {
@@ -699,10 +590,6 @@ pub(crate) fn tls_handshake_failed(reason: &'static str) {
 
 pub(crate) fn tls_reload(side: &'static str, result: &'static str) {
     metrics::counter!(TLS_RELOADS, "side" => side, "result" => result).increment(1);
-}
-
-pub(crate) fn produce_not_rewritten(reason: &'static str) {
-    metrics::counter!(PRODUCE_NOT_REWRITTEN, "reason" => reason).increment(1);
 }
 
 /// Counts a sampled batch not tried (see [`SHADOW_SKIPPED`]).

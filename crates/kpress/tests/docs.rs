@@ -17,8 +17,9 @@
 //!   `--help` print is in the CLI chapter (`docs/cli.md`): global options in its
 //!   "Global options" section, a subcommand's own in its `` `kpress NAME` `` section,
 //!   and every such section names a subcommand that exists.
-//! - Every `kpress_*` metric the docs name is one `crates/kpress-proxy/src/metrics.rs`
-//!   defines, and the operations and shadow-trials chapters name every one it defines.
+//! - Every `kpress_*` metric the docs name is one kpress-proxy's metrics files (each
+//!   `metrics.rs` under `crates/kpress-proxy/src`) define, and the operations and
+//!   shadow-trials chapters name every one they define.
 //! - Every relative link of the README and `docs/` reaches a file, and a `#fragment` a
 //!   heading of it.
 //! - Every metric's `# TYPE` agrees with its name: a `_total` is a counter, and a
@@ -729,13 +730,52 @@ fn relative_links_reach_files_and_headings() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// The metric names `crates/kpress-proxy/src/metrics.rs` defines, where every name is
-/// defined once as a `pub const NAME: &str = "kpress_…";`.
+/// kpress-proxy's metrics files, one text: `crates/kpress-proxy/src/metrics.rs` and
+/// every API slice's own `metrics.rs` below it.
+fn metrics_source() -> String {
+    let mut files = Vec::new();
+    let mut stack = vec![repo_root().join("crates/kpress-proxy/src")];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("listing kpress-proxy/src") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.ends_with("metrics.rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    // A definition too long for one line goes on after its `=`: joined back into one.
+    let mut source = String::new();
+    for path in &files {
+        for line in read(path).lines() {
+            if source.ends_with(" =") {
+                source.push(' ');
+                source.push_str(line.trim());
+            } else {
+                source.push('\n');
+                source.push_str(line);
+            }
+        }
+    }
+    source
+}
+
+/// The rest of a line defining a constant, `pub const …` or `pub(crate) const …`.
+fn const_definition(line: &str) -> Option<&str> {
+    let line = line.trim();
+    line.strip_prefix("pub const ")
+        .or_else(|| line.strip_prefix("pub(crate) const "))
+}
+
+/// The metric names kpress-proxy's metrics files define, where every name is defined
+/// once as a `pub const NAME: &str = "kpress_…";` (or `pub(crate) const`).
 fn defined_metrics() -> BTreeSet<String> {
-    let source = read(&repo_root().join("crates/kpress-proxy/src/metrics.rs"));
+    let source = metrics_source();
     let names: BTreeSet<String> = source
         .lines()
-        .filter_map(|line| line.trim().strip_prefix("pub const "))
+        .filter_map(const_definition)
         .filter_map(|rest| rest.split_once(": &str = \"kpress_"))
         .filter_map(|(_, name)| name.split_once('"'))
         .map(|(name, _)| format!("kpress_{name}"))
@@ -827,16 +867,15 @@ fn const_list<'a>(source: &'a str, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// The type `/metrics` declares for each metric `crates/kpress-proxy/src/metrics.rs`
-/// defines, read from where the code registers it: `counter!(NAME`, `gauge!(NAME` or
+/// The type `/metrics` declares for each metric kpress-proxy's metrics files define, read from where the code registers it: `counter!(NAME`, `gauge!(NAME` or
 /// `histogram!(NAME` with the constant, a `by_pair(NAME)` (counters by codec pair),
 /// the histograms' bucket table, and `FRACTIONAL_COUNTERS`, the gauges `/metrics`
 /// serves as counters.
 fn served_metric_types() -> BTreeMap<String, Vec<MetricType>> {
-    let source = read(&repo_root().join("crates/kpress-proxy/src/metrics.rs"));
+    let source = metrics_source();
     let consts: BTreeMap<&str, String> = source
         .lines()
-        .filter_map(|line| line.trim().strip_prefix("pub const "))
+        .filter_map(const_definition)
         .filter_map(|rest| rest.split_once(": &str = \"kpress_"))
         .filter_map(|(ident, name)| name.split_once('"').map(|(name, _)| (ident, name)))
         .map(|(ident, name)| (ident, format!("kpress_{name}")))

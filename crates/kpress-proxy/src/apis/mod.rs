@@ -5,7 +5,7 @@
 
 mod addresses;
 mod api_versions;
-mod produce;
+pub(crate) mod produce;
 mod sasl_handshake;
 #[cfg(test)]
 mod tests;

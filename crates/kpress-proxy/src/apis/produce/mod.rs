@@ -24,6 +24,7 @@
 //! Metadata's.
 
 mod log_limiter;
+pub(crate) mod metrics;
 mod reports;
 mod rewrite;
 #[cfg(test)]
@@ -46,7 +47,7 @@ use crate::handler::{
     ApiHandler, ConnectionContext, Frame, HandlerError, Message, RequestContext, RequestStep,
     ResponseStep,
 };
-use crate::metrics::{self, BatchFate};
+use crate::metrics::BatchFate;
 use crate::policy::PolicySnapshot;
 use crate::scheduler::Overloaded;
 

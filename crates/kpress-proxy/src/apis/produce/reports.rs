@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use kpress_batch::{batches, Outcome, PolicyLookup, RewritePolicy};
 use kpress_measure::thread_cpu_time;
 
-use crate::metrics::{self, BatchCount, BatchFate};
+use super::metrics;
+use crate::metrics::{BatchCount, BatchFate, TopicLabels};
 use crate::shadow::{Sample, ShadowTrials};
 
 /// What became of a Produce request's batches, for metrics, and the batches sampled
@@ -103,7 +104,7 @@ impl BatchReports {
     /// `labels` label it; `known` says whether a rule or the brokers name a topic).
     pub(crate) fn send_shadow_samples(
         &mut self,
-        labels: &metrics::TopicLabels,
+        labels: &TopicLabels,
         known: impl Fn(&str) -> bool,
     ) {
         if let Some(ShadowSamples { trials, samples }) = self.shadow.take() {
@@ -128,7 +129,7 @@ impl BatchReports {
     /// outcome and unchanged bytes, and the rewrite-only counters skip it.
     pub(crate) fn record_metrics(
         &self,
-        labels: &metrics::TopicLabels,
+        labels: &TopicLabels,
         known: impl Fn(&str) -> bool,
         dropped: Option<BatchFate>,
     ) {
