@@ -92,44 +92,53 @@ else
 fi
 echo "$recompression_note"
 
+# An optional measurement: unless the variable SWITCH is 0, the ignored test EXACT of
+# tests/TEST.rs with its report at $work/NAME.md (the variable REPORT names it) and
+# any further VAR=value; left out, the note says so (SUBJECT: left out (SWITCH=0).).
+measure() {
+  local name=$1 subject=$2 switch=$3 report=$4 test=$5 exact=$6
+  shift 6
+  if [ "${!switch:-1}" = 0 ]; then
+    printf -v "${name}_note" '%s' "$subject: left out ($switch=0)."
+    return 0
+  fi
+  env "$report=$work/$name.md" "$@" \
+    cargo test -p kpress-tests --test "$test" -- --ignored --exact "$exact" --nocapture || status=$?
+}
+
 # One busy connection on one core and on two, and growth with connections and partitions.
 scaling_note=""
-if [ "${LOAD_SCALING:-1}" = 0 ]; then
-  scaling_note="Scaling with cores: left out (LOAD_SCALING=0)."
-else
-  SCALING_ZSTD_LEVEL=${SCALING_ZSTD_LEVEL:-9} SCALING_REPORT=$work/scaling.md \
-    cargo test -p kpress-tests --test scaling -- --ignored --exact scaling --nocapture || status=$?
-fi
+measure scaling "Scaling with cores" LOAD_SCALING SCALING_REPORT scaling scaling \
+  "SCALING_ZSTD_LEVEL=${SCALING_ZSTD_LEVEL:-9}"
 
 # Topic mode: the broker's CPU for gzip into zstd topics, with and without kpress.
 topic_note=""
-if [ "${LOAD_TOPIC_MODE:-1}" = 0 ]; then
-  topic_note="Topic mode offload: left out (LOAD_TOPIC_MODE=0)."
-else
-  TOPIC_MODE_REPORT=$work/topic.md \
-    cargo test -p kpress-tests --test load -- --ignored --exact topic_mode_offload --nocapture || status=$?
-fi
+measure topic "Topic mode offload" LOAD_TOPIC_MODE TOPIC_MODE_REPORT load topic_mode_offload
 
 # A light producer beside a heavy flood: through kpress, KPRESS_BASE_BIN and the broker.
 noisy_note=""
-if [ "${LOAD_NOISY:-1}" = 0 ]; then
-  noisy_note="Noisy neighbour: left out (LOAD_NOISY=0)."
-else
-  if [ -n "${KPRESS_BASE_BIN:-}" ]; then
-    export KPRESS_BASE_BIN
-  fi
-  NOISY_REPORT=$work/noisy.md \
-    cargo test -p kpress-tests --test noisy_neighbour -- --ignored --exact noisy_neighbour --nocapture || status=$?
+if [ -n "${KPRESS_BASE_BIN:-}" ]; then
+  export KPRESS_BASE_BIN
 fi
+measure noisy "Noisy neighbour" LOAD_NOISY NOISY_REPORT noisy_neighbour noisy_neighbour
 
 # Consumers: ConsumerPerformance straight from the broker and through kpress.
 consumers_note=""
-if [ "${LOAD_CONSUMERS:-1}" = 0 ]; then
-  consumers_note="Consumers through kpress: left out (LOAD_CONSUMERS=0)."
-else
-  CONSUMERS_REPORT=$work/consumers.md \
-    cargo test -p kpress-tests --test consumers_cost -- --ignored --exact consumers_through_kpress --nocapture || status=$?
-fi
+measure consumers "Consumers through kpress" LOAD_CONSUMERS CONSUMERS_REPORT consumers_cost \
+  consumers_through_kpress
+
+# A section of the report under "## HEADING": $work/NAME.md, or the note, else that
+# TEST left none. With "own", a report carries its own heading.
+section() {
+  local name=$1 test=$2 heading=$3 own=${4:-} note_var="${1}_note"
+  local note=${!note_var}
+  if [ -z "$note" ] && [ -s "$work/$name.md" ]; then
+    [ -n "$own" ] || printf '## %s\n\n' "$heading"
+    cat "$work/$name.md"
+  else
+    printf '## %s\n\n%s\n' "$heading" "${note:-$test: no report (see the output above)}"
+  fi
+}
 
 {
   echo "## Load harness (scripts/load.sh)"
@@ -140,45 +149,15 @@ fi
     echo "load: no report (see the output above)"
   fi
   echo
-  if [ -z "$recompression_note" ] && [ -s "$work/recompression.md" ]; then
-    cat "$work/recompression.md"
-  else
-    echo "## Recompression per core against Kafka's Java path"
-    echo
-    echo "${recompression_note:-recompression_vs_java: no report (see the output above)}"
-  fi
+  section recompression recompression_vs_java "Recompression per core against Kafka's Java path" own
   echo
-  echo "## Scaling with cores"
+  section scaling scaling "Scaling with cores"
   echo
-  if [ -z "$scaling_note" ] && [ -s "$work/scaling.md" ]; then
-    cat "$work/scaling.md"
-  else
-    echo "${scaling_note:-scaling: no report (see the output above)}"
-  fi
+  section topic topic_mode_offload "Topic mode offload" own
   echo
-  if [ -z "$topic_note" ] && [ -s "$work/topic.md" ]; then
-    cat "$work/topic.md"
-  else
-    echo "## Topic mode offload"
-    echo
-    echo "${topic_note:-topic_mode_offload: no report (see the output above)}"
-  fi
+  section noisy noisy_neighbour "Noisy neighbour"
   echo
-  echo "## Noisy neighbour"
-  echo
-  if [ -z "$noisy_note" ] && [ -s "$work/noisy.md" ]; then
-    cat "$work/noisy.md"
-  else
-    echo "${noisy_note:-noisy_neighbour: no report (see the output above)}"
-  fi
-  echo
-  echo "## Consumers through kpress"
-  echo
-  if [ -z "$consumers_note" ] && [ -s "$work/consumers.md" ]; then
-    cat "$work/consumers.md"
-  else
-    echo "${consumers_note:-consumers_cost: no report (see the output above)}"
-  fi
+  section consumers consumers_cost "Consumers through kpress"
 } >"$work/report.md"
 echo
 cat "$work/report.md"
