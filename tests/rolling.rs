@@ -96,27 +96,48 @@ fn logs(cluster: &KafkaCluster, fleet: &[Option<FleetMember>]) -> String {
     text
 }
 
-/// Fails unless every process of the fleet still runs.
-fn check_fleet(fleet: &mut [Option<FleetMember>], after: &str) {
+/// Node `index` stopped (SIGKILL if `kill`, else SIGTERM) and started again, the
+/// cluster back to normal, both producers acknowledged again, then the settle wait.
+fn restart_node(
+    cluster: &mut KafkaCluster,
+    index: usize,
+    kill: bool,
+    name: &str,
+    producers: &mut Producers,
+    fleet: &[Option<FleetMember>],
+) {
+    let stopped = match kill {
+        true => kill_node(cluster, index),
+        false => cluster.stop_node(index),
+    };
+    stopped.unwrap_or_else(|e| panic!("{name}: {e:#}\n{}", logs(cluster, fleet)));
+    cluster
+        .start_node(index)
+        .unwrap_or_else(|e| panic!("{name}: {e:#}\n{}", logs(cluster, fleet)));
+    wait_in_sync_and_balanced(cluster, &[THROUGH_KPRESS, DIRECT], RECOVERY)
+        .unwrap_or_else(|e| panic!("after {name}: {e:#}\n{}", logs(cluster, fleet)));
+    producers.wait_more_acked(name, &|| logs(cluster, fleet));
+    std::thread::sleep(SETTLE);
+}
+
+/// Ends the step `name` begun at `from`, and fails unless every process of the fleet
+/// still runs.
+fn end_step(
+    steps: &mut Vec<Step>,
+    name: String,
+    from: SystemTime,
+    fleet: &mut [Option<FleetMember>],
+) {
     for member in fleet.iter_mut().flatten() {
         member
             .check_running()
-            .unwrap_or_else(|e| panic!("after {after}: {e:#}"));
+            .unwrap_or_else(|e| panic!("after {name}: {e:#}"));
     }
-}
-
-/// The cluster back to normal after a node's restart, both producers acknowledged
-/// again, then the settle wait.
-fn recover(
-    cluster: &KafkaCluster,
-    producers: &mut Producers,
-    what: &str,
-    context: &dyn Fn() -> String,
-) {
-    wait_in_sync_and_balanced(cluster, &[THROUGH_KPRESS, DIRECT], RECOVERY)
-        .unwrap_or_else(|e| panic!("after {what}: {e:#}\n{}", context()));
-    producers.wait_more_acked(what, context);
-    std::thread::sleep(SETTLE);
+    steps.push(Step {
+        name,
+        from,
+        to: SystemTime::now(),
+    });
 }
 
 /// Says what the test is at, seconds after it `began`.
@@ -214,40 +235,26 @@ fn a_kpress_fleet_holds_up_through_rolling_operations() {
         direct: TimedProducer::start(&cluster.bootstrap(), DIRECT, "direct", &options)
             .expect("starting the direct producer"),
     };
-    let context = |cluster: &KafkaCluster, fleet: &[Option<FleetMember>]| logs(cluster, fleet);
-    producers.wait_more_acked("starting", &|| context(&cluster, &fleet));
+    producers.wait_more_acked("starting", &|| logs(&cluster, &fleet));
 
     note(began, "both producers acknowledged");
     let mut steps = Vec::new();
     let from = SystemTime::now();
     std::thread::sleep(SETTLE);
-    steps.push(Step {
-        name: "steady, no operation".to_string(),
+    end_step(
+        &mut steps,
+        "steady, no operation".to_string(),
         from,
-        to: SystemTime::now(),
-    });
-    check_fleet(&mut fleet, &steps[steps.len() - 1].name);
+        &mut fleet,
+    );
 
     for index in 0..cluster.node_ids().len() {
         let id = cluster.node_ids()[index];
         let name = format!("node {id}: SIGTERM, restart");
         note(began, &format!("{name} at {}", producers.progress()));
         let from = SystemTime::now();
-        cluster
-            .stop_node(index)
-            .unwrap_or_else(|e| panic!("{name}: {e:#}\n{}", context(&cluster, &fleet)));
-        cluster
-            .start_node(index)
-            .unwrap_or_else(|e| panic!("{name}: {e:#}\n{}", context(&cluster, &fleet)));
-        recover(&cluster, &mut producers, &name, &|| {
-            context(&cluster, &fleet)
-        });
-        steps.push(Step {
-            name,
-            from,
-            to: SystemTime::now(),
-        });
-        check_fleet(&mut fleet, &steps[steps.len() - 1].name);
+        restart_node(&mut cluster, index, false, &name, &mut producers, &fleet);
+        end_step(&mut steps, name, from, &mut fleet);
     }
 
     let (leader, epoch) = quorum_leader(&cluster).unwrap_or_else(|e| panic!("{e:#}"));
@@ -262,19 +269,8 @@ fn a_kpress_fleet_holds_up_through_rolling_operations() {
         &format!("{name} (quorum epoch {epoch}) at {}", producers.progress()),
     );
     let from = SystemTime::now();
-    kill_node(&mut cluster, index).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-    cluster
-        .start_node(index)
-        .unwrap_or_else(|e| panic!("{name}: {e:#}\n{}", context(&cluster, &fleet)));
-    recover(&cluster, &mut producers, &name, &|| {
-        context(&cluster, &fleet)
-    });
-    steps.push(Step {
-        name,
-        from,
-        to: SystemTime::now(),
-    });
-    check_fleet(&mut fleet, &steps[steps.len() - 1].name);
+    restart_node(&mut cluster, index, true, &name, &mut producers, &fleet);
+    end_step(&mut steps, name, from, &mut fleet);
     let (new_leader, new_epoch) = quorum_leader(&cluster).unwrap_or_else(|e| panic!("{e:#}"));
     note(
         began,
@@ -294,7 +290,7 @@ fn a_kpress_fleet_holds_up_through_rolling_operations() {
         let from = SystemTime::now();
         let log = member
             .stop(KPRESS_STOP)
-            .unwrap_or_else(|e| panic!("{e:#}\n{}", context(&cluster, &fleet)));
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", logs(&cluster, &fleet)));
         stopped_logs.push_str(&log);
         let restarted = format!("kpress-{}-restarted", slot + 1);
         fleet[slot] = Some(
@@ -302,15 +298,10 @@ fn a_kpress_fleet_holds_up_through_rolling_operations() {
                 .unwrap_or_else(|e| panic!("starting {restarted}: {e:#}")),
         );
         producers.wait_more_acked(&name, &|| {
-            format!("{stopped_logs}{}", context(&cluster, &fleet))
+            format!("{stopped_logs}{}", logs(&cluster, &fleet))
         });
         std::thread::sleep(SETTLE);
-        steps.push(Step {
-            name,
-            from,
-            to: SystemTime::now(),
-        });
-        check_fleet(&mut fleet, &steps[steps.len() - 1].name);
+        end_step(&mut steps, name, from, &mut fleet);
     }
 
     let accepted: Vec<String> = fleet
@@ -319,7 +310,7 @@ fn a_kpress_fleet_holds_up_through_rolling_operations() {
         .map(|m| format!("{} {}", m.name(), m.accepted()))
         .collect();
     eprintln!("connections accepted: {}", accepted.join(", "));
-    let context = || format!("{stopped_logs}{}", context(&cluster, &fleet));
+    let context = || format!("{stopped_logs}{}", logs(&cluster, &fleet));
     let Producers { via_kpress, direct } = producers;
     let reports: Vec<TimedReport> = [via_kpress, direct]
         .into_iter()

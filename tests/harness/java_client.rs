@@ -138,7 +138,7 @@ impl JavaClient {
         &self.version
     }
 
-    fn command(&self, subcommand: &str) -> std::process::Command {
+    pub(crate) fn command(&self, subcommand: &str) -> std::process::Command {
         let mut cmd = java::client_command(&self.version, &[&self.classes]);
         cmd.arg("KpressClient").arg(subcommand);
         cmd

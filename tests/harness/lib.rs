@@ -7,6 +7,7 @@
 //! process started here is killed when its handle drops (or, for a handle kept in a
 //! `static`, by a watchdog when the test process exits).
 
+mod background_producer;
 pub mod bare_requests;
 pub mod batch_headers;
 pub mod capture;

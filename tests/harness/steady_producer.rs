@@ -3,15 +3,13 @@
 //! read-back of everything stored (`KpressClient tally`), and the accounting between the
 //! two: every acknowledged record read back exactly once, nothing read twice.
 
+pub use crate::background_producer::Progress;
+use crate::background_producer::{client_command, tally_topic, BackgroundProducer, Kind};
 use crate::compression::Compression;
-use crate::java;
-use crate::paths;
-use crate::process::{run_ok, ChildGuard};
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Settings of one steady producer.
 #[derive(Debug, Clone)]
@@ -45,61 +43,16 @@ impl SteadyOptions {
     }
 }
 
-/// What the producer printed last: records handed to `send`, acknowledged, failed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub sent: u64,
-    pub acked: u64,
-    pub failed: u64,
-}
-
-impl Progress {
-    fn parse(line: &str) -> Option<Progress> {
-        let mut progress = Progress::default();
-        let mut seen = 0;
-        for word in line.split_whitespace() {
-            let Some((key, value)) = word.split_once('=') else {
-                continue;
-            };
-            let value: u64 = value.parse().ok()?;
-            match key {
-                "sent" => progress.sent = value,
-                "acked" => progress.acked = value,
-                "failed" => progress.failed = value,
-                _ => continue,
-            }
-            seen += 1;
-        }
-        (seen == 3).then_some(progress)
-    }
-}
-
-impl fmt::Display for Progress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "sent {} acked {} failed {}",
-            self.sent, self.acked, self.failed
-        )
-    }
-}
-
-/// The `KpressClient` command of the current Kafka version's client.
-fn client_command(subcommand: &str) -> Command {
-    let version = paths::kafka_version();
-    let classes = paths::java_test_clients(version);
-    let mut cmd = java::client_command(version, &[&classes]);
-    cmd.arg("KpressClient").arg(subcommand);
-    cmd
-}
+const KIND: Kind = Kind {
+    name: "steady",
+    stop_on_failure: false,
+};
 
 /// A running `produce-steady`, killed on drop.
 #[derive(Debug)]
 pub struct SteadyProducer {
-    process: ChildGuard,
-    dir: tempfile::TempDir,
+    run: BackgroundProducer,
     prefix: String,
-    topic: String,
 }
 
 impl SteadyProducer {
@@ -114,11 +67,6 @@ impl SteadyProducer {
             !prefix.is_empty() && !prefix.contains(char::is_whitespace),
             "a record prefix is one word"
         );
-        let dir = tempfile::Builder::new()
-            .prefix("kpress-steady-")
-            .tempdir()?;
-        let stdout = std::fs::File::create(dir.path().join("stdout"))?;
-        let stderr = std::fs::File::create(dir.path().join("stderr"))?;
         let mut cmd = client_command("produce-steady");
         cmd.args([
             "--bootstrap",
@@ -135,23 +83,15 @@ impl SteadyProducer {
             "--duration-ms",
             &options.max_duration.as_millis().to_string(),
         ])
-        .arg("--stop-file")
-        .arg(dir.path().join("stop"))
-        .arg("--acked-output")
-        .arg(dir.path().join("acked"))
         .args(["--compression", options.compression.name()])
         .args(["--linger-ms", &options.linger_ms.to_string()])
         .args(["--batch-size", &options.batch_size.to_string()]);
         for property in &options.properties {
             cmd.args(["--property", property]);
         }
-        cmd.stdin(Stdio::null()).stdout(stdout).stderr(stderr);
-        let process = ChildGuard::spawn(&mut cmd)?;
         Ok(SteadyProducer {
-            process,
-            dir,
+            run: BackgroundProducer::start(cmd, topic, KIND, &["acked-output"])?,
             prefix: prefix.to_string(),
-            topic: topic.to_string(),
         })
     }
 
@@ -160,92 +100,32 @@ impl SteadyProducer {
         &self.prefix
     }
 
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stdout")).unwrap_or_default()
-    }
-
     /// The producer's stderr so far (its warnings and first failure).
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+        self.run.stderr()
     }
 
     /// The latest progress line.
     pub fn progress(&self) -> Progress {
-        self.stdout()
-            .lines()
-            .rev()
-            .find_map(Progress::parse)
-            .unwrap_or_default()
+        self.run.progress()
     }
 
     /// Waits until at least `acked` records are acknowledged; fails after `timeout`,
-    /// or at once if the producer exited or a send failed.
+    /// or at once if the producer exited.
     pub fn wait_acked(&mut self, acked: u64, timeout: Duration) -> anyhow::Result<Progress> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let progress = self.progress();
-            if progress.acked >= acked {
-                return Ok(progress);
-            }
-            if let Some(status) = self.process.try_wait() {
-                bail!(
-                    "the steady producer on {} exited ({status}) at {progress}\n{}",
-                    self.topic,
-                    self.stderr()
-                );
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the steady producer on {} did not reach {acked} acknowledged records \
-                     within {timeout:?}: {progress}\n--- its stderr ---\n{}",
-                    self.topic,
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.run.wait_acked(acked, timeout)
     }
 
     /// Waits until `more` records beyond those acknowledged now are acknowledged.
     pub fn wait_more_acked(&mut self, more: u64, timeout: Duration) -> anyhow::Result<Progress> {
-        let now = self.progress().acked;
-        self.wait_acked(now + more, timeout)
+        self.run.wait_more_acked(more, timeout)
     }
 
     /// Stops sending, waits (up to `timeout`) until every record sent is acknowledged
     /// or has failed and the producer exited, and returns what it reports.
     pub fn finish(mut self, timeout: Duration) -> anyhow::Result<SteadyReport> {
-        std::fs::write(self.dir.path().join("stop"), b"")?;
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.process.try_wait() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                self.process.kill();
-                bail!(
-                    "the steady producer on {} did not finish within {timeout:?} of being \
-                     stopped: {}\n--- its stderr ---\n{}",
-                    self.topic,
-                    self.progress(),
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let stdout = self.stdout();
-        ensure!(
-            status.success(),
-            "the steady producer on {} exited with {status}\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
-            self.topic,
-            self.stderr()
-        );
-        let last = stdout
-            .lines()
-            .find(|l| l.starts_with("steady "))
-            .and_then(Progress::parse)
-            .with_context(|| format!("no final 'steady …' line in:\n{stdout}"))?;
-        let acked = parse_numbers(&std::fs::read_to_string(self.dir.path().join("acked"))?)?;
+        let last = self.run.finish(timeout)?;
+        let acked = parse_numbers(&std::fs::read_to_string(self.run.file("acked-output"))?)?;
         ensure!(
             acked.len() as u64 == last.acked,
             "the producer reports {} acknowledged records but listed {}",
@@ -255,7 +135,7 @@ impl SteadyProducer {
         Ok(SteadyReport {
             progress: last,
             acked,
-            stderr: self.stderr(),
+            stderr: self.run.stderr(),
         })
     }
 }
@@ -293,39 +173,9 @@ pub fn tally(
     lines_file: &Path,
     timeout: Duration,
 ) -> anyhow::Result<Tally> {
-    let out = tempfile::Builder::new()
-        .prefix("kpress-tally-")
-        .tempfile()?;
-    let mut cmd = client_command("tally");
-    cmd.args([
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--prefix",
-        prefix,
-    ])
-    .arg("--file")
-    .arg(lines_file)
-    .arg("--output")
-    .arg(out.path())
-    .args(["--timeout-ms", &timeout.as_millis().to_string()]);
-    let finished = run_ok(&mut cmd, timeout + Duration::from_secs(60))
-        .with_context(|| format!("reading {topic} back"))?;
-    let stdout = finished.stdout_text();
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("tallied "))
-        .with_context(|| format!("no 'tallied …' line in: {stdout}"))?;
-    let field = |name: &str| -> anyhow::Result<u64> {
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
-            .with_context(|| format!("no {name}= in {line:?}"))?
-            .parse()
-            .with_context(|| format!("bad {name}= in {line:?}"))
-    };
-    let read = parse_numbers(&std::fs::read_to_string(out.path())?)?;
-    let (records, corrupt) = (field("records")?, field("corrupt")?);
+    let tallied = tally_topic(bootstrap, topic, prefix, lines_file, None, timeout)?;
+    let read = parse_numbers(&tallied.output)?;
+    let (records, corrupt) = (tallied.records, tallied.corrupt);
     ensure!(
         records == read.len() as u64 + corrupt,
         "tally of {topic}: {records} records, {} listed and {corrupt} corrupt",
@@ -488,14 +338,5 @@ mod tests {
         assert_eq!(accounting.never_sent, vec![9]);
         assert_eq!(accounting.read_unacked, 1);
         assert_eq!(accounting.problems().len(), 4);
-        assert_eq!(
-            Progress::parse("progress sent=3 acked=2 failed=0"),
-            Some(Progress {
-                sent: 3,
-                acked: 2,
-                failed: 0
-            })
-        );
-        assert_eq!(Progress::parse("progress sent=3"), None);
     }
 }

@@ -1,63 +1,19 @@
 //! An idempotent `acks=all` Java producer whose every acknowledgement is timed
-//! (`RollingClient produce`, `tests/java-rolling/`, compiled here against the current
-//! Kafka version), the read-back of what it stored straight from the brokers
-//! (`RollingClient read`), the audit between the two (every acknowledged record stored
-//! exactly once, in order per partition, byte for byte), and the longest a partition
-//! went without an acknowledgement in a window of time.
+//! (`KpressClient produce-steady --partitions N --acks-output`), the read-back of what
+//! it stored straight from the brokers (`KpressClient tally --partitions N`), the audit
+//! between the two (every acknowledged record stored exactly once, in order per
+//! partition, byte for byte), and the longest a partition went without an
+//! acknowledgement in a window of time.
 //!
 //! Records carry their partition and their sequence number in it: the i-th record sent
 //! goes to partition i mod N as its record i div N.
 
-use crate::java;
-use crate::paths;
-use crate::process::{run_ok, ChildGuard};
+pub use crate::background_producer::Progress;
+use crate::background_producer::{client_command, tally_topic, BackgroundProducer, Kind};
 use anyhow::{bail, ensure, Context};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// `tests/java-rolling` compiled for the current Kafka version (again when the source
-/// is newer than the classes).
-fn compiled_classes() -> anyhow::Result<PathBuf> {
-    let version = paths::kafka_version();
-    let source = paths::tests_file("java-rolling/RollingClient.java");
-    let dir = paths::scratch_dir().join("java-rolling").join(version);
-    let class = dir.join("RollingClient.class");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if modified(&class).is_some() && modified(&class) >= modified(&source) {
-        return Ok(dir);
-    }
-    // Compiled beside and renamed into place, so a concurrent run never sees half a tree.
-    let building = dir.with_extension(format!("building{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&building);
-    std::fs::create_dir_all(&building)?;
-    run_ok(
-        Command::new("javac")
-            .args(["-nowarn", "-d"])
-            .arg(&building)
-            .arg("-cp")
-            .arg(format!("{}/*", paths::kafka_libs(version).display()))
-            .arg(&source),
-        Duration::from_secs(300),
-    )
-    .context("compiling tests/java-rolling/RollingClient.java")?;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(err) = std::fs::rename(&building, &dir) {
-        // Another test process put its own copy in place first.
-        let _ = std::fs::remove_dir_all(&building);
-        ensure!(class.exists(), "installing {}: {err}", dir.display());
-    }
-    Ok(dir)
-}
-
-/// `RollingClient <subcommand>` on the current Kafka version's client classpath.
-fn client_command(subcommand: &str) -> anyhow::Result<Command> {
-    let classes = compiled_classes()?;
-    let mut cmd = java::client_command(paths::kafka_version(), &[&classes]);
-    cmd.arg("RollingClient").arg(subcommand);
-    Ok(cmd)
-}
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Settings of one timed producer.
 #[derive(Debug, Clone)]
@@ -90,59 +46,21 @@ impl TimedOptions {
     }
 }
 
-/// What the producer printed last: records handed to `send`, acknowledged, failed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub sent: u64,
-    pub acked: u64,
-    pub failed: u64,
-}
-
-impl Progress {
-    fn parse(line: &str, verb: &str) -> Option<Progress> {
-        let mut words = line.split_whitespace();
-        if words.next() != Some(verb) {
-            return None;
-        }
-        let mut progress = Progress::default();
-        let mut seen = 0;
-        for word in words {
-            let (key, value) = word.split_once('=')?;
-            let value: u64 = value.parse().ok()?;
-            match key {
-                "sent" => progress.sent = value,
-                "acked" => progress.acked = value,
-                "failed" => progress.failed = value,
-                _ => continue,
-            }
-            seen += 1;
-        }
-        (seen == 3).then_some(progress)
-    }
-}
-
-impl fmt::Display for Progress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "sent {} acked {} failed {}",
-            self.sent, self.acked, self.failed
-        )
-    }
-}
-
 /// Microseconds since the Unix epoch: the clock acknowledgements are timed on.
 pub fn wall_micros(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
-/// A running `RollingClient produce`, killed on drop.
+const KIND: Kind = Kind {
+    name: "timed",
+    stop_on_failure: true,
+};
+
+/// A running `produce-steady --partitions N`, killed on drop.
 #[derive(Debug)]
 pub struct TimedProducer {
-    process: ChildGuard,
-    dir: tempfile::TempDir,
-    topic: String,
+    run: BackgroundProducer,
     prefix: String,
     options: TimedOptions,
 }
@@ -160,10 +78,7 @@ impl TimedProducer {
             "a record prefix is one word"
         );
         ensure!(options.partitions > 0, "a topic has partitions");
-        let dir = tempfile::Builder::new().prefix("kpress-timed-").tempdir()?;
-        let stdout = std::fs::File::create(dir.path().join("stdout"))?;
-        let stderr = std::fs::File::create(dir.path().join("stderr"))?;
-        let mut cmd = client_command("produce")?;
+        let mut cmd = client_command("produce-steady");
         cmd.args([
             "--bootstrap",
             bootstrap,
@@ -180,112 +95,41 @@ impl TimedProducer {
             "--duration-ms",
             &options.max_duration.as_millis().to_string(),
         ])
-        .arg("--stop-file")
-        .arg(dir.path().join("stop"))
-        .arg("--acks-output")
-        .arg(dir.path().join("acks"))
         .args(["--compression", &options.compression])
         .args(["--linger-ms", &options.linger_ms.to_string()])
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr);
-        let process = ChildGuard::spawn(&mut cmd)?;
+        // Kafka's own batch size and request timeout: the pauses measured are those a
+        // client with the defaults sees.
+        .args(["--batch-size", "16384"])
+        .args(["--property", "request.timeout.ms=30000"]);
         Ok(TimedProducer {
-            process,
-            dir,
-            topic: topic.to_string(),
+            run: BackgroundProducer::start(cmd, topic, KIND, &["acks-output"])?,
             prefix: prefix.to_string(),
             options: options.clone(),
         })
     }
 
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stdout")).unwrap_or_default()
-    }
-
     /// The producer's stderr so far (its warnings and first failure).
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+        self.run.stderr()
     }
 
     /// The latest progress line.
     pub fn progress(&self) -> Progress {
-        self.stdout()
-            .lines()
-            .rev()
-            .find_map(|l| Progress::parse(l, "progress"))
-            .unwrap_or_default()
+        self.run.progress()
     }
 
     /// Waits until `more` records beyond those acknowledged now are acknowledged;
     /// fails after `timeout`, or at once if the producer exited or a send failed.
     pub fn wait_more_acked(&mut self, more: u64, timeout: Duration) -> anyhow::Result<Progress> {
-        let target = self.progress().acked + more;
-        let deadline = Instant::now() + timeout;
-        loop {
-            let progress = self.progress();
-            ensure!(
-                progress.failed == 0,
-                "{}: a send failed at {progress}\n{}",
-                self.topic,
-                self.stderr()
-            );
-            if progress.acked >= target {
-                return Ok(progress);
-            }
-            if let Some(status) = self.process.try_wait() {
-                bail!(
-                    "the timed producer on {} exited ({status}) at {progress}\n{}",
-                    self.topic,
-                    self.stderr()
-                );
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "the timed producer on {} did not reach {target} acknowledged records \
-                     within {timeout:?}: {progress}\n--- its stderr ---\n{}",
-                    self.topic,
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.run.wait_more_acked(more, timeout)
     }
 
     /// Stops sending, waits (up to `timeout`) until every record sent is acknowledged
     /// or has failed and the producer exited, and returns what it reports.
     pub fn finish(mut self, timeout: Duration) -> anyhow::Result<TimedReport> {
-        std::fs::write(self.dir.path().join("stop"), b"")?;
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.process.try_wait() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                self.process.kill();
-                bail!(
-                    "the timed producer on {} did not finish within {timeout:?} of being \
-                     stopped: {}\n--- its stderr ---\n{}",
-                    self.topic,
-                    self.progress(),
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let stdout = self.stdout();
-        ensure!(
-            status.success(),
-            "the timed producer on {} exited with {status}\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
-            self.topic,
-            self.stderr()
-        );
-        let progress = stdout
-            .lines()
-            .find_map(|l| Progress::parse(l, "timed"))
-            .with_context(|| format!("no final 'timed …' line in:\n{stdout}"))?;
+        let progress = self.run.finish(timeout)?;
         let acks = parse_acks(
-            &std::fs::read_to_string(self.dir.path().join("acks"))?,
+            &std::fs::read_to_string(self.run.file("acks-output"))?,
             self.options.partitions,
         )?;
         ensure!(
@@ -295,12 +139,12 @@ impl TimedProducer {
             acks.len()
         );
         Ok(TimedReport {
-            topic: self.topic.clone(),
-            prefix: self.prefix.clone(),
-            options: self.options.clone(),
+            topic: self.run.topic().to_string(),
+            prefix: self.prefix,
+            options: self.options,
             progress,
             acks,
-            stderr: self.stderr(),
+            stderr: self.run.stderr(),
         })
     }
 }
@@ -415,28 +259,17 @@ pub fn read_back(
     report: &TimedReport,
     timeout: Duration,
 ) -> anyhow::Result<Vec<Vec<ReadRecord>>> {
-    let out = tempfile::Builder::new()
-        .prefix("kpress-read-back-")
-        .tempfile()?;
     let partitions = report.options.partitions;
-    let mut cmd = client_command("read")?;
-    cmd.args(["--bootstrap", bootstrap, "--topic", &report.topic])
-        .args(["--prefix", &report.prefix])
-        .args(["--partitions", &partitions.to_string()])
-        .arg("--file")
-        .arg(&report.options.lines_file)
-        .arg("--output")
-        .arg(out.path())
-        .args(["--timeout-ms", &timeout.as_millis().to_string()]);
-    let finished = run_ok(&mut cmd, timeout + Duration::from_secs(60))
-        .with_context(|| format!("reading {} back", report.topic))?;
-    let stdout = finished.stdout_text();
-    ensure!(
-        stdout.lines().any(|l| l.starts_with("read records=")),
-        "no 'read records=…' line in: {stdout}"
-    );
+    let tallied = tally_topic(
+        bootstrap,
+        &report.topic,
+        &report.prefix,
+        &report.options.lines_file,
+        Some(partitions),
+        timeout,
+    )?;
     let mut read: Vec<Vec<ReadRecord>> = vec![Vec::new(); partitions as usize];
-    for line in std::fs::read_to_string(out.path())?.lines() {
+    for line in tallied.output.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
         let [partition, offset, seq] = fields[..] else {
             bail!("bad read-back line {line:?}");
@@ -687,15 +520,6 @@ mod tests {
             timed.longest_pause(at(200), at(300)).longest,
             Duration::from_micros(100)
         );
-        assert_eq!(
-            Progress::parse("progress sent=3 acked=2 failed=0", "progress"),
-            Some(Progress {
-                sent: 3,
-                acked: 2,
-                failed: 0
-            })
-        );
-        assert_eq!(Progress::parse("timed sent=3", "timed"), None);
         assert_eq!(sent_to(0, 7, 2), 4);
         assert_eq!(sent_to(1, 7, 2), 3);
     }

@@ -16,20 +16,28 @@
 //       polls one more second for records beyond COUNT;
 //       writes "topic TAB partition TAB offset TAB hex(value)" per record (in offset
 //       order within each partition, partitions sorted) and prints "consumed COUNT sha256=HEX"
-//   produce-steady --bootstrap B --topic T --file F --prefix P [--rate N] [--duration-ms N]
-//           [--stop-file F] [--acked-output F] [--compression C] [--linger-ms N] [--batch-size N]
-//           [--property k=v]...
+//   produce-steady --bootstrap B --topic T --file F --prefix P [--partitions N] [--rate N]
+//           [--duration-ms N] [--stop-file F] [--acked-output F] [--acks-output F]
+//           [--compression C] [--linger-ms N] [--batch-size N] [--property k=v]...
 //       an idempotent acks=all producer of sequenced records: record n (from 0) is
-//       "P n(9 digits) " followed by line n mod lines of F; sends N records per second
-//       (default 2000) until --duration-ms (default 60000) passed or --stop-file exists;
-//       prints "progress sent=S acked=A failed=F" about every 200 ms and at the end
-//       "steady sent=S acked=A failed=F"; writes the acknowledged n, one per line, to
-//       --acked-output; the first failure goes to stderr
-//   tally --bootstrap B --topic T --file F --prefix P --output F [--timeout-ms N] [--property k=v]...
-//       reads every partition of T from the beginning to the end offsets it finds at
-//       start; writes the n of each record (partitions in order, offsets in order) to
-//       --output and prints "tallied records=R corrupt=C", C counting records that are
-//       not exactly a produce-steady record of that P and F
+//       "P n(9 digits) " followed by line n mod lines of F, the partitioner choosing its
+//       partition; with --partitions, record n goes to partition p = n mod N as that
+//       partition's record s = n div N, "P p s(9 digits) " followed by line s mod lines.
+//       Sends N records per second (default 2000) until --duration-ms (default 60000)
+//       passed or --stop-file exists; prints "progress sent=S acked=A failed=F" about
+//       every 200 ms and at the end "steady sent=S acked=A failed=F"; writes the
+//       acknowledged n, one per line, to --acked-output, and appends "p s micros" per
+//       acknowledgement to --acks-output as its callback runs (micros: wall-clock
+//       microseconds since the epoch, monotonic within the run); the first failure goes
+//       to stderr
+//   tally --bootstrap B --topic T --file F --prefix P [--partitions N] --output F
+//           [--timeout-ms N] [--property k=v]...
+//       reads every partition of T (with --partitions, 0..N-1) from the beginning to the
+//       end offsets it finds at start and prints "tallied records=R corrupt=C", C
+//       counting records that are not exactly a produce-steady record of that P and F
+//       (with --partitions: of that partition, with no key or headers); writes the n of
+//       each record (partitions in order, offsets in order) to --output, or with
+//       --partitions "p offset s" per record, s being -1 for a corrupt one
 //
 // The checksum is SHA-256 over each record value as a 4-byte big-endian length and
 // then the bytes, in order; the harness computes the same over what it expects.
@@ -373,10 +381,12 @@ public final class KpressClient {
         }
     }
 
-    /** The records of produce-steady: "PREFIX n(9 digits) " and a line of the file. */
+    /** The records of produce-steady (see the top of this file). */
     private static final class SequencedRecords {
         private final byte[] prefix;
         private final List<byte[]> lines;
+        /** --partitions, or 0: the partitioner places the records. */
+        final int partitions;
 
         SequencedRecords(Options opts) throws IOException {
             prefix = (opts.required("prefix") + " ").getBytes(StandardCharsets.UTF_8);
@@ -384,11 +394,14 @@ public final class KpressClient {
             if (lines.isEmpty()) {
                 throw new IllegalArgumentException("--file holds no lines");
             }
+            partitions = Integer.parseInt(opts.get("partitions", "0"));
         }
 
-        byte[] value(long n) {
-            byte[] number = String.format("%09d ", n).getBytes(StandardCharsets.UTF_8);
-            byte[] line = lines.get((int) (n % lines.size()));
+        /** Partition p's record s (with --partitions), or record s. */
+        byte[] value(int p, long s) {
+            String head = partitions > 0 ? String.format("%d %09d ", p, s) : String.format("%09d ", s);
+            byte[] number = head.getBytes(StandardCharsets.UTF_8);
+            byte[] line = lines.get((int) (s % lines.size()));
             byte[] out = new byte[prefix.length + number.length + line.length];
             System.arraycopy(prefix, 0, out, 0, prefix.length);
             System.arraycopy(number, 0, out, prefix.length, number.length);
@@ -396,10 +409,9 @@ public final class KpressClient {
             return out;
         }
 
-        /** The n of a record this produced, or -1 if it is anything else. */
-        long parse(byte[] value) {
-            int digits = prefix.length;
-            if (value == null || value.length < digits + 10) {
+        /** The s of the record of partition p this value is exactly, or -1. */
+        long parse(int p, byte[] value) {
+            if (value == null || value.length < prefix.length) {
                 return -1;
             }
             for (int i = 0; i < prefix.length; i++) {
@@ -407,14 +419,26 @@ public final class KpressClient {
                     return -1;
                 }
             }
-            long n = 0;
+            int digits = prefix.length;
+            if (partitions > 0) {
+                byte[] head = (p + " ").getBytes(StandardCharsets.UTF_8);
+                if (value.length < digits + head.length
+                        || !java.util.Arrays.equals(value, digits, digits + head.length, head, 0, head.length)) {
+                    return -1;
+                }
+                digits += head.length;
+            }
+            if (value.length < digits + 10) {
+                return -1;
+            }
+            long s = 0;
             for (int i = digits; i < digits + 9; i++) {
                 if (value[i] < '0' || value[i] > '9') {
                     return -1;
                 }
-                n = n * 10 + (value[i] - '0');
+                s = s * 10 + (value[i] - '0');
             }
-            return java.util.Arrays.equals(value, value(n)) ? n : -1;
+            return java.util.Arrays.equals(value, value(p, s)) ? s : -1;
         }
     }
 
@@ -436,19 +460,26 @@ public final class KpressClient {
         props.putAll(opts.keyValues("property"));
         String topic = opts.required("topic");
         SequencedRecords records = new SequencedRecords(opts);
+        int partitions = records.partitions;
         long rate = Long.parseLong(opts.get("rate", "2000"));
         long durationMs = Long.parseLong(opts.get("duration-ms", "60000"));
         String stopFile = opts.get("stop-file", null);
         String ackedOutput = opts.get("acked-output", null);
+        String acksOutput = opts.get("acks-output", null);
+        // Wall-clock microseconds at nanoTime `start`: acknowledgement times are start +
+        // elapsed, as fine as nanoTime and comparable with the test's own clock.
+        java.time.Instant wall = java.time.Instant.now();
+        long start = System.nanoTime();
+        long wallMicros = wall.getEpochSecond() * 1_000_000L + wall.getNano() / 1000;
 
         java.util.BitSet acked = new java.util.BitSet();
         java.util.concurrent.atomic.AtomicLong ackedCount = new java.util.concurrent.atomic.AtomicLong();
         java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
         AtomicReference<Exception> firstFailure = new AtomicReference<>();
         long sent = 0;
-        long start = System.nanoTime();
         long nextProgress = start;
-        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+        try (Writer acks = acksOutput == null ? null : Files.newBufferedWriter(Paths.get(acksOutput), StandardCharsets.UTF_8);
+                KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
             while (true) {
                 long now = System.nanoTime();
                 long elapsedMs = TimeUnit.NANOSECONDS.toMillis(now - start);
@@ -458,10 +489,21 @@ public final class KpressClient {
                 long due = Math.min(rate * elapsedMs / 1000 + 1, Long.MAX_VALUE);
                 while (sent < due) {
                     final long n = sent;
-                    producer.send(new ProducerRecord<>(topic, null, null, records.value(n)), (metadata, error) -> {
+                    final Integer partition = partitions > 0 ? (int) (n % partitions) : null;
+                    final long s = partitions > 0 ? n / partitions : n;
+                    byte[] value = records.value(partition == null ? 0 : partition, s);
+                    producer.send(new ProducerRecord<>(topic, partition, null, value), (metadata, error) -> {
+                        long at = wallMicros + (System.nanoTime() - start) / 1000;
                         if (error == null) {
                             synchronized (acked) {
                                 acked.set((int) n);
+                                if (acks != null) {
+                                    try {
+                                        acks.write(metadata.partition() + " " + s + " " + at + "\n");
+                                    } catch (IOException e) {
+                                        firstFailure.compareAndSet(null, e);
+                                    }
+                                }
                             }
                             ackedCount.incrementAndGet();
                         } else {
@@ -509,6 +551,7 @@ public final class KpressClient {
         props.putAll(opts.keyValues("property"));
         String topic = opts.required("topic");
         SequencedRecords records = new SequencedRecords(opts);
+        int partitions = records.partitions;
         long timeoutMs = Long.parseLong(opts.get("timeout-ms", "60000"));
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
 
@@ -517,15 +560,22 @@ public final class KpressClient {
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
                 Writer out = Files.newBufferedWriter(Paths.get(opts.required("output")), StandardCharsets.UTF_8)) {
             List<TopicPartition> assignment = new ArrayList<>();
-            for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
-                assignment.add(new TopicPartition(topic, info.partition()));
+            if (partitions > 0) {
+                for (int p = 0; p < partitions; p++) {
+                    assignment.add(new TopicPartition(topic, p));
+                }
+            } else {
+                for (PartitionInfo info : consumer.partitionsFor(topic, Duration.ofMillis(timeoutMs))) {
+                    assignment.add(new TopicPartition(topic, info.partition()));
+                }
+                assignment.sort(java.util.Comparator.comparingInt(TopicPartition::partition));
             }
-            assignment.sort(java.util.Comparator.comparingInt(TopicPartition::partition));
             consumer.assign(assignment);
             consumer.seekToBeginning(assignment);
             Map<TopicPartition, Long> end = consumer.endOffsets(assignment, Duration.ofMillis(timeoutMs));
-            // partition -> the n of its records in offset order
-            TreeMap<Integer, List<Long>> read = new TreeMap<>();
+            // partition -> its output lines in offset order (poll returns each
+            // partition's records in order, partitions interleaved)
+            TreeMap<Integer, StringBuilder> read = new TreeMap<>();
             while (true) {
                 boolean done = true;
                 for (TopicPartition tp : assignment) {
@@ -541,7 +591,8 @@ public final class KpressClient {
                     System.exit(1);
                 }
                 for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(200))) {
-                    long n = records.parse(record.value());
+                    boolean plain = partitions == 0 || (record.key() == null && !record.headers().iterator().hasNext());
+                    long n = plain ? records.parse(record.partition(), record.value()) : -1;
                     if (n < 0) {
                         if (corrupt == 0) {
                             System.err.println("not a record of this producer at " + record.topic() + "-"
@@ -549,17 +600,18 @@ public final class KpressClient {
                                     + new String(record.value() == null ? new byte[0] : record.value(), StandardCharsets.UTF_8));
                         }
                         corrupt++;
-                    } else {
-                        read.computeIfAbsent(record.partition(), p -> new ArrayList<>()).add(n);
+                    }
+                    StringBuilder lines = read.computeIfAbsent(record.partition(), p -> new StringBuilder());
+                    if (partitions > 0) {
+                        lines.append(record.partition()).append(' ').append(record.offset()).append(' ').append(n).append('\n');
+                    } else if (n >= 0) {
+                        lines.append(n).append('\n');
                     }
                     total++;
                 }
             }
-            for (List<Long> ns : read.values()) {
-                for (long n : ns) {
-                    out.write(Long.toString(n));
-                    out.write('\n');
-                }
+            for (StringBuilder lines : read.values()) {
+                out.write(lines.toString());
             }
         }
         System.out.println("tallied records=" + total + " corrupt=" + corrupt);
