@@ -16,9 +16,27 @@ use std::time::{Duration, Instant};
 /// The word of the producer's last line.
 const LAST_LINE: &str = "steady";
 
-/// `KpressClient <subcommand>` of the current Kafka version.
-pub(crate) fn client_command(subcommand: &str) -> Command {
-    JavaClient::new(paths::kafka_version()).command(subcommand)
+/// `KpressClient <subcommand>` of the current Kafka version on records of `prefix` in
+/// `topic` through `bootstrap`, with bodies from `lines_file`.
+pub(crate) fn client_command(
+    subcommand: &str,
+    bootstrap: &str,
+    topic: &str,
+    prefix: &str,
+    lines_file: &Path,
+) -> Command {
+    let mut cmd = JavaClient::new(paths::kafka_version()).command(subcommand);
+    cmd.args([
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--prefix",
+        prefix,
+    ])
+    .arg("--file")
+    .arg(lines_file);
+    cmd
 }
 
 /// What the producer printed last: records handed to `send`, acknowledged, failed.
@@ -52,6 +70,24 @@ impl Progress {
             seen += 1;
         }
         (seen == 3).then_some(progress)
+    }
+}
+
+impl Progress {
+    /// What an idempotent `acks=all` producer must not end with: a failed send, or
+    /// sends neither acknowledged nor failed.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.failed > 0 {
+            problems.push(format!("{} sends failed", self.failed));
+        }
+        if self.acked + self.failed != self.sent {
+            problems.push(format!(
+                "{} sent but {} acknowledged and {} failed",
+                self.sent, self.acked, self.failed
+            ));
+        }
+        problems
     }
 }
 
@@ -242,20 +278,10 @@ pub(crate) fn tally_topic(
     let out = tempfile::Builder::new()
         .prefix("kpress-tally-")
         .tempfile()?;
-    let mut cmd = client_command("tally");
-    cmd.args([
-        "--bootstrap",
-        bootstrap,
-        "--topic",
-        topic,
-        "--prefix",
-        prefix,
-    ])
-    .arg("--file")
-    .arg(lines_file)
-    .arg("--output")
-    .arg(out.path())
-    .args(["--timeout-ms", &timeout.as_millis().to_string()]);
+    let mut cmd = client_command("tally", bootstrap, topic, prefix, lines_file);
+    cmd.arg("--output")
+        .arg(out.path())
+        .args(["--timeout-ms", &timeout.as_millis().to_string()]);
     if let Some(partitions) = partitions {
         cmd.args(["--partitions", &partitions.to_string()]);
     }

@@ -67,25 +67,21 @@ impl SteadyProducer {
             !prefix.is_empty() && !prefix.contains(char::is_whitespace),
             "a record prefix is one word"
         );
-        let mut cmd = client_command("produce-steady");
-        cmd.args([
-            "--bootstrap",
+        let mut cmd = client_command(
+            "produce-steady",
             bootstrap,
-            "--topic",
             topic,
-            "--prefix",
             prefix,
-        ])
-        .arg("--file")
-        .arg(&options.lines_file)
-        .args(["--rate", &options.rate.to_string()])
-        .args([
-            "--duration-ms",
-            &options.max_duration.as_millis().to_string(),
-        ])
-        .args(["--compression", options.compression.name()])
-        .args(["--linger-ms", &options.linger_ms.to_string()])
-        .args(["--batch-size", &options.batch_size.to_string()]);
+            &options.lines_file,
+        );
+        cmd.args(["--rate", &options.rate.to_string()])
+            .args([
+                "--duration-ms",
+                &options.max_duration.as_millis().to_string(),
+            ])
+            .args(["--compression", options.compression.name()])
+            .args(["--linger-ms", &options.linger_ms.to_string()])
+            .args(["--batch-size", &options.batch_size.to_string()]);
         for property in &options.properties {
             cmd.args(["--property", property]);
         }
@@ -281,15 +277,12 @@ impl Accounting {
                 self.corrupt
             ));
         }
-        if self.failed > 0 {
-            problems.push(format!("{} sends failed", self.failed));
-        }
-        if self.acked + self.failed != self.sent {
-            problems.push(format!(
-                "{} sent but {} acknowledged and {} failed",
-                self.sent, self.acked, self.failed
-            ));
-        }
+        let ended = Progress {
+            sent: self.sent,
+            acked: self.acked,
+            failed: self.failed,
+        };
+        problems.extend(ended.problems());
         problems
     }
 }

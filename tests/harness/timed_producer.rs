@@ -78,29 +78,25 @@ impl TimedProducer {
             "a record prefix is one word"
         );
         ensure!(options.partitions > 0, "a topic has partitions");
-        let mut cmd = client_command("produce-steady");
-        cmd.args([
-            "--bootstrap",
+        let mut cmd = client_command(
+            "produce-steady",
             bootstrap,
-            "--topic",
             topic,
-            "--prefix",
             prefix,
-        ])
-        .args(["--partitions", &options.partitions.to_string()])
-        .arg("--file")
-        .arg(&options.lines_file)
-        .args(["--rate", &options.rate.to_string()])
-        .args([
-            "--duration-ms",
-            &options.max_duration.as_millis().to_string(),
-        ])
-        .args(["--compression", &options.compression])
-        .args(["--linger-ms", &options.linger_ms.to_string()])
-        // Kafka's own batch size and request timeout: the pauses measured are those a
-        // client with the defaults sees.
-        .args(["--batch-size", "16384"])
-        .args(["--property", "request.timeout.ms=30000"]);
+            &options.lines_file,
+        );
+        cmd.args(["--partitions", &options.partitions.to_string()])
+            .args(["--rate", &options.rate.to_string()])
+            .args([
+                "--duration-ms",
+                &options.max_duration.as_millis().to_string(),
+            ])
+            .args(["--compression", &options.compression])
+            .args(["--linger-ms", &options.linger_ms.to_string()])
+            // Kafka's own batch size and request timeout: the pauses measured are those a
+            // client with the defaults sees.
+            .args(["--batch-size", "16384"])
+            .args(["--property", "request.timeout.ms=30000"]);
         Ok(TimedProducer {
             run: BackgroundProducer::start(cmd, topic, KIND, &["acks-output"])?,
             prefix: prefix.to_string(),
@@ -390,15 +386,12 @@ impl Audit {
             &self.corrupt,
             "records not byte for byte as sent (partition, offset)",
         );
-        if self.failed > 0 {
-            problems.push(format!("{} sends failed", self.failed));
-        }
-        if self.acked + self.failed != self.sent {
-            problems.push(format!(
-                "{} sent but {} acknowledged and {} failed",
-                self.sent, self.acked, self.failed
-            ));
-        }
+        let ended = Progress {
+            sent: self.sent,
+            acked: self.acked,
+            failed: self.failed,
+        };
+        problems.extend(ended.problems());
         problems
     }
 }
