@@ -76,7 +76,16 @@ impl Progress {
 impl Progress {
     /// What an idempotent `acks=all` producer must not end with: a failed send, or
     /// sends neither acknowledged nor failed.
-    pub(crate) fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(sent: u64, acked: u64, failed: u64) -> Vec<String> {
+        let ended = Progress {
+            sent,
+            acked,
+            failed,
+        };
+        ended.ended_problems()
+    }
+
+    fn ended_problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.failed > 0 {
             problems.push(format!("{} sends failed", self.failed));

@@ -277,12 +277,7 @@ impl Accounting {
                 self.corrupt
             ));
         }
-        let ended = Progress {
-            sent: self.sent,
-            acked: self.acked,
-            failed: self.failed,
-        };
-        problems.extend(ended.problems());
+        problems.extend(Progress::problems(self.sent, self.acked, self.failed));
         problems
     }
 }

@@ -386,12 +386,7 @@ impl Audit {
             &self.corrupt,
             "records not byte for byte as sent (partition, offset)",
         );
-        let ended = Progress {
-            sent: self.sent,
-            acked: self.acked,
-            failed: self.failed,
-        };
-        problems.extend(ended.problems());
+        problems.extend(Progress::problems(self.sent, self.acked, self.failed));
         problems
     }
 }
