@@ -501,10 +501,19 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
         "zstd.oauth.reauth",
         "zstd.oauth.refreshed",
     ];
-    let ids: Vec<[u8; 16]> = topics
-        .iter()
-        .map(|t| topic_behind_kpress(&cluster, t))
-        .collect();
+    // A client logs in through kpress with its own OAUTHBEARER token and produces on
+    // one connection throughout, re-authenticating once with a new token.
+    let client_topic = "zstd.oauth.client-reauth";
+    // One JVM creates them all: the schedule below counts from kpress's first token and
+    // needs lookup 1 within a few seconds of it.
+    JavaClient::new(kafka_version())
+        .create_producer_codec_topics(
+            &cluster.bootstrap(),
+            &[topics[0], topics[1], topics[2], client_topic],
+            1,
+        )
+        .unwrap_or_else(|e| panic!("creating the topics: {e:#}"));
+    let ids: Vec<[u8; 16]> = topics.iter().map(|t| topic_id(&cluster, t)).collect();
 
     // kpress logged in at start (learning the brokers) with its first token. The
     // broker's session lifetime is the smaller of REAUTH and the token's remaining life;
@@ -514,10 +523,7 @@ fn oauthbearer_logins_refresh_reauthenticate_and_pass_through() {
         .expect("kpress fetched a token at start");
     let token_stale = token + TOKEN_LIFE.mul_f64(0.8) + Duration::from_millis(100);
     let session = |from: Instant| REAUTH.min(token_ends.saturating_duration_since(from));
-    // A client logs in through kpress with its own OAUTHBEARER token and produces on
-    // one connection throughout, re-authenticating once with a new token.
-    let client_topic = "zstd.oauth.client-reauth";
-    let client_id = topic_behind_kpress(&cluster, client_topic);
+    let client_id = topic_id(&cluster, client_topic);
     let node = SocketAddr::from((
         [127, 0, 0, 1],
         proxy.node_port_base().expect("ports mode") + 1,
