@@ -17,14 +17,19 @@ use std::time::{Duration, Instant};
 const LAST_LINE: &str = "steady";
 
 /// `KpressClient <subcommand>` of the current Kafka version on records of `prefix` in
-/// `topic` through `bootstrap`, with bodies from `lines_file`.
+/// `topic` through `bootstrap`, with bodies from `lines_file`. The client reads records'
+/// names back by splitting on white space, so a prefix is one word.
 pub(crate) fn client_command(
     subcommand: &str,
     bootstrap: &str,
     topic: &str,
     prefix: &str,
     lines_file: &Path,
-) -> Command {
+) -> anyhow::Result<Command> {
+    anyhow::ensure!(
+        !prefix.is_empty() && !prefix.contains(char::is_whitespace),
+        "a record prefix is one word"
+    );
     let mut cmd = JavaClient::new(paths::kafka_version()).command(subcommand);
     cmd.args([
         "--bootstrap",
@@ -36,7 +41,7 @@ pub(crate) fn client_command(
     ])
     .arg("--file")
     .arg(lines_file);
-    cmd
+    Ok(cmd)
 }
 
 /// What the producer printed last: records handed to `send`, acknowledged, failed.
@@ -287,7 +292,7 @@ pub(crate) fn tally_topic(
     let out = tempfile::Builder::new()
         .prefix("kpress-tally-")
         .tempfile()?;
-    let mut cmd = client_command("tally", bootstrap, topic, prefix, lines_file);
+    let mut cmd = client_command("tally", bootstrap, topic, prefix, lines_file)?;
     cmd.arg("--output")
         .arg(out.path())
         .args(["--timeout-ms", &timeout.as_millis().to_string()]);

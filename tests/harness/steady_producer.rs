@@ -63,17 +63,13 @@ impl SteadyProducer {
         prefix: &str,
         options: &SteadyOptions,
     ) -> anyhow::Result<SteadyProducer> {
-        ensure!(
-            !prefix.is_empty() && !prefix.contains(char::is_whitespace),
-            "a record prefix is one word"
-        );
         let mut cmd = client_command(
             "produce-steady",
             bootstrap,
             topic,
             prefix,
             &options.lines_file,
-        );
+        )?;
         cmd.args(["--rate", &options.rate.to_string()])
             .args([
                 "--duration-ms",

@@ -73,10 +73,6 @@ impl TimedProducer {
         prefix: &str,
         options: &TimedOptions,
     ) -> anyhow::Result<TimedProducer> {
-        ensure!(
-            !prefix.is_empty() && !prefix.contains(char::is_whitespace),
-            "a record prefix is one word"
-        );
         ensure!(options.partitions > 0, "a topic has partitions");
         let mut cmd = client_command(
             "produce-steady",
@@ -84,7 +80,7 @@ impl TimedProducer {
             topic,
             prefix,
             &options.lines_file,
-        );
+        )?;
         cmd.args(["--partitions", &options.partitions.to_string()])
             .args(["--rate", &options.rate.to_string()])
             .args([
