@@ -9,7 +9,7 @@ use std::time::Duration;
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_batch::{PolicyLookup, RewritePolicy};
 use kpress_codec::Codec;
-use tokio::io::{AsyncReadExt, DuplexStream};
+use tokio::io::{AsyncRead, AsyncReadExt, DuplexStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -169,6 +169,29 @@ pub(crate) fn response(correlation_id: i32, body: &[u8]) -> Vec<u8> {
     let mut out = correlation_id.to_be_bytes().to_vec();
     out.extend_from_slice(body);
     frame(&out)
+}
+
+/// A request a stand-in broker read: its header's first fields, and the frame after
+/// its size.
+pub(crate) struct ReadRequest {
+    pub(crate) api_key: i16,
+    pub(crate) version: i16,
+    pub(crate) correlation_id: i32,
+    pub(crate) frame: Vec<u8>,
+}
+
+/// The next request a stand-in broker reads from `stream`; `None` once the peer closed.
+pub(crate) async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<ReadRequest> {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await.ok()?;
+    let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut frame).await.unwrap();
+    Some(ReadRequest {
+        api_key: i16::from_be_bytes([frame[0], frame[1]]),
+        version: i16::from_be_bytes([frame[2], frame[3]]),
+        correlation_id: i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]),
+        frame,
+    })
 }
 
 pub(crate) async fn read_exact_frame(stream: &mut DuplexStream) -> Vec<u8> {

@@ -400,23 +400,23 @@ mod tests {
     use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseBroker};
     use kafka_protocol::messages::{ApiVersionsResponse, BrokerId, TopicName};
     use kafka_protocol::protocol::{Encodable, StrBytes};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
+
+    use crate::tests::{read_request, ReadRequest};
 
     /// Answers ApiVersions v0 and Metadata v12 like a one-node broker with topic `t`.
     async fn stand_in(listener: TcpListener) {
         let port = listener.local_addr().unwrap().port();
         let (mut stream, _) = listener.accept().await.unwrap();
-        loop {
-            let mut size = [0u8; 4];
-            if stream.read_exact(&mut size).await.is_err() {
-                return;
-            }
-            let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
-            stream.read_exact(&mut request).await.unwrap();
-            let api_key = i16::from_be_bytes([request[0], request[1]]);
-            let version = i16::from_be_bytes([request[2], request[3]]);
-            let mut response = request[4..8].to_vec();
+        while let Some(ReadRequest {
+            api_key,
+            version,
+            correlation_id,
+            ..
+        }) = read_request(&mut stream).await
+        {
+            let mut response = correlation_id.to_be_bytes().to_vec();
             let mut body = BytesMut::new();
             if api_key == api_key::API_VERSIONS {
                 ApiVersionsResponse::default()

@@ -233,8 +233,11 @@ mod tests {
             RequestHeader,
         };
         use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         use tokio::net::{TcpListener, TcpStream};
+
+        use crate::tests::{read_request, ReadRequest};
+        use kpress_protocol::api_key;
 
         use super::*;
 
@@ -255,7 +258,7 @@ mod tests {
                     .lock()
                     .unwrap()
                     .iter()
-                    .filter(|(key, _)| *key == kpress_protocol::api_key::DESCRIBE_CONFIGS)
+                    .filter(|(key, _)| *key == api_key::DESCRIBE_CONFIGS)
                     .map(|(_, topics)| topics.clone())
                     .collect()
             }
@@ -270,21 +273,21 @@ mod tests {
         }
 
         async fn connection(mut stream: TcpStream, broker: Arc<Broker>) {
-            loop {
-                let mut size = [0u8; 4];
-                if stream.read_exact(&mut size).await.is_err() {
-                    return;
-                }
-                let mut request = vec![0u8; i32::from_be_bytes(size) as usize];
-                stream.read_exact(&mut request).await.unwrap();
-                let key = i16::from_be_bytes([request[0], request[1]]);
-                let version = i16::from_be_bytes([request[2], request[3]]);
-                let correlation =
-                    i32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+            while let Some(ReadRequest {
+                api_key: key,
+                version,
+                correlation_id: correlation,
+                frame: request,
+            }) = read_request(&mut stream).await
+            {
                 let mut body = BytesMut::new();
                 let header_version = match key {
-                    18 => {
-                        let keys = [(0, 9), (3, 12), (32, 4)];
+                    api_key::API_VERSIONS => {
+                        let keys = [
+                            (api_key::PRODUCE, 9),
+                            (api_key::METADATA, 12),
+                            (api_key::DESCRIBE_CONFIGS, 4),
+                        ];
                         ApiVersionsResponse::default()
                             .with_api_keys(
                                 keys.iter()
@@ -298,7 +301,7 @@ mod tests {
                         broker.requests.lock().unwrap().push((key, Vec::new()));
                         0
                     }
-                    3 => {
+                    api_key::METADATA => {
                         let topics = broker.topics.lock().unwrap().clone();
                         broker.requests.lock().unwrap().push((key, Vec::new()));
                         MetadataResponse::default()
@@ -319,7 +322,7 @@ mod tests {
                             .unwrap();
                         MetadataResponse::header_version(version)
                     }
-                    32 => {
+                    api_key::DESCRIBE_CONFIGS => {
                         let mut buf = bytes::Bytes::from(request);
                         RequestHeader::decode(
                             &mut buf,
