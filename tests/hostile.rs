@@ -422,9 +422,11 @@ fn forty_thousand_unknown_topic_ids_are_looked_up_once_and_stall_nobody() {
         "{lookups} topic id lookups for {requests} requests naming the same ids\n{}",
         scene.proxy.log()
     );
-    // A quadratic dedupe of the ids costs 0.4 s of CPU for one such request.
+    // Linear work per id costs a debug kpress 3.5-6.2 s for these 25 requests on a
+    // busy 2-core machine; a quadratic dedupe of the ids would add 0.4 s to each, 10 s
+    // in all. The dedupe's bound itself is a unit test of kpress-protocol.
     assert!(
-        single_cpu + burst_cpu < 5.0,
+        single_cpu + burst_cpu < 10.0,
         "{requests} requests of {IDS} unknown ids cost kpress {:.2} s of CPU",
         single_cpu + burst_cpu
     );

@@ -381,3 +381,31 @@ fn walk_produce_body<'a>(
     }
     reader.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request naming tens of thousands of unknown ids must cost O(1) per id: the
+    /// set behind the dedupe stops growing at the cap, and later ids are only counted.
+    #[test]
+    fn unknown_ids_past_the_cap_are_counted_without_growing_the_dedupe() {
+        let mut unknown = UnknownTopicIds::default();
+        let id = |i: u32| {
+            let mut id = [0u8; 16];
+            id[..4].copy_from_slice(&i.to_be_bytes());
+            id
+        };
+        for round in 0..2 {
+            for i in 0..40_000 {
+                unknown.note(id(i));
+            }
+            assert_eq!(unknown.listed.len(), MAX_UNKNOWN_TOPIC_IDS, "round {round}");
+            assert_eq!(unknown.seen.len(), MAX_UNKNOWN_TOPIC_IDS, "round {round}");
+        }
+        // A listed id noted again is neither listed twice nor counted as omitted.
+        assert_eq!(unknown.omitted, 2 * (40_000 - MAX_UNKNOWN_TOPIC_IDS));
+        let distinct: HashSet<_> = unknown.listed.iter().collect();
+        assert_eq!(distinct.len(), MAX_UNKNOWN_TOPIC_IDS);
+    }
+}
