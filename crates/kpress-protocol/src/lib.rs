@@ -20,6 +20,8 @@
 //!   original. v13 topic ids without a known name are listed (at most
 //!   [`MAX_UNKNOWN_TOPIC_IDS`], the rest counted) and left untouched.
 //!   Hostile counts and lengths are errors, never allocations.
+//! - [`upgrade_fetch_request`]: a Fetch request (v4-v11) re-encoded at a later
+//!   non-flexible version, with Kafka's defaults for the fields it lacks.
 //! - [`answer_unsupported_api_versions`]: an ApiVersions request newer than
 //!   kpress parses is answered by kpress itself, as a broker answers a
 //!   version it does not know, so the client retries with an older one.
@@ -37,6 +39,9 @@
 //!   [`ResponseObserver::max_version`]). ApiVersions responses always use
 //!   response header v0, and a broker refusing the requested ApiVersions
 //!   version answers in the v0 body format ([`api_versions_body_version`]).
+//! - [`fetch_response_records`], [`DecodedFetchResponse`]: each partition's
+//!   records of a non-flexible Fetch response, and the response written back at
+//!   another non-flexible version with some records replaced.
 //! - [`metadata_request`]: a whole Metadata request frame for kpress's own
 //!   calls (learning brokers, naming v13 topic ids).
 //!
@@ -77,6 +82,7 @@ mod describe_configs;
 mod endpoints;
 mod error;
 pub mod error_code;
+mod fetch;
 pub mod frame;
 mod metadata;
 mod produce;
@@ -95,6 +101,10 @@ pub use describe_configs::{
     DESCRIBE_CONFIGS_MIN_VERSION,
 };
 pub use error::{Fault, ProtocolError, WireError};
+pub use fetch::{
+    fetch_response_records, upgrade_fetch_request, DecodedFetchResponse,
+    FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION,
+};
 pub use metadata::metadata_request;
 pub use produce::{
     produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS,
