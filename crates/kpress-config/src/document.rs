@@ -14,9 +14,12 @@ use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
 use crate::restart::RestartKeys;
-use crate::settings::{Config, Limits, LogSettings, OverloadSettings, TopicPolicy};
+use crate::settings::{
+    Config, ConsumerSettings, Limits, LogSettings, OverloadSettings, TopicPolicy,
+};
 
 mod admin;
+mod consumers;
 mod keys;
 mod limits;
 mod listener;
@@ -30,8 +33,18 @@ mod warnings;
 
 pub(crate) use keys::accepted_keys;
 
-const SECTIONS: [&str; 9] = [
-    "listener", "upstream", "limits", "admin", "log", "shadow", "overload", "defaults", "topics",
+const SECTIONS: [&str; 11] = [
+    "listener",
+    "upstream",
+    "limits",
+    "admin",
+    "log",
+    "shadow",
+    "overload",
+    "defaults",
+    "topics",
+    "consumers",
+    "clients",
 ];
 /// Sections people write that kpress does not take, with what to write instead.
 const RENAMED_SECTIONS: [(&str, &str); 1] = [(
@@ -121,6 +134,8 @@ impl Walk<'_> {
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
         let mut defaults_value = None;
+        let mut consumers_value = None;
+        let mut clients = Some(Default::default());
         // A declared SASL cluster changes listener.rewrite_before_auth's default.
         let upstream_sasl = root
             .get("upstream")
@@ -147,6 +162,8 @@ impl Walk<'_> {
                 "overload" => overload = self.table(key, value).and_then(|t| self.overload(t)),
                 "defaults" => defaults_value = Some((key, value)),
                 "topics" => topics_value = Some((key, value)),
+                "consumers" => consumers_value = Some((key, value)),
+                "clients" => clients = self.clients(key, value),
                 other => match RENAMED_SECTIONS.iter().find(|(name, _)| *name == other) {
                     Some((_, instead)) => self.sink.report(
                         &key.span(),
@@ -193,6 +210,16 @@ impl Walk<'_> {
                 rules
             });
         }
+        // [consumers] holds the [[clients]] rules, whatever the file order.
+        let mut consumers = clients.map(|clients| ConsumerSettings {
+            clients,
+            ..ConsumerSettings::default()
+        });
+        if let Some((key, value)) = consumers_value {
+            let base = consumers.clone().unwrap_or_default();
+            let read = self.table(key, value).and_then(|t| self.consumers(t, base));
+            consumers = consumers.and(read);
+        }
         let listener = listener?;
         let upstream = upstream?;
         if root.contains_key("admin") && admin.is_none() {
@@ -234,6 +261,7 @@ impl Walk<'_> {
             log,
             shadow,
             overload,
+            consumers: consumers?,
         };
         Some((config, keys))
     }

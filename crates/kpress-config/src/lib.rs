@@ -16,6 +16,7 @@
 //! reference, `docs/policy.md`, whose TOML examples the docs test parses and checks:
 //! that page is the one description of the file, and this crate the one reader of it.
 
+mod client_rules;
 mod document;
 mod host_name;
 pub mod overload;
@@ -26,6 +27,10 @@ mod settings;
 mod topic_match;
 mod topic_mode;
 
+pub use client_rules::{
+    is_legal_client_id_char, is_legal_software_char, ClientRule, ClientRules, ClientSoftware,
+    CodecSet, NamePattern, SoftwarePattern,
+};
 pub use host_name::{
     check_dns_name, HostNameError, HostPattern, DNS_LABEL_MAX_CHARS, DNS_NAME_MAX_CHARS,
 };
@@ -44,6 +49,10 @@ pub use settings::{
     MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT, MAX_REWRITE_WAIT_MS_DEFAULT, MAX_TOPIC_LABELS_DEFAULT,
     OVERLOAD_TARGET_WAIT_MS_DEFAULT, OVERLOAD_WINDOW_MS_DEFAULT, READINESS_WINDOW_SECS_DEFAULT,
     TOPIC_CONFIG_REFRESH_MS_DEFAULT,
+};
+pub use settings::{
+    ConsumerSettings, CONSUMERS_CACHE_BYTES_DEFAULT, CONSUMERS_CACHE_BYTES_MAX,
+    CONSUMERS_CODEC_DEFAULT,
 };
 pub use settings::{
     ShadowSettings, SHADOW_CANDIDATES_MAX, SHADOW_CPU_WINDOW, SHADOW_MAX_CPU_FRACTION_DEFAULT,

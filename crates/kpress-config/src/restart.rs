@@ -9,7 +9,15 @@ use crate::problem::{line_column, shortened, Problem};
 use crate::settings::Config;
 
 /// Sections a running kpress applies on reload.
-pub const LIVE_SECTIONS: [&str; 5] = ["defaults", "topics", "log", "shadow", "overload"];
+pub const LIVE_SECTIONS: [&str; 7] = [
+    "defaults",
+    "topics",
+    "log",
+    "shadow",
+    "overload",
+    "consumers",
+    "clients",
+];
 /// Sections fixed at start: a reload that changes them applies the rest of the file and
 /// keeps these as they were until kpress restarts.
 pub const RESTART_SECTIONS: [&str; 4] = ["listener", "upstream", "limits", "admin"];

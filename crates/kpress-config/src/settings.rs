@@ -71,6 +71,46 @@ pub struct Config {
     pub shadow: Option<ShadowSettings>,
     /// `[overload]`: whether levels adapt to load, and how it is judged.
     pub overload: OverloadSettings,
+    /// `[consumers]` and `[[clients]]`: what Fetch responses are re-encoded into, for
+    /// which clients.
+    pub consumers: ConsumerSettings,
+}
+
+/// `[consumers]` and `[[clients]]`: stored batches a consumer cannot read are re-encoded
+/// in Fetch responses into a codec it can.
+#[derive(Debug, Clone)]
+pub struct ConsumerSettings {
+    /// `reencode`: whether Fetch responses are re-encoded at all.
+    pub reencode: bool,
+    /// `codec`: what batches a consumer cannot read become, when it reads this codec
+    /// (else [`crate::CodecSet::choose`] picks one it reads).
+    pub codec: Codec,
+    /// `compression.<codec>.level`: levels of the re-encoding, Kafka's defaults where unset.
+    pub options: CompressionOptions,
+    /// `cache_bytes`: the re-encoded batches kept for other consumers of the same
+    /// batches, in bytes; 0 keeps none.
+    pub cache_bytes: usize,
+    /// `[[clients]]`: the codecs each client reads.
+    pub clients: crate::ClientRules,
+}
+
+/// `[consumers] codec` unset: fast to decode, and read by every client of Fetch v4 up.
+pub const CONSUMERS_CODEC_DEFAULT: Codec = Codec::Lz4;
+/// `[consumers] cache_bytes` unset: 64 MiB.
+pub const CONSUMERS_CACHE_BYTES_DEFAULT: usize = 64 << 20;
+/// `[consumers] cache_bytes`' largest value: 16 GiB.
+pub const CONSUMERS_CACHE_BYTES_MAX: usize = 16 << 30;
+
+impl Default for ConsumerSettings {
+    fn default() -> Self {
+        ConsumerSettings {
+            reencode: true,
+            codec: CONSUMERS_CODEC_DEFAULT,
+            options: CompressionOptions::default(),
+            cache_bytes: CONSUMERS_CACHE_BYTES_DEFAULT,
+            clients: crate::ClientRules::default(),
+        }
+    }
 }
 
 /// `[overload]`: levels that step down under load and back up after it.

@@ -59,7 +59,7 @@ impl TopicPattern {
             return Err(PatternError::Empty);
         }
         if pattern.contains(['*', '?', '[']) {
-            let regex = compile(&glob_to_regex(pattern)?)?;
+            let regex = compile(&glob_to_regex(pattern, is_legal_topic_char)?)?;
             return Ok(TopicPattern::Glob {
                 glob: pattern.to_owned(),
                 regex,
@@ -95,7 +95,7 @@ impl fmt::Display for TopicPattern {
     }
 }
 
-fn compile(regex: &str) -> Result<Regex, PatternError> {
+pub(crate) fn compile(regex: &str) -> Result<Regex, PatternError> {
     regex::RegexBuilder::new(regex)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
@@ -108,8 +108,9 @@ fn compile(regex: &str) -> Result<Regex, PatternError> {
 }
 
 /// Translates a glob into an anchored regex. Literal characters outside classes must be
-/// legal in topic names, so a typo such as a stray space is reported, not silently inert.
-fn glob_to_regex(glob: &str) -> Result<String, PatternError> {
+/// `legal` (in topic names, say), so a typo such as a stray space is reported, not
+/// silently inert.
+pub(crate) fn glob_to_regex(glob: &str, legal: fn(char) -> bool) -> Result<String, PatternError> {
     let mut out = String::with_capacity(glob.len() * 2 + 8);
     out.push_str("^(?:");
     let mut chars = glob.chars().peekable();
@@ -145,7 +146,7 @@ fn glob_to_regex(glob: &str) -> Result<String, PatternError> {
                 }
                 out.push(']');
             }
-            c if is_legal_topic_char(c) => out.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
+            c if legal(c) => out.push_str(&regex::escape(c.encode_utf8(&mut [0; 4]))),
             c => return Err(PatternError::IllegalTopicChar(c)),
         }
     }

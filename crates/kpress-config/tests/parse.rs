@@ -232,7 +232,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
     assert_eq!(
         p,
-        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics); did you mean listener?"
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients); did you mean listener?"
     );
     let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
     assert!(
@@ -752,7 +752,7 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
     assert!(p[2].ends_with("overload.max_cpu_share)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
-        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics); did you mean topics?"),
+        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients); did you mean topics?"),
         "{p}"
     );
 }

@@ -4,7 +4,9 @@
 use kpress_codec::options::{OPTION_KEYS, TEXT_OPTION_KEYS};
 
 use super::policy::MATCH_KEY;
-use super::{admin, limits, listener, log, overload, policy, shadow, upstream, SECTIONS};
+use super::{
+    admin, consumers, limits, listener, log, overload, policy, shadow, upstream, SECTIONS,
+};
 
 /// Every key a policy file may set, as dotted paths from the root (`listener.tls.cert`,
 /// `topics.compression.zstd.level`), sections in the parser's order. A nested table
@@ -41,6 +43,15 @@ pub(crate) fn accepted_keys() -> Vec<String> {
             "overload" => add(&overload::KEYS, &[]),
             "defaults" => add(&policy_keys, &[]),
             "topics" => add(&[&[MATCH_KEY], policy_keys.as_slice()].concat(), &[]),
+            "consumers" => {
+                let keys: Vec<&str> = consumers::KEYS
+                    .into_iter()
+                    .filter(|k| *k != "compression")
+                    .chain(consumers::LEVEL_KEYS)
+                    .collect();
+                add(&keys, &[])
+            }
+            "clients" => add(&consumers::CLIENT_KEYS, &[]),
             // A section with no arm here is caught by the test that every section
             // contributes a key.
             _ => {}
@@ -67,6 +78,12 @@ mod tests {
             }
         }
         match section {
+            "clients" => {
+                text.push_str("[[clients]]\n");
+                if rest != "match" {
+                    text.push_str("match = \"c\"\n");
+                }
+            }
             "topics" => {
                 text.push_str("[[topics]]\n");
                 if rest != MATCH_KEY {

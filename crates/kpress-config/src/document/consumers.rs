@@ -1,0 +1,424 @@
+//! `[consumers]` and `[[clients]]`: what Fetch responses are re-encoded into, and which
+//! codecs each client reads.
+
+use std::collections::HashMap;
+
+use kpress_codec::options::allowed_values;
+use kpress_codec::{Codec, CompressionOptions};
+use toml::de::{DeString, DeTable, DeValue};
+use toml::Spanned;
+
+use super::{Entry, Walk};
+use crate::client_rules::{
+    is_legal_client_id_char, ClientRule, ClientRules, CodecSet, NamePattern, SoftwarePattern,
+};
+use crate::problem::line_column;
+use crate::settings::{
+    ConsumerSettings, CONSUMERS_CACHE_BYTES_DEFAULT, CONSUMERS_CACHE_BYTES_MAX,
+    CONSUMERS_CODEC_DEFAULT,
+};
+
+pub(super) const KEYS: [&str; 4] = ["reencode", "codec", "cache_bytes", "compression"];
+/// `[consumers] compression.<codec>.level`: the levels of the codecs that have one.
+pub(super) const LEVEL_KEYS: [&str; 3] = [
+    kpress_codec::options::GZIP_LEVEL,
+    kpress_codec::options::LZ4_LEVEL,
+    kpress_codec::options::ZSTD_LEVEL,
+];
+pub(super) const CLIENT_KEYS: [&str; 4] = ["match", "software", "listener", "accept"];
+const CODECS: [(&str, Codec); 5] = [
+    ("none", Codec::None),
+    ("gzip", Codec::Gzip),
+    ("snappy", Codec::Snappy),
+    ("lz4", Codec::Lz4),
+    ("zstd", Codec::Zstd),
+];
+const CODECS_ALLOWED: &str = "\"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\"";
+
+impl Walk<'_> {
+    /// `[consumers]`, read over `settings` (whose `clients` it leaves alone).
+    pub(super) fn consumers(
+        &mut self,
+        table: &DeTable<'_>,
+        settings: ConsumerSettings,
+    ) -> Option<ConsumerSettings> {
+        let keys = self.known_keys("consumers", table, &KEYS);
+        let reencode = match keys.get("reencode") {
+            Some((_, v)) => self.boolean("consumers.reencode", v),
+            None => Some(true),
+        };
+        let codec = match keys.get("codec") {
+            Some((_, v)) => self.choice("consumers.codec", v, "codec", &CODECS),
+            None => Some(CONSUMERS_CODEC_DEFAULT),
+        };
+        let cache_bytes = match keys.get("cache_bytes") {
+            Some((_, v)) => self
+                .integer_in(
+                    "consumers.cache_bytes",
+                    v,
+                    0,
+                    CONSUMERS_CACHE_BYTES_MAX as i64,
+                    &format!("0 (no cache)..{CONSUMERS_CACHE_BYTES_MAX}"),
+                )
+                .map(|n| n as usize),
+            None => Some(CONSUMERS_CACHE_BYTES_DEFAULT),
+        };
+        let options = match keys.get("compression") {
+            Some((_, v)) => self.consumer_levels(v),
+            None => Some(CompressionOptions::default()),
+        };
+        Some(ConsumerSettings {
+            reencode: reencode?,
+            codec: codec?,
+            options: options?,
+            cache_bytes: cache_bytes?,
+            ..settings
+        })
+    }
+
+    /// `compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`.
+    fn consumer_levels(&mut self, value: &Spanned<DeValue<'_>>) -> Option<CompressionOptions> {
+        let mut options = CompressionOptions::default();
+        let mut ok = true;
+        let compression = self.subtable("consumers.compression", value)?;
+        let codecs = self.known_keys(
+            "consumers.compression",
+            compression,
+            &["gzip", "lz4", "zstd"],
+        );
+        for (codec, (_, codec_value)) in &codecs {
+            let section = format!("consumers.compression.{codec}");
+            let Some(table) = self.subtable(&section, codec_value) else {
+                ok = false;
+                continue;
+            };
+            let levels = self.known_keys(&section, table, &["level"]);
+            let Some((_, level)) = levels.get("level") else {
+                continue;
+            };
+            let key = format!("compression.{codec}.level");
+            let shown = format!("consumers.{key}");
+            let allowed = allowed_values(&key).map(|a| a.to_string());
+            let set = self.integer(&shown, level, allowed.clone()).and_then(|n| {
+                match options.set_int(&key, n) {
+                    Ok(()) => Some(()),
+                    Err(_) => {
+                        self.sink
+                            .bad_value(&shown, &level.span(), "out of range", allowed);
+                        None
+                    }
+                }
+            });
+            ok &= set.is_some();
+        }
+        ok.then_some(options)
+    }
+
+    /// `[[clients]]`.
+    pub(super) fn clients(
+        &mut self,
+        key: &Spanned<DeString<'_>>,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<ClientRules> {
+        let items = match value.get_ref() {
+            DeValue::Array(items) => items,
+            DeValue::Table(_) => {
+                self.sink.report(
+                    &value.span(),
+                    Some("[clients]"),
+                    None,
+                    "rules are an array of tables: write [[clients]]",
+                    None,
+                );
+                return None;
+            }
+            _ => {
+                self.sink.bad_value(
+                    key.get_ref(),
+                    &value.span(),
+                    "must be an array of tables ([[clients]])",
+                    None,
+                );
+                return None;
+            }
+        };
+        let mut rules = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for item in items.iter() {
+            let DeValue::Table(table) = item.get_ref() else {
+                self.sink.bad_value(
+                    "clients",
+                    &item.span(),
+                    "each entry must be a table ([[clients]])",
+                    None,
+                );
+                ok = false;
+                continue;
+            };
+            match self.client_rule(table, item) {
+                Some(rule) => rules.push(rule),
+                None => ok = false,
+            }
+        }
+        ok.then(|| ClientRules::new(rules))
+    }
+
+    fn client_rule(
+        &mut self,
+        table: &DeTable<'_>,
+        item: &Spanned<DeValue<'_>>,
+    ) -> Option<ClientRule> {
+        let keys = self.known_keys("clients", table, &CLIENT_KEYS);
+        let client_id = self.pattern(&keys, "match", |text| {
+            NamePattern::parse(text, is_legal_client_id_char, "client ids")
+        });
+        let listener = self.pattern(&keys, "listener", |text| {
+            NamePattern::parse(text, is_legal_client_id_char, "listener names")
+        });
+        let software = self.pattern(&keys, "software", SoftwarePattern::parse);
+        let accept = match keys.get("accept") {
+            Some((_, v)) => self.accept(v),
+            None => {
+                self.missing_key("clients", "accept", item);
+                None
+            }
+        };
+        if !["match", "software", "listener"]
+            .iter()
+            .any(|k| keys.contains_key(*k))
+        {
+            let at = item.span().start;
+            self.sink.report(
+                &(at..at),
+                Some("[[clients]]"),
+                None,
+                "a rule needs at least one of match, software, listener",
+                None,
+            );
+            return None;
+        }
+        let line = line_column(self.sink.text(), item.span().start).0;
+        Some(ClientRule {
+            client_id: client_id?,
+            software: software?,
+            listener: listener?,
+            accept: accept?,
+            line,
+        })
+    }
+
+    /// The pattern `key` sets: `Some(None)` when unset, `None` when it has a problem.
+    fn pattern<T>(
+        &mut self,
+        keys: &HashMap<String, Entry<'_, '_>>,
+        key: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Option<T>> {
+        let Some((_, value)) = keys.get(key) else {
+            return Some(None);
+        };
+        let shown = format!("clients.{key}");
+        let text = self.string(&shown, value)?;
+        match parse(text) {
+            Ok(p) => Some(Some(p)),
+            Err(message) => {
+                self.sink.bad_value(&shown, &value.span(), message, None);
+                None
+            }
+        }
+    }
+
+    /// `accept`: codec names, without repeats; none is always in the set.
+    fn accept(&mut self, value: &Spanned<DeValue<'_>>) -> Option<CodecSet> {
+        const KEY: &str = "clients.accept";
+        let DeValue::Array(items) = value.get_ref() else {
+            self.sink.bad_value(
+                KEY,
+                &value.span(),
+                format!(
+                    "must be an array of codec names, not {}",
+                    value.get_ref().type_str()
+                ),
+                Some(CODECS_ALLOWED.to_owned()),
+            );
+            return None;
+        };
+        let mut set = CodecSet::NONE_ONLY;
+        let mut seen = Vec::with_capacity(items.len().min(CODECS.len()));
+        let mut ok = true;
+        for item in items.iter() {
+            let Some(codec) = self.choice(KEY, item, "codec", &CODECS) else {
+                ok = false;
+                continue;
+            };
+            if seen.contains(&codec) {
+                self.sink.bad_value(
+                    KEY,
+                    &item.span(),
+                    format!("repeats {}", codec.name()),
+                    Some(CODECS_ALLOWED.to_owned()),
+                );
+                ok = false;
+            }
+            seen.push(codec);
+            set = set.with(codec);
+        }
+        ok.then_some(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kpress_codec::Codec;
+
+    use super::super::testing::{config, one_problem, problems, HEAD};
+    use crate::{ClientSoftware, CodecSet};
+
+    #[test]
+    fn defaults_reencode_to_lz4_with_a_64_mib_cache_and_no_rules() {
+        let c = config(HEAD);
+        assert!(c.consumers.reencode);
+        assert_eq!(c.consumers.codec, Codec::Lz4);
+        assert_eq!(c.consumers.cache_bytes, 64 << 20);
+        assert!(c.consumers.clients.rules().is_empty());
+        assert_eq!(
+            c.consumers.clients.accepts(Some("any"), None, "bootstrap"),
+            CodecSet::ALL
+        );
+    }
+
+    #[test]
+    fn consumers_keys_are_read() {
+        let c = config(&format!(
+            "{HEAD}[consumers]\nreencode = false\ncodec = \"gzip\"\ncache_bytes = 0\n\
+             compression.gzip.level = 1\ncompression.zstd.level = -5\n"
+        ));
+        assert!(!c.consumers.reencode);
+        assert_eq!(c.consumers.codec, Codec::Gzip);
+        assert_eq!(c.consumers.cache_bytes, 0);
+        assert_eq!(c.consumers.options.gzip_level(), 1);
+        assert_eq!(c.consumers.options.zstd_level(), -5);
+    }
+
+    #[test]
+    fn consumers_problems_name_file_line_key_value_and_allowed() {
+        assert_eq!(
+            one_problem(&format!("{HEAD}[consumers]\ncodec = \"brotli\"\n")),
+            "t.toml:6:9: consumers.codec = \"brotli\": unknown codec \
+             (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[consumers]\ncache_bytes = -1\n")),
+            "t.toml:6:15: consumers.cache_bytes = -1: out of range \
+             (allowed: 0 (no cache)..17179869184)"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[consumers]\nreencode = 1\n")),
+            "t.toml:6:12: consumers.reencode = 1: must be true or false, not integer \
+             (allowed: true, false)"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[consumers]\ncompression.lz4.level = 99\n")),
+            "t.toml:6:25: consumers.compression.lz4.level = 99: out of range (allowed: 1..17)"
+        );
+        let unknown = one_problem(&format!("{HEAD}[consumers]\ncompression.lz4.block = 5\n"));
+        assert!(
+            unknown.starts_with("t.toml:6:17: consumers.compression.lz4.block: unknown key"),
+            "{unknown}"
+        );
+        let unknown = one_problem(&format!("{HEAD}[consumers]\ncodecs = \"lz4\"\n"));
+        assert!(
+            unknown.starts_with("t.toml:6:1: consumers.codecs: unknown key in [consumers]"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn client_rules_are_read_in_file_order() {
+        let c = config(&format!(
+            "{HEAD}[[clients]]\nmatch = \"legacy-*\"\naccept = [\"gzip\"]\n\
+             [[clients]]\nsoftware = \"apache-kafka-java/2.*\"\nlistener = \"node *\"\n\
+             accept = [\"gzip\", \"snappy\", \"lz4\"]\n[[clients]]\nmatch = \"kafkajs\"\naccept = []\n"
+        ));
+        let rules = &c.consumers.clients;
+        assert_eq!(rules.rules().len(), 3);
+        assert_eq!(rules.rules()[1].line, 8);
+        assert_eq!(
+            rules.accepts(Some("legacy-billing"), None, "bootstrap"),
+            CodecSet::of([Codec::Gzip])
+        );
+        let java = ClientSoftware {
+            name: "apache-kafka-java",
+            version: "2.0.1",
+        };
+        assert_eq!(
+            rules.accepts(Some("app"), Some(&java), "node 2"),
+            CodecSet::of([Codec::Gzip, Codec::Snappy, Codec::Lz4])
+        );
+        assert_eq!(
+            rules.accepts(Some("kafkajs"), None, "node 2"),
+            CodecSet::NONE_ONLY
+        );
+        assert_eq!(rules.accepts(Some("app"), None, "node 2"), CodecSet::ALL);
+    }
+
+    #[test]
+    fn client_rule_problems_name_file_line_key_value_and_allowed() {
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"a\"\naccept = [\"lz5\"]\n"
+            )),
+            "t.toml:7:11: clients.accept = \"lz5\": unknown codec \
+             (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"a\"\naccept = [\"GZIP\"]\n"
+            )),
+            "t.toml:7:11: clients.accept = \"GZIP\": unknown codec: names are case-sensitive, \
+             write \"gzip\" (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"a\"\naccept = [\"gzip\", \"gzip\"]\n"
+            )),
+            "t.toml:7:19: clients.accept = \"gzip\": repeats gzip \
+             (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"a\"\naccept = \"gzip\"\n"
+            )),
+            "t.toml:7:10: clients.accept = \"gzip\": must be an array of codec names, not string \
+             (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nsoftware = \"kafka java\"\naccept = [\"gzip\"]\n"
+            )),
+            "t.toml:6:12: clients.software = \"kafka java\": ' ' cannot be in client software \
+             names and versions, so this rule would never match"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[[clients]]\naccept = [\"gzip\"]\n")),
+            "t.toml:5:1: [[clients]]: a rule needs at least one of match, software, listener"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[[clients]]\nmatch = \"a\"\n")),
+            "t.toml:5:1: clients.accept: missing key in [clients]"
+        );
+        assert_eq!(
+            one_problem(&format!("{HEAD}[clients]\nmatch = \"a\"\naccept = []\n")),
+            "t.toml:5:1: [clients]: rules are an array of tables: write [[clients]]"
+        );
+        // Each rule's problems are reported, not only the first.
+        assert_eq!(
+            problems(&format!(
+                "{HEAD}[[clients]]\nmatch = \"re:(\"\naccept = []\n[[clients]]\nlistener = 1\n\
+                 accept = []\n"
+            ))
+            .len(),
+            2
+        );
+    }
+}
