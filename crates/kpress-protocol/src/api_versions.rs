@@ -9,7 +9,7 @@ use kafka_protocol::messages::ApiVersionsResponse;
 use crate::error::{check_version, ProtocolError, WireError};
 use crate::frame::SIZE_PREFIX_LEN;
 use crate::rewriting::{encode, guarded_decode, ResponseObserver};
-use crate::wire::Reader;
+use crate::wire::{LengthPrefix, Reader};
 use crate::{api, api_key, error_code};
 
 const API: &str = "ApiVersions";
@@ -29,6 +29,24 @@ pub fn api_versions_body_version(api_version: i16, body: &[u8]) -> i16 {
         [hi, lo, ..] if i16::from_be_bytes([*hi, *lo]) == error_code::UNSUPPORTED_VERSION => 0,
         _ => api_version,
     }
+}
+
+/// The first ApiVersions version whose request names the client's software (KIP-511).
+const FIRST_VERSION_WITH_CLIENT_SOFTWARE: i16 = 3;
+
+/// The `client_software_name` and `client_software_version` of an ApiVersions request
+/// at `api_version`, from its `body` (after the request header), as sent: unchecked and
+/// unbounded slices of `body` (the broker validates them; a caller bounds what it
+/// keeps). `None` before v3 (no such fields), past [`API_VERSIONS_MAX_VERSION`], or when
+/// the body does not parse.
+pub fn api_versions_client_software(api_version: i16, body: &[u8]) -> Option<(&[u8], &[u8])> {
+    if !(FIRST_VERSION_WITH_CLIENT_SOFTWARE..=API_VERSIONS_MAX_VERSION).contains(&api_version) {
+        return None;
+    }
+    let mut reader = Reader::new(body);
+    let name = reader.length_prefixed(LengthPrefix::Compact).ok()??;
+    let version = reader.length_prefixed(LengthPrefix::Compact).ok()??;
+    Some((name, version))
 }
 
 /// kpress's own answer to an ApiVersions request newer than
@@ -175,6 +193,38 @@ mod tests {
     const KAFKA_4_1_REFUSAL: [u8; 20] = [
         0, 0, 0, 16, 1, 2, 3, 4, 0, 35, 0, 0, 0, 1, 0, 18, 0, 0, 0, 4,
     ];
+
+    #[test]
+    fn client_software_is_read_from_v3_on_and_hostile_lengths_fail() {
+        use kafka_protocol::messages::ApiVersionsRequest;
+        use kafka_protocol::protocol::{Encodable, StrBytes};
+
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("librdkafka"))
+            .with_client_software_version(StrBytes::from_static_str("2.3.0"));
+        for version in 3..=API_VERSIONS_MAX_VERSION {
+            let mut body = BytesMut::new();
+            request.encode(&mut body, version).unwrap();
+            assert_eq!(
+                api_versions_client_software(version, &body),
+                Some((&b"librdkafka"[..], &b"2.3.0"[..])),
+                "v{version}"
+            );
+        }
+        let mut v2 = BytesMut::new();
+        request.encode(&mut v2, 2).unwrap();
+        assert_eq!(api_versions_client_software(2, &v2), None);
+        assert_eq!(
+            api_versions_client_software(API_VERSIONS_MAX_VERSION + 1, b""),
+            None
+        );
+        // A name length far past the body, and a null name.
+        assert_eq!(
+            api_versions_client_software(3, &[0xff, 0xff, 0xff, 0x0f, 1]),
+            None
+        );
+        assert_eq!(api_versions_client_software(3, &[0, 1, 0]), None);
+    }
 
     #[test]
     fn newer_api_versions_get_what_a_broker_answers() {

@@ -91,6 +91,18 @@ pub fn peek_request_header(body: &[u8]) -> Result<RequestHeader, FrameError> {
     })
 }
 
+/// The client id in a request's header (the frame body without its size prefix), as
+/// sent: an unbounded slice of `body`. `None` when it is null, when the header does not
+/// parse, or for an API key this build does not know (its header version is unknown).
+pub fn request_client_id(body: &[u8]) -> Option<&[u8]> {
+    let mut reader = Reader::new(body);
+    let api_key = reader.i16().ok()?;
+    let api_version = reader.i16().ok()?;
+    is_flexible(api_key, api_version)?;
+    reader.i32().ok()?; // correlation_id
+    reader.length_prefixed(LengthPrefix::Int16).ok()?
+}
+
 /// Header v1 (client id) or v2 (client id + tagged fields) after the fixed
 /// fields: every API key this build knows uses at least v1 in every version a
 /// current client sends.
@@ -268,6 +280,18 @@ mod tests {
         assert_eq!(header.header_len, None);
         let negative = request(-1, 0, 7, None, b"");
         assert_eq!(peek_request_header(&negative).unwrap().header_len, None);
+    }
+
+    #[test]
+    fn client_id_is_read_from_known_apis_only() {
+        let body = request(0, 9, 1, Some("producer-1"), &[0]);
+        assert_eq!(request_client_id(&body), Some(&b"producer-1"[..]));
+        assert_eq!(request_client_id(&request(0, 7, 1, None, b"")), None);
+        assert_eq!(request_client_id(&request(500, 0, 1, Some("x"), b"")), None);
+        // A length past the body.
+        let mut cut = request(0, 7, 1, Some("producer-1"), b"");
+        cut.truncate(12);
+        assert_eq!(request_client_id(&cut), None);
     }
 
     #[test]

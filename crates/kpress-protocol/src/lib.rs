@@ -25,6 +25,8 @@
 //! - [`answer_unsupported_api_versions`]: an ApiVersions request newer than
 //!   kpress parses is answered by kpress itself, as a broker answers a
 //!   version it does not know, so the client retries with an older one.
+//! - [`api_versions_client_software`]: the client software an ApiVersions
+//!   v3+ request names (KIP-511), as sent.
 //!
 //! # Responses (from the broker)
 //!
@@ -92,8 +94,8 @@ pub mod sasl;
 mod wire;
 
 pub use api_versions::{
-    answer_unsupported_api_versions, api_versions_body_version, API_VERSIONS_MAX_VERSION,
-    PARSED_MAX_VERSIONS,
+    answer_unsupported_api_versions, api_versions_body_version, api_versions_client_software,
+    API_VERSIONS_MAX_VERSION, PARSED_MAX_VERSIONS,
 };
 pub use describe_configs::{
     describe_configs_version, describe_topic_configs_request, parse_describe_configs_response,

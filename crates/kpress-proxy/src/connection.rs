@@ -31,7 +31,8 @@ use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
 use crate::frame_io::{read_frame_timed, write_frame, FrameLimits, ReadClock, ReadFrameError};
 use crate::handler::{
-    ConnectionContext, Handlers, Message, RequestContext, RequestStep, ResponseStep, Work,
+    ClientIds, ConnectionContext, Handlers, Message, RequestContext, RequestStep, ResponseStep,
+    Work,
 };
 use crate::handoff::{run_parts, Handoff, Moves};
 use crate::metrics;
@@ -183,6 +184,7 @@ where
     let pool = &conn.requests_pool;
     let limits = relay.limits;
     let mut clock = ReadClock::default();
+    let mut client_ids = ClientIds::default();
     // One wait for the whole connection: its waker is registered once, not per frame.
     let stopping = shutdown.wait_for(|stopping| *stopping);
     tokio::pin!(stopping);
@@ -203,7 +205,7 @@ where
         };
         let header = peek_request_header(frame.body()).map_err(ConnectionError::ClientFrame)?;
         metrics::request(header.api_key);
-        let mut request = RequestContext::new(header);
+        let mut request = RequestContext::new(header).with_client_id(client_ids.of(frame.body()));
         let step = match relay.handlers.request_step(conn, &mut request, frame)? {
             RequestStep::Answer(answer) => {
                 let permit = pool

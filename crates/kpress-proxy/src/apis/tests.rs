@@ -110,6 +110,96 @@ async fn api_versions_newer_than_kpress_parses_is_answered_unsupported_in_order(
     assert!(rest.is_empty());
 }
 
+/// Records what a handler sees of who the client is, on each request.
+#[derive(Debug, Default)]
+struct WhoIsIt(std::sync::Mutex<Vec<(Option<String>, Option<String>)>>);
+
+impl crate::handler::ApiHandler for Arc<WhoIsIt> {
+    fn on_request(
+        &self,
+        conn: &Arc<crate::handler::ConnectionContext>,
+        request: &mut crate::handler::RequestContext,
+        frame: crate::handler::Frame,
+    ) -> Result<crate::handler::RequestStep, crate::handler::HandlerError> {
+        self.0.lock().unwrap().push((
+            conn.client_software().map(|software| software.to_string()),
+            request.client_id().map(str::to_owned),
+        ));
+        Ok(crate::handler::RequestStep::Forward(
+            crate::handler::Message::original(frame),
+        ))
+    }
+}
+
+/// A request frame with header v1 (or v2 when `flexible`) naming `client_id`.
+fn request_from(
+    client_id: &str,
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    flexible: bool,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&api_key.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    out.extend_from_slice(client_id.as_bytes());
+    if flexible {
+        out.push(0); // no tagged fields
+    }
+    out.extend_from_slice(body);
+    frame(&out)
+}
+
+#[tokio::test]
+async fn handlers_see_the_software_api_versions_named_and_each_client_id() {
+    let who = Arc::new(WhoIsIt::default());
+    let handlers = crate::Handlers::kpress().register(HEARTBEAT, Arc::clone(&who));
+    let mut h = start(shared_with_handlers(
+        Arc::new(RewritePolicy::default()),
+        settings(1 << 22, 30000),
+        handlers,
+    ));
+    let before = request_from("app-1", HEARTBEAT, 3, 1, false, b"");
+    h.client.write_all(&before).await.unwrap();
+    assert_eq!(read_exact_frame(&mut h.broker).await, before);
+    // ApiVersions v3: client_software_name "librdkafka", client_software_version
+    // "2.6.1" (compact strings), no tagged fields.
+    let mut body = vec![11];
+    body.extend_from_slice(b"librdkafka");
+    body.push(6);
+    body.extend_from_slice(b"2.6.1");
+    body.push(0);
+    let api_versions = request_from("app-1", 18, 3, 2, true, &body);
+    h.client.write_all(&api_versions).await.unwrap();
+    assert_eq!(read_exact_frame(&mut h.broker).await, api_versions);
+    let after = request_from("app-2", HEARTBEAT, 3, 3, false, b"");
+    h.client.write_all(&after).await.unwrap();
+    assert_eq!(read_exact_frame(&mut h.broker).await, after);
+    // Software that Kafka would refuse is not kept: the last good one stays.
+    let mut bad = vec![4];
+    bad.extend_from_slice(b"a b");
+    bad.extend_from_slice(&[2, b'1', 0]);
+    let refused = request_from("app-2", 18, 3, 4, true, &bad);
+    h.client.write_all(&refused).await.unwrap();
+    assert_eq!(read_exact_frame(&mut h.broker).await, refused);
+    let last = request(HEARTBEAT, 3, 5, b"");
+    h.client.write_all(&last).await.unwrap();
+    assert_eq!(read_exact_frame(&mut h.broker).await, last);
+
+    let software = Some("librdkafka/2.6.1".to_owned());
+    assert_eq!(
+        *who.0.lock().unwrap(),
+        [
+            (None, Some("app-1".to_owned())),
+            (software.clone(), Some("app-2".to_owned())),
+            (software, None),
+        ]
+    );
+}
+
 // SaslHandshake.
 
 #[tokio::test]

@@ -1,4 +1,5 @@
-//! What a handler sees of its connection, and the services it may use: the client, the
+//! What a handler sees of its connection, and the services it may use: the client (its
+//! address and the software it names), the
 //! policy in force, the budget, the global work slots and its limits, what kpress
 //! knows of the cluster, metric labels, and kpress's own requests to the cluster. The
 //! proxy's shared state is a private field: a handler reaches nothing else.
@@ -19,7 +20,7 @@ use crate::budget::{BudgetPermit, ConnectionPool, Direction};
 use crate::cluster::{AddressObserver, NodeListeners};
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::Frame;
-use crate::handler::{HandlerError, Message};
+use crate::handler::{ClientSoftware, HandlerError, Message};
 use crate::metrics::TopicLabels;
 use crate::policy::PolicySnapshot;
 use crate::scheduler::{Overloaded, WorkKey, WorkPermit};
@@ -37,6 +38,8 @@ pub struct ConnectionContext {
     upstream: UpstreamTarget,
     /// The client's SASL exchange, watched only when batches wait for authentication.
     auth: Option<Mutex<AuthProgress>>,
+    /// What the client's last ApiVersions v3+ request named.
+    software: Mutex<Option<ClientSoftware>>,
     /// This connection's share of each budget pool.
     pub(crate) requests_pool: ConnectionPool,
     pub(crate) responses_pool: ConnectionPool,
@@ -51,6 +54,7 @@ impl fmt::Debug for ConnectionContext {
         f.debug_struct("ConnectionContext")
             .field("client", &self.client)
             .field("upstream", &self.upstream)
+            .field("software", &self.client_software())
             .field("authenticated", &self.is_authenticated())
             .finish_non_exhaustive()
     }
@@ -70,6 +74,7 @@ impl ConnectionContext {
             client,
             upstream,
             auth,
+            software: Mutex::new(None),
             requests_pool: proxy.connection_pool(Direction::Request),
             responses_pool: proxy.connection_pool(Direction::Response),
             proxy,
@@ -80,6 +85,23 @@ impl ConnectionContext {
     /// The client's address.
     pub fn client(&self) -> SocketAddr {
         self.client
+    }
+
+    /// The software the client named in its latest ApiVersions v3+ request (KIP-511),
+    /// bounded; `None` until it has sent one (clients send ApiVersions first on a
+    /// connection; those older than KIP-511 send v0-v2, which name none: the
+    /// request's [`client_id`](crate::handler::RequestContext::client_id) is then the
+    /// only handle).
+    pub fn client_software(&self) -> Option<ClientSoftware> {
+        self.software
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Keeps what an ApiVersions request named, in place of any earlier one.
+    pub(crate) fn set_client_software(&self, software: ClientSoftware) {
+        *self.software.lock().unwrap_or_else(PoisonError::into_inner) = Some(software);
     }
 
     /// The listener the client came through, as logs name it (`bootstrap`, `node 3`).

@@ -8,12 +8,13 @@
 //! in. The same `RequestContext` comes back with the broker's response, and the
 //! handler's [`ResponseStep`] says what the client gets: the response as read, other
 //! bytes, or the result of [`Work`], relayed in order. Handlers see the connection
-//! through its [`ConnectionContext`]: who the client is, the listener, whether it has
-//! authenticated, the policy in force, the budget, the global work slots and kpress's
+//! through its [`ConnectionContext`]: who the client is (address, the software it
+//! names: [`ClientSoftware`]), the listener, whether it has authenticated, the policy in force, the budget, the global work slots and kpress's
 //! own requests to the cluster. An API without a handler is relayed as bytes both ways.
 //! kpress's own handlers are in `apis` ([`Handlers::kpress`]); the connection loop is
 //! given the handlers, and nothing else holds them.
 
+mod client;
 mod context;
 
 use std::any::Any;
@@ -29,6 +30,8 @@ use crate::budget::BudgetPermit;
 use crate::error::ConnectionError;
 pub use crate::frame_io::Frame;
 
+pub(crate) use client::ClientIds;
+pub use client::{ClientSoftware, MAX_CLIENT_ID_BYTES, MAX_CLIENT_SOFTWARE_BYTES};
 pub use context::ConnectionContext;
 
 /// What kpress does with one Kafka API. Both methods run on the connection's task: keep
@@ -176,6 +179,7 @@ impl From<ConnectionError> for HandlerError {
 #[derive(Debug)]
 pub struct RequestContext {
     header: RequestHeader,
+    client_id: Option<Arc<str>>,
     expects_response: bool,
     /// When kpress began forwarding it, for the upstream latency.
     forwarded: Option<Instant>,
@@ -187,15 +191,29 @@ impl RequestContext {
     pub(crate) fn new(header: RequestHeader) -> RequestContext {
         RequestContext {
             header,
+            client_id: None,
             expects_response: true,
             forwarded: None,
             state: None,
         }
     }
 
+    /// With the client id of its header (see [`ClientIds`]).
+    pub(crate) fn with_client_id(mut self, client_id: Option<Arc<str>>) -> RequestContext {
+        self.client_id = client_id;
+        self
+    }
+
     /// The request's header fields.
     pub fn header(&self) -> &RequestHeader {
         &self.header
+    }
+
+    /// The `client.id` of the request's header, cut to [`MAX_CLIENT_ID_BYTES`]; `None`
+    /// when the client sent none. Clients send one per connection, but the header is
+    /// the request's: nothing stops a client from changing it.
+    pub fn client_id(&self) -> Option<&str> {
+        self.client_id.as_deref()
     }
 
     pub fn api_key(&self) -> i16 {
