@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use kpress_batch::PolicyLookup;
+use kpress_config::ConsumerSettings;
 
 use crate::shadow::ShadowTrials;
 
@@ -15,14 +16,17 @@ pub struct PolicySnapshot {
     pub rules: Arc<dyn PolicyLookup>,
     /// The shadow trials (`[shadow]`), or `None`.
     pub shadow: Option<ShadowTrials>,
+    /// `[consumers]` and `[[clients]]`: how Fetch responses are re-encoded.
+    pub consumers: Arc<ConsumerSettings>,
 }
 
 impl PolicySnapshot {
-    /// A snapshot of `rules` with no shadow trials.
+    /// A snapshot of `rules` with no shadow trials and `[consumers]`' defaults.
     pub fn rules_only(rules: Arc<dyn PolicyLookup>) -> PolicySnapshot {
         PolicySnapshot {
             rules,
             shadow: None,
+            consumers: Arc::default(),
         }
     }
 }
@@ -31,6 +35,7 @@ impl fmt::Debug for PolicySnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PolicySnapshot")
             .field("shadow", &self.shadow)
+            .field("consumers", &self.consumers)
             .finish_non_exhaustive()
     }
 }

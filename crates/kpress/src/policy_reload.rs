@@ -80,6 +80,7 @@ pub(crate) fn snapshot(
             config.shadow.as_ref(),
             &config.limits,
         ),
+        consumers: Arc::new(config.consumers.clone()),
     }
 }
 

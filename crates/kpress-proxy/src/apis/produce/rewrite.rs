@@ -561,6 +561,7 @@ mod tests {
         let with = rewrite(&PolicySnapshot {
             rules: zstd,
             shadow: Some(trials),
+            consumers: Default::default(),
         });
         assert_eq!(with.frame, without.frame);
         let samples = with.reports.shadow.expect("sampled");
@@ -681,6 +682,7 @@ mod tests {
             &PolicySnapshot {
                 rules: Arc::clone(&rules),
                 shadow: Some(trials.clone()),
+                consumers: Default::default(),
             },
             &|_| None,
         )
@@ -699,6 +701,7 @@ mod tests {
         let policy = PolicySnapshot {
             rules: zstd,
             shadow: Some(trials),
+            consumers: Default::default(),
         };
         assert!(
             try_without_codec_work(&payload, header_len, 7, LIMITS, &policy, &|_| None).is_none()
