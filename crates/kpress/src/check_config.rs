@@ -419,6 +419,44 @@ pub(crate) fn summary(config: &Config) -> String {
             kpress_config::overload::STEP_UP_AFTER,
         );
     }
+    let consumers = &config.consumers;
+    if consumers.reencode {
+        let level = format!("compression.{}.level", consumers.codec.name());
+        let level = consumers
+            .options
+            .get(&level)
+            .map_or(String::new(), |n| format!(" (level {n})"));
+        let _ = writeln!(
+            out,
+            "  consumers: Fetch batches a client cannot read are re-encoded into {}{level}, \
+             else into a codec it reads; {} bytes of re-encoded batches cached",
+            consumers.codec, consumers.cache_bytes
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  consumers: Fetch responses pass as the broker sent them (reencode = false)"
+        );
+    }
+    for (i, rule) in consumers.clients.rules().iter().enumerate() {
+        let patterns = [
+            ("match", rule.client_id.as_ref().map(ToString::to_string)),
+            ("software", rule.software.as_ref().map(ToString::to_string)),
+            ("listener", rule.listener.as_ref().map(ToString::to_string)),
+        ];
+        let patterns: Vec<String> = patterns
+            .into_iter()
+            .filter_map(|(key, p)| p.map(|p| format!("{key} {p}")))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  client rule {} (line {}) {}: reads {}",
+            i + 1,
+            rule.line,
+            patterns.join(", "),
+            rule.accept
+        );
+    }
     for (i, rule) in config.topics.iter().enumerate() {
         let _ = writeln!(
             out,

@@ -257,6 +257,43 @@ fn a_listener_bind_and_bootstrap_servers_are_a_whole_policy_file() {
 }
 
 #[test]
+fn consumers_and_client_rules_are_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "[listener]\nbind = \"127.0.0.1:19092\"\n\
+                [upstream]\nbootstrap_servers = [\"127.0.0.1:9092\"]\n";
+    let config = write(
+        &dir,
+        "k.toml",
+        &format!(
+            "{head}[consumers]\ncompression.lz4.level = 12\ncache_bytes = 1048576\n\
+             [[clients]]\nmatch = \"kafkajs*\"\naccept = [\"gzip\"]\n\
+             [[clients]]\nsoftware = \"apache-kafka-java/2.*\"\nlistener = \"node *\"\n\
+             accept = [\"lz4\", \"snappy\"]\n"
+        ),
+    );
+    let out = kpress(&["check-config", &config]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in [
+        "  consumers: Fetch batches a client cannot read are re-encoded into lz4 (level 12), \
+         else into a codec it reads; 1048576 bytes of re-encoded batches cached\n",
+        "  client rule 1 (line 8) match kafkajs*: reads none, gzip\n",
+        "  client rule 2 (line 11) software apache-kafka-java/2.*, listener node *: reads \
+         none, snappy, lz4\n",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{stdout}");
+    }
+    let off = write(
+        &dir,
+        "off.toml",
+        &format!("{head}[consumers]\nreencode = false\n"),
+    );
+    let out = kpress(&["check-config", &off]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("  consumers: Fetch responses pass as the broker sent them"));
+}
+
+#[test]
 fn renamed_keys_are_refused_naming_what_to_write_instead() {
     let dir = tempfile::tempdir().unwrap();
     let listen = free_addr();

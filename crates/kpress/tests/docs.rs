@@ -1051,6 +1051,8 @@ fn policy_setting_key(key: &str, value: Option<&str>) -> Option<String> {
         "overload" => "[overload]\n".to_owned(),
         "admin" => "[admin]\nbind = \"127.0.0.1:9464\"\n".to_owned(),
         "shadow" => "[shadow]\ncandidates = [\"zstd:3\"]\n".to_owned(),
+        "consumers" => "[consumers]\n".to_owned(),
+        "clients" => "[[clients]]\nmatch = \"c\"\naccept = []\n".to_owned(),
         "defaults" | "topics" => {
             let header = if table == "topics" {
                 "[[topics]]\nmatch = \"t\"\n"

@@ -55,7 +55,49 @@ pub(super) fn policy_json(applied: &AppliedPolicy) -> Value {
             }
             with_level(Value::Object(entry), &applied.rules, Some(index))
         }).collect::<Vec<_>>(),
+        "consumers": consumers_json(config),
+        "clients": clients_json(config),
     })
+}
+
+fn consumers_json(config: &Config) -> Value {
+    let consumers = &config.consumers;
+    let mut out = json!({
+        "reencode": consumers.reencode,
+        "codec": consumers.codec.name(),
+        "cache_bytes": consumers.cache_bytes,
+    });
+    let level = format!("compression.{}.level", consumers.codec.name());
+    if let Some(value) = consumers.options.get(&level) {
+        out[level] = value.into();
+    }
+    out
+}
+
+/// `[[clients]]` in file order, each with the patterns it sets and the codecs it reads.
+fn clients_json(config: &Config) -> Value {
+    let rules = config.consumers.clients.rules().iter().map(|rule| {
+        let mut entry = Map::new();
+        let mut pattern = |key: &str, text: Option<String>| {
+            if let Some(text) = text {
+                entry.insert(key.into(), text.into());
+            }
+        };
+        pattern("match", rule.client_id.as_ref().map(ToString::to_string));
+        pattern("software", rule.software.as_ref().map(ToString::to_string));
+        pattern("listener", rule.listener.as_ref().map(ToString::to_string));
+        entry.insert(
+            "accept".into(),
+            rule.accept
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .into(),
+        );
+        entry.insert("line".into(), rule.line.into());
+        Value::Object(entry)
+    });
+    Value::Array(rules.collect())
 }
 
 /// A rule's JSON with `effective_level`, the level in force now (lower than the
@@ -438,6 +480,37 @@ pub(super) mod tests {
             policy.rules.end_window();
         }
         assert_eq!(policy_json(&policy)["topics"][0]["effective_level"], 16);
+    }
+
+    #[test]
+    fn consumers_and_client_rules_are_shown_in_file_order() {
+        let json = policy_json(&applied(config(
+            "[consumers]\ncodec = \"zstd\"\ncompression.zstd.level = 1\ncache_bytes = 0\n\
+             [[clients]]\nmatch = \"legacy-*\"\naccept = [\"gzip\"]\n\
+             [[clients]]\nsoftware = \"librdkafka/1.*\"\nlistener = \"bootstrap\"\n\
+             accept = [\"lz4\", \"snappy\"]\n",
+        )));
+        assert_eq!(
+            json["consumers"],
+            json!({
+                "reencode": true,
+                "codec": "zstd",
+                "compression.zstd.level": 1,
+                "cache_bytes": 0,
+            })
+        );
+        assert_eq!(json["clients"][0]["match"], "legacy-*");
+        assert_eq!(json["clients"][0]["accept"], json!(["none", "gzip"]));
+        assert_eq!(json["clients"][1]["software"], "librdkafka/1.*");
+        assert_eq!(json["clients"][1]["listener"], "bootstrap");
+        assert_eq!(
+            json["clients"][1]["accept"],
+            json!(["none", "snappy", "lz4"])
+        );
+        assert!(json["clients"][1].get("match").is_none());
+        let defaults = policy_json(&applied(config("")));
+        assert_eq!(defaults["consumers"]["compression.lz4.level"], 9);
+        assert_eq!(defaults["clients"], json!([]));
     }
 
     #[test]
