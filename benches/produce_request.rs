@@ -17,7 +17,7 @@ use kpress_codec::{Codec, CompressionOptions};
 use kpress_config::MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT;
 use kpress_protocol::api_key;
 use kpress_protocol::frame::peek_request_header;
-use kpress_protocol::{rewrite_produce_with, RecordsRewriter};
+use kpress_protocol::{produce_allows_zstd, rewrite_produce_with, RecordsRewriter};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -122,7 +122,10 @@ fn rewrite(
     let mut rewriter = Rewriter {
         recompressor,
         policy,
-        request: ProduceAllowance::new(request.api_version, MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT),
+        request: ProduceAllowance::new(
+            produce_allows_zstd(request.api_version),
+            MAX_REQUEST_DECOMPRESSED_BYTES_DEFAULT,
+        ),
         outcomes: Vec::new(),
     };
     let splice = rewrite_produce_with(

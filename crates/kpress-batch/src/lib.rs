@@ -22,7 +22,5 @@ pub use policy::{
     TargetSource, UnknownMode, UnknownTarget, DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_DECOMPRESSED_BYTES, DEFAULT_MAX_DECOMPRESSION_RATIO,
 };
-pub use rewrite::{
-    pass_without_codec_work, ProduceAllowance, Recompressor, FIRST_PRODUCE_VERSION_WITH_ZSTD,
-};
+pub use rewrite::{pass_without_codec_work, ProduceAllowance, Recompressor};
 pub use stats::{Outcome, PassReason, RewriteStats};

@@ -18,23 +18,21 @@ use kpress_codec::{Codec, CodecError, CompressionOptions, Compressor, Decompress
 /// Scratch capacity kept between batches: a few of Kafka's default 1 MiB batches.
 const SCRATCH_KEEP_BYTES: usize = 8 << 20;
 
-/// Produce v7 is the first version in which brokers accept zstd batches (KIP-110).
-pub const FIRST_PRODUCE_VERSION_WITH_ZSTD: i16 = 7;
-
-/// What one Produce request allows its batches: the codecs its version may carry, and
-/// the decompressed bytes all its batches may still use together.
+/// What one Produce request allows its batches: whether they may be written in zstd (its
+/// version says; the protocol crate knows which versions), and the decompressed bytes
+/// all its batches may still use together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProduceAllowance {
-    api_version: i16,
+    allows_zstd: bool,
     decompressed_bytes_left: usize,
 }
 
 impl ProduceAllowance {
-    /// A Produce request of `api_version` whose batches may decompress to
-    /// `max_request_decompressed_bytes` together.
-    pub fn new(api_version: i16, max_request_decompressed_bytes: usize) -> ProduceAllowance {
+    /// A request whose batches may be written in zstd if `allows_zstd`, and may
+    /// decompress to `max_request_decompressed_bytes` together.
+    pub fn new(allows_zstd: bool, max_request_decompressed_bytes: usize) -> ProduceAllowance {
         ProduceAllowance {
-            api_version,
+            allows_zstd,
             decompressed_bytes_left: max_request_decompressed_bytes,
         }
     }
@@ -45,7 +43,7 @@ impl ProduceAllowance {
     }
 
     fn allows(&self, codec: Codec) -> bool {
-        codec != Codec::Zstd || self.api_version >= FIRST_PRODUCE_VERSION_WITH_ZSTD
+        codec != Codec::Zstd || self.allows_zstd
     }
 }
 
@@ -212,7 +210,7 @@ impl Recompressor {
     /// Rewrites one partition's records field of a Produce request (v3+), within what
     /// the request allows: a field of more than one batch goes on untouched as one
     /// [`PassReason::MultipleBatches`] outcome (the broker refuses it, so decoding any
-    /// of it would be wasted), zstd is not written into requests older than v7, and
+    /// of it would be wasted), zstd is not written where the request does not allow it, and
     /// decompression counts against the request's budget. Reports the outcome and
     /// input size to `on_batch`.
     pub fn rewrite_partition(
@@ -438,8 +436,8 @@ mod pass_without_codec_work_tests {
     use proptest::prelude::*;
 
     /// The partition's outcome and output from the full rewrite.
-    fn rewritten(records: &[u8], policy: &RewritePolicy, api_version: i16) -> (Outcome, Vec<u8>) {
-        let mut request = ProduceAllowance::new(api_version, 1 << 20);
+    fn rewritten(records: &[u8], policy: &RewritePolicy, allows_zstd: bool) -> (Outcome, Vec<u8>) {
+        let mut request = ProduceAllowance::new(allows_zstd, 1 << 20);
         let mut out = Vec::new();
         let mut outcome = None;
         Recompressor::new().rewrite_partition(records, policy, &mut request, &mut out, |o, _| {
@@ -471,38 +469,38 @@ mod pass_without_codec_work_tests {
         let mut corrupt = lz4.clone();
         let last = corrupt.len() - 1;
         corrupt[last] ^= 1;
-        // Records, target (`None`: the producer's), Produce version, expected reason.
-        type Case<'a> = (&'a [u8], Option<Codec>, i16, Option<PassReason>);
+        // Records, target (`None`: the producer's), whether zstd is allowed, expected reason.
+        type Case<'a> = (&'a [u8], Option<Codec>, bool, Option<PassReason>);
         let cases: [Case<'_>; 7] = [
-            (&lz4, None, 13, Some(PassReason::PolicyProducer)),
-            (&lz4, Some(Codec::Lz4), 13, Some(PassReason::SameCodec)),
+            (&lz4, None, true, Some(PassReason::PolicyProducer)),
+            (&lz4, Some(Codec::Lz4), true, Some(PassReason::SameCodec)),
             (
                 &lz4,
                 Some(Codec::Zstd),
-                6,
+                false,
                 Some(PassReason::ZstdNeedsProduceV7),
             ),
-            (&corrupt, None, 13, Some(PassReason::CrcMismatch)),
+            (&corrupt, None, true, Some(PassReason::CrcMismatch)),
             (
                 &[&lz4[..], &lz4[..]].concat(),
                 Some(Codec::Zstd),
-                13,
+                true,
                 Some(PassReason::MultipleBatches),
             ),
             (
                 b"garbage",
                 Some(Codec::Zstd),
-                13,
+                true,
                 Some(PassReason::Malformed),
             ),
-            (&lz4, Some(Codec::Zstd), 13, None),
+            (&lz4, Some(Codec::Zstd), true, None),
         ];
-        for (records, target, version, expected) in cases {
+        for (records, target, zstd, expected) in cases {
             let policy = policy(target);
-            let request = ProduceAllowance::new(version, 1 << 20);
+            let request = ProduceAllowance::new(zstd, 1 << 20);
             let found = pass_without_codec_work(records, &policy, &request);
-            assert_eq!(found, expected, "{target:?} v{version}");
-            let (outcome, _) = rewritten(records, &policy, version);
+            assert_eq!(found, expected, "{target:?} zstd allowed: {zstd}");
+            let (outcome, _) = rewritten(records, &policy, zstd);
             match found {
                 Some(reason) => assert_eq!(outcome, Outcome::PassedThrough(reason)),
                 None => assert!(matches!(outcome, Outcome::Rewritten { .. }), "{outcome:?}"),
@@ -518,7 +516,7 @@ mod pass_without_codec_work_tests {
         fn agrees_with_the_rewrite_on_damaged_input(
             from in prop::sample::select(Codec::ALL.to_vec()),
             target in prop::option::of(prop::sample::select(Codec::ALL.to_vec())),
-            version in 3i16..14,
+            zstd in any::<bool>(),
             n in 0usize..20,
             flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..3),
             reseal in any::<bool>(),
@@ -532,9 +530,9 @@ mod pass_without_codec_work_tests {
                 seal(&mut records);
             }
             let policy = policy(target);
-            let found = pass_without_codec_work(&records, &policy, &ProduceAllowance::new(version, 1 << 20));
+            let found = pass_without_codec_work(&records, &policy, &ProduceAllowance::new(zstd, 1 << 20));
             if let Some(reason) = found {
-                let (outcome, out) = rewritten(&records, &policy, version);
+                let (outcome, out) = rewritten(&records, &policy, zstd);
                 prop_assert_eq!(outcome, Outcome::PassedThrough(reason));
                 prop_assert_eq!(out, records);
             }

@@ -54,8 +54,9 @@ pub enum PassReason {
     NotSmaller,
     /// The rewrite is larger than `max_batch_bytes`.
     OverBatchLimit,
-    /// The target is zstd but the request is Produce v3-v6: the broker refuses zstd
-    /// there (UNSUPPORTED_COMPRESSION_TYPE), so old clients keep their codec.
+    /// The target is zstd but the request does not allow it (Produce v3-v6: the broker
+    /// refuses zstd there with UNSUPPORTED_COMPRESSION_TYPE), so old clients keep their
+    /// codec.
     ZstdNeedsProduceV7,
     /// The partition's records hold more than one batch; Produce v3+ allows exactly
     /// one, so the broker refuses the partition and kpress decodes none of them.

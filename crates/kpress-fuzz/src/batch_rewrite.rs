@@ -2,6 +2,7 @@
 //! `rewrite_partition` over arbitrary bytes, under every policy.
 
 use kpress_batch::{Outcome, ProduceAllowance, Recompressor, RecordBatch, CRC_START, LOG_OVERHEAD};
+use kpress_protocol::produce_allows_zstd;
 
 use crate::check::{check_rewrite, Expected};
 use crate::choice::{policy_choice, request_choice};
@@ -56,7 +57,10 @@ pub fn batch_rewrite(data: &[u8]) {
         }
     }
 
-    let mut allowance = ProduceAllowance::new(request.produce_version, request.decompress_budget);
+    let mut allowance = ProduceAllowance::new(
+        produce_allows_zstd(request.produce_version),
+        request.decompress_budget,
+    );
     let mut partition = Vec::new();
     let mut outcomes = Vec::new();
     recompressor.rewrite_partition(

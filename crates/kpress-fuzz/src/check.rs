@@ -1,10 +1,9 @@
 //! The invariants of a batch rewrite, shared by `batch_rewrite` and `request_frame`:
 //! what `Recompressor` appended, judged against its input and reported outcomes.
 
-use kpress_batch::{
-    Outcome, RecompressMode, RecordBatch, RewritePolicy, Target, FIRST_PRODUCE_VERSION_WITH_ZSTD,
-};
+use kpress_batch::{Outcome, RecompressMode, RecordBatch, RewritePolicy, Target};
 use kpress_codec::{Codec, Decompressor};
+use kpress_protocol::produce_allows_zstd;
 
 /// What the rewrite was asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -131,7 +130,7 @@ fn check_rewritten(
     );
     if let Some(version) = expected.produce_version {
         assert!(
-            to != Codec::Zstd || version >= FIRST_PRODUCE_VERSION_WITH_ZSTD,
+            to != Codec::Zstd || produce_allows_zstd(version),
             "zstd written into Produce v{version}"
         );
     }

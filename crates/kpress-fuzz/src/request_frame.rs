@@ -9,8 +9,8 @@ use kpress_protocol::frame::{
     check_frame, frame_body_len, peek_request_header, RequestHeader, SIZE_PREFIX_LEN,
 };
 use kpress_protocol::{
-    api_key, produce_acks, rewrite_produce_with, Fault, ProtocolError, RecordsRewriter,
-    PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
+    api_key, produce_acks, produce_allows_zstd, rewrite_produce_with, Fault, ProtocolError,
+    RecordsRewriter, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
 
 use crate::batch_rewrite::fix_crc;
@@ -99,9 +99,9 @@ fn rewrite_produce(
         payload,
         policy,
         recompressor: Recompressor::new(),
-        allowance: request
-            .per_partition
-            .then(|| ProduceAllowance::new(version, request.decompress_budget)),
+        allowance: request.per_partition.then(|| {
+            ProduceAllowance::new(produce_allows_zstd(version), request.decompress_budget)
+        }),
         version,
         budget: request.decompress_budget,
         decompressed: 0,

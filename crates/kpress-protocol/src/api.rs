@@ -1,8 +1,8 @@
 //! The registry of per-API facts: for every Kafka API key, the first version that uses
 //! flexible (tagged-field) encoding, the versions kpress parses in the traffic it
 //! relays, the first version whose responses carry broker node addresses that kpress
-//! must rewrite (and how its responses are rewritten), and the first version that names
-//! topics by id. Every other module reads these facts from here, so each one is stated
+//! must rewrite (and how its responses are rewritten), the first version that names
+//! topics by id, and the first version whose record batches may be zstd-compressed. Every other module reads these facts from here, so each one is stated
 //! once.
 
 /// Versions `min..=max` of one API.
@@ -50,6 +50,10 @@ pub struct ApiFacts {
     /// The first version that names topics by id instead of by name (KIP-516); `None`:
     /// no version does, or kpress does not read them.
     pub topic_ids_from: Option<i16>,
+    /// The first version whose record batches may be zstd-compressed (KIP-110): brokers
+    /// refuse zstd in older Produce requests and do not send it in older Fetch
+    /// responses. `None`: the API carries no record batches.
+    pub zstd_from: Option<i16>,
 }
 
 impl ApiFacts {
@@ -67,6 +71,7 @@ impl ApiFacts {
             node_addresses_from: None,
             response_rewrite: None,
             topic_ids_from: None,
+            zstd_from: None,
         }
     }
 
@@ -107,6 +112,22 @@ impl ApiFacts {
         ApiFacts {
             topic_ids_from: Some(version),
             ..self
+        }
+    }
+
+    const fn zstd_from(self, version: i16) -> ApiFacts {
+        ApiFacts {
+            zstd_from: Some(version),
+            ..self
+        }
+    }
+
+    /// Whether record batches at `api_version` may be zstd-compressed (false for an API
+    /// that carries none).
+    pub const fn allows_zstd(&self, api_version: i16) -> bool {
+        match self.zstd_from {
+            Some(first) => api_version >= first,
+            None => false,
         }
     }
 
@@ -181,6 +202,11 @@ pub(crate) const fn topic_ids_from(api_key: i16) -> i16 {
     stated(known(api_key).topic_ids_from)
 }
 
+/// The first version of a known API whose record batches may be zstd-compressed.
+pub(crate) const fn zstd_from(api_key: i16) -> i16 {
+    stated(known(api_key).zstd_from)
+}
+
 /// How many APIs kpress parses in relayed traffic.
 const PARSED_COUNT: usize = {
     let mut count = 0;
@@ -226,8 +252,8 @@ const API_VERSIONS: ResponseRewrite = ResponseRewrite::ApiVersions;
 /// v1 only (KIP-932; v0 was early access in Kafka 4.0).
 #[rustfmt::skip]
 static APIS: [ApiFacts; 93] = [
-    flex(9).parsed(3, 13).endpoints_from(10).topic_ids_from(13), // 0 Produce
-    flex(12).parsed(4, 18).endpoints_from(16),     // 1 Fetch
+    flex(9).parsed(3, 13).endpoints_from(10).topic_ids_from(13).zstd_from(7), // 0 Produce
+    flex(12).parsed(4, 18).endpoints_from(16).zstd_from(10), // 1 Fetch
     flex(6),                                       // 2 ListOffsets
     flex(9).parsed(0, 13).addresses_as(0, METADATA).topic_ids_from(10), // 3 Metadata
     flex(4),                                       // 4 LeaderAndIsr (3.9)
@@ -362,5 +388,13 @@ mod tests {
         assert!(carries(api_key::METADATA, 0));
         assert!(!carries(2, 9)); // ListOffsets
         assert!(facts(93).is_none() && facts(-1).is_none());
+    }
+
+    #[test]
+    fn zstd_batches_are_allowed_from_kip_110s_versions() {
+        let zstd = |key, version| facts(key).unwrap().allows_zstd(version);
+        assert!(!zstd(api_key::PRODUCE, 6) && zstd(api_key::PRODUCE, 7));
+        assert!(!zstd(api_key::FETCH, 9) && zstd(api_key::FETCH, 10));
+        assert!(!zstd(api_key::METADATA, 13));
     }
 }

@@ -6,13 +6,16 @@
 //! # Per-API facts
 //!
 //! [`api`] is the one registry of what kpress knows per API key: the first
-//! flexible version, the versions kpress parses, and from which version
-//! responses carry broker node addresses. Frame headers, the ApiVersions cap
-//! and every parser read their versions from it.
+//! flexible version, the versions kpress parses, from which version
+//! responses carry broker node addresses, and from which version record
+//! batches may be zstd. Frame headers, the ApiVersions cap, every parser and
+//! the zstd check of Produce ([`produce_allows_zstd`]) read their versions
+//! from it.
 //!
 //! # Requests (from clients: hostile input)
 //!
 //! - [`produce_acks`]: `acks` of a Produce request (acks=0 gets no response).
+//! - [`produce_allows_zstd`]: whether a Produce version may carry zstd batches.
 //! - [`rewrite_produce_with`]: each partition's records of a Produce request
 //!   (v3-v13) go through a [`RecordsRewriter`] (kpress-proxy's recompresses
 //!   them with the topic's policy); returns the new request frame (size
@@ -109,8 +112,8 @@ pub use fetch::{
 };
 pub use metadata::metadata_request;
 pub use produce::{
-    produce_acks, rewrite_produce_with, ProduceSplice, RecordsRewriter, MAX_UNKNOWN_TOPIC_IDS,
-    PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
+    produce_acks, produce_allows_zstd, rewrite_produce_with, ProduceSplice, RecordsRewriter,
+    MAX_UNKNOWN_TOPIC_IDS, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
 pub use response::{rewrite_response, rewrites_response};
 pub use rewriting::ResponseObserver;

@@ -27,6 +27,14 @@ pub const PRODUCE_MAX_VERSION: i16 = api::parsed(api_key::PRODUCE).max;
 const FIRST_FLEXIBLE: i16 = api::first_flexible(api_key::PRODUCE);
 /// Produce v13 names topics by id (KIP-516).
 const FIRST_TOPIC_ID: i16 = api::topic_ids_from(api_key::PRODUCE);
+/// Produce v7 is the first whose batches brokers accept zstd-compressed (KIP-110).
+const FIRST_ZSTD: i16 = api::zstd_from(api_key::PRODUCE);
+
+/// Whether a Produce request of `api_version` may carry zstd-compressed batches: brokers
+/// refuse them before v7 (KIP-110), so kpress writes none there.
+pub const fn produce_allows_zstd(api_version: i16) -> bool {
+    api_version >= FIRST_ZSTD
+}
 
 /// How a topic is named in a Produce request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -620,7 +620,7 @@ fn partition(
 fn a_partition_of_several_batches_is_passed_whole_without_decoding() {
     let gzip = builder(Codec::Gzip).build(&records(20)).unwrap();
     let two = [&gzip[..], &gzip[..]].concat();
-    let mut request = ProduceAllowance::new(9, usize::MAX);
+    let mut request = ProduceAllowance::new(true, usize::MAX);
     let (outcome, out) = partition(&two, &to(Codec::Zstd), &mut request);
     assert_eq!(outcome, Outcome::PassedThrough(PassReason::MultipleBatches));
     assert_eq!(out, two);
@@ -635,28 +635,25 @@ fn a_partition_of_several_batches_is_passed_whole_without_decoding() {
 }
 
 #[test]
-fn zstd_is_not_written_into_produce_before_v7() {
+fn zstd_is_not_written_where_the_request_does_not_allow_it() {
     let lz4 = builder(Codec::Lz4).build(&records(40)).unwrap();
-    for version in 3..7 {
-        let mut request = ProduceAllowance::new(version, usize::MAX);
-        let (outcome, out) = partition(&lz4, &to(Codec::Zstd), &mut request);
-        assert_eq!(
-            outcome,
-            Outcome::PassedThrough(PassReason::ZstdNeedsProduceV7),
-            "v{version}"
-        );
-        assert_eq!(out, lz4);
-        // Other codecs are still written for old clients.
-        let (outcome, _) = partition(&lz4, &to(Codec::Gzip), &mut request);
-        assert!(matches!(
-            outcome,
-            Outcome::Rewritten {
-                to: Codec::Gzip,
-                ..
-            }
-        ));
-    }
-    let mut request = ProduceAllowance::new(7, usize::MAX);
+    let mut request = ProduceAllowance::new(false, usize::MAX);
+    let (outcome, out) = partition(&lz4, &to(Codec::Zstd), &mut request);
+    assert_eq!(
+        outcome,
+        Outcome::PassedThrough(PassReason::ZstdNeedsProduceV7)
+    );
+    assert_eq!(out, lz4);
+    // Other codecs are still written for old clients.
+    let (outcome, _) = partition(&lz4, &to(Codec::Gzip), &mut request);
+    assert!(matches!(
+        outcome,
+        Outcome::Rewritten {
+            to: Codec::Gzip,
+            ..
+        }
+    ));
+    let mut request = ProduceAllowance::new(true, usize::MAX);
     let (outcome, _) = partition(&lz4, &to(Codec::Zstd), &mut request);
     assert!(matches!(
         outcome,
@@ -675,7 +672,7 @@ fn a_request_budget_bounds_what_all_its_batches_decompress_to() {
     // Room for two batches' records and a bit: the third is refused undecoded.
     // zstd to gzip is not smaller; stored anyway, since size is not what this tests.
     let to_gzip = to(Codec::Gzip);
-    let mut request = ProduceAllowance::new(13, 2 * plain_len + 10);
+    let mut request = ProduceAllowance::new(true, 2 * plain_len + 10);
     for _ in 0..2 {
         let (outcome, _) = partition(&zstd, &to_gzip, &mut request);
         assert!(matches!(outcome, Outcome::Rewritten { .. }));
@@ -702,7 +699,7 @@ fn a_batch_inflating_past_the_ratio_cap_is_passed_through() {
         ..to(Codec::Gzip)
     };
     assert_eq!(pass(&bomb, &capped), PassReason::DecompressRatio);
-    let mut request = ProduceAllowance::new(13, usize::MAX);
+    let mut request = ProduceAllowance::new(true, usize::MAX);
     let (outcome, _) = partition(&bomb, &capped, &mut request);
     assert_eq!(outcome, Outcome::PassedThrough(PassReason::DecompressRatio));
     // The default cap lets real data through.

@@ -390,7 +390,8 @@ mod tests {
             .collect();
         let batch = BatchBuilder::codec(Codec::Gzip).build(&records).unwrap();
         let outcome = |topic: &str, api_version: i16| {
-            let mut allowance = ProduceAllowance::new(api_version, 64 << 20);
+            let mut allowance =
+                ProduceAllowance::new(kpress_protocol::produce_allows_zstd(api_version), 64 << 20);
             let mut outcome = None;
             Recompressor::new().rewrite_partition(
                 &batch,

@@ -15,7 +15,7 @@ use kpress_batch::{
     pass_without_codec_work, Outcome, PassReason, PolicyLookup, ProduceAllowance, Recompressor,
     RewritePolicy, Target,
 };
-use kpress_protocol::{rewrite_produce_with, ProtocolError, RecordsRewriter};
+use kpress_protocol::{produce_allows_zstd, rewrite_produce_with, ProtocolError, RecordsRewriter};
 
 use super::log_limiter::LogLimiter;
 use super::reports::{BatchReport, BatchReports, ShadowSamples};
@@ -148,7 +148,10 @@ pub(crate) fn rewrite_produce(
                 .map(ShadowSamples::new),
             rules: lookup,
             recompressor,
-            request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
+            request: ProduceAllowance::new(
+                produce_allows_zstd(api_version),
+                limits.max_request_decompressed_bytes,
+            ),
             max_records_bytes: limits.max_frame_bytes,
             over_max_frame: false,
             outcomes: Vec::new(),
@@ -253,7 +256,10 @@ pub(crate) fn try_without_codec_work(
 ) -> Option<BatchReports> {
     let mut checker = PassChecker {
         rules: &*policy.rules,
-        request: ProduceAllowance::new(api_version, limits.max_request_decompressed_bytes),
+        request: ProduceAllowance::new(
+            produce_allows_zstd(api_version),
+            limits.max_request_decompressed_bytes,
+        ),
         payload,
         stopped: false,
         outcomes: Vec::new(),
