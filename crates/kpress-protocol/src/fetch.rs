@@ -198,6 +198,34 @@ impl DecodedFetchResponse {
         }
     }
 
+    /// The whole response frame at `api_version` (v4-v11): size prefix, `header` (the
+    /// response header, as read), then the body, written once.
+    pub fn encode_frame(&self, api_version: i16, header: &[u8]) -> Result<BytesMut, ProtocolError> {
+        check_version(
+            API,
+            api_version,
+            FETCH_MIN_VERSION,
+            FETCH_LAST_CLASSIC_VERSION,
+        )?;
+        let size = self
+            .response
+            .compute_size(api_version)
+            .map_err(encode_failed(API, api_version))?;
+        let frame_len = header.len() + size;
+        let prefix = i32::try_from(frame_len).map_err(|_| ProtocolError::Encode {
+            api: API,
+            version: api_version,
+            reason: format!("{frame_len} bytes do not fit a frame"),
+        })?;
+        let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + frame_len);
+        out.put_i32(prefix);
+        out.put_slice(header);
+        self.response
+            .encode(&mut out, api_version)
+            .map_err(encode_failed(API, api_version))?;
+        Ok(out)
+    }
+
     /// The body at `api_version` (v4-v11): fields it lacks are left out (a session id
     /// kpress asked for none of is 0).
     pub fn encode(&self, api_version: i16) -> Result<BytesMut, ProtocolError> {
@@ -428,6 +456,10 @@ mod tests {
                 *records = Some(Bytes::from_static(b"replaced"));
             }
         });
+        let frame = decoded.encode_frame(6, &[0, 0, 0, 9]).unwrap();
+        assert_eq!(frame[..4], ((frame.len() - 4) as i32).to_be_bytes());
+        assert_eq!(frame[4..8], [0, 0, 0, 9]);
+        assert_eq!(frame[8..], decoded.encode(6).unwrap());
         for version in 4..=9 {
             let out = decoded.encode(version).unwrap();
             let mut buf = &out[..];

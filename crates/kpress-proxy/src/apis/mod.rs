@@ -1,10 +1,12 @@
 //! kpress's own handlers, one module per behaviour: Produce recompression
-//! ([`produce`]), the ApiVersions answer and cap ([`api_versions`]), the refusal of
-//! SaslHandshake v0 ([`sasl_handshake`]), and broker address rewriting in every
-//! response that carries node addresses ([`addresses`]).
+//! ([`produce`]), zstd re-encoded for consumers that cannot read it ([`fetch`]), the
+//! ApiVersions answer and cap ([`api_versions`]), the refusal of SaslHandshake v0
+//! ([`sasl_handshake`]), and broker address rewriting in every response that carries
+//! node addresses ([`addresses`]).
 
 mod addresses;
 mod api_versions;
+mod fetch;
 pub(crate) mod produce;
 mod sasl_handshake;
 #[cfg(test)]
@@ -17,7 +19,8 @@ use kpress_protocol::api_key;
 use crate::handler::Handlers;
 
 impl Handlers {
-    /// kpress's own handlers: Produce (recompression), ApiVersions (answer and cap),
+    /// kpress's own handlers: Produce (recompression), Fetch (zstd re-encoded for
+    /// consumers that cannot read it), ApiVersions (answer and cap),
     /// SaslHandshake (v0 refused), and broker address rewriting in every response
     /// that carries node addresses.
     pub fn kpress() -> Handlers {
@@ -33,6 +36,7 @@ impl Handlers {
             Arc::new(sasl_handshake::SaslHandshake),
         );
         handlers.set(api_key::PRODUCE, Arc::new(produce::Produce));
+        handlers.set(api_key::FETCH, Arc::new(fetch::Fetch));
         handlers
     }
 }

@@ -1,0 +1,96 @@
+//! Fetch's metrics: their names and how the slice counts them. Topic labels are the
+//! ones Produce's metrics use ([`crate::metrics::TopicLabels`]: topics a rule or the
+//! brokers name, up to `[limits] max_topic_labels`, the rest under `_other`).
+
+use std::sync::OnceLock;
+
+use kpress_codec::Codec;
+use metrics::Counter;
+
+use super::reencode::{CutReason, ResponseReport};
+use crate::handler::ConnectionContext;
+use crate::metrics::{pair_index, CODEC_PAIRS};
+
+/// Fetch requests of consumers that cannot read zstd (v4-v9) sent to the broker at
+/// v10, labelled `version` (the client's).
+pub(crate) const FETCH_UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
+/// Fetch responses whose records kpress re-encoded for such a consumer.
+pub(crate) const FETCH_REENCODED_RESPONSES: &str = "kpress_fetch_responses_reencoded_total";
+/// Records bytes of the partitions kpress changed, as the broker sent them, by topic.
+pub(crate) const FETCH_BYTES_IN: &str = "kpress_fetch_reencoded_bytes_in_total";
+/// The same partitions' records bytes as the consumer got them, by topic.
+pub(crate) const FETCH_BYTES_OUT: &str = "kpress_fetch_reencoded_bytes_out_total";
+/// Batches re-encoded for consumers, labelled `topic`, `from` and `to` (codec names).
+pub(crate) const FETCH_BATCHES_REENCODED: &str = "kpress_fetch_batches_reencoded_total";
+/// Partitions whose records were cut before a batch the consumer cannot read and
+/// kpress could not re-encode (empty when it was the first), labelled `topic` and
+/// `reason`.
+pub(crate) const FETCH_PARTITIONS_CUT: &str = "kpress_fetch_partitions_cut_total";
+/// Fetch responses to upgraded requests kpress could not read (relayed only if the
+/// client could read them as they were, else the connection is closed), labelled
+/// `action`.
+pub(crate) const FETCH_UNREADABLE: &str = "kpress_fetch_responses_unparsed_total";
+
+/// Counts an upgraded request from a client at `version`.
+pub(crate) fn upgraded(version: i16) {
+    const VERSIONS: usize = 16;
+    static BY_VERSION: [OnceLock<Counter>; VERSIONS] = [const { OnceLock::new() }; VERSIONS];
+    let index = usize::try_from(version).unwrap_or(0).min(VERSIONS - 1);
+    BY_VERSION[index]
+        .get_or_init(|| metrics::counter!(FETCH_UPGRADED, "version" => version.to_string()))
+        .increment(1);
+}
+
+pub(crate) fn unreadable(action: &'static str) {
+    metrics::counter!(FETCH_UNREADABLE, "action" => action).increment(1);
+}
+
+/// Counts what one re-encoded response did, by topic.
+pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
+    static RESPONSES: OnceLock<Counter> = OnceLock::new();
+    RESPONSES
+        .get_or_init(|| metrics::counter!(FETCH_REENCODED_RESPONSES))
+        .increment(1);
+    for partition in &report.partitions {
+        let topic = &*partition.topic;
+        let label = conn
+            .topic_labels()
+            .series(topic, || conn.is_known_topic(topic))
+            .shared_label();
+        let label = metrics::SharedString::from(label);
+        metrics::counter!(FETCH_BYTES_IN, "topic" => label.clone())
+            .increment(partition.bytes_in as u64);
+        metrics::counter!(FETCH_BYTES_OUT, "topic" => label.clone())
+            .increment(partition.bytes_out as u64);
+        let mut by_pair = [0u64; CODEC_PAIRS];
+        for (from, to) in &partition.reencoded {
+            by_pair[pair_index(*from, *to)] += 1;
+        }
+        for from in Codec::ALL {
+            for to in Codec::ALL {
+                let count = by_pair[pair_index(from, to)];
+                if count > 0 {
+                    batches_reencoded(label.clone(), from, to, count);
+                }
+            }
+        }
+        if let Some(reason) = partition.cut {
+            cut(label, reason);
+        }
+    }
+}
+
+fn batches_reencoded(topic: metrics::SharedString, from: Codec, to: Codec, count: u64) {
+    metrics::counter!(
+        FETCH_BATCHES_REENCODED,
+        "topic" => topic,
+        "from" => from.name(),
+        "to" => to.name()
+    )
+    .increment(count);
+}
+
+fn cut(topic: metrics::SharedString, reason: CutReason) {
+    metrics::counter!(FETCH_PARTITIONS_CUT, "topic" => topic, "reason" => reason.as_str())
+        .increment(1);
+}

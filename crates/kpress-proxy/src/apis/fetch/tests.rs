@@ -1,0 +1,476 @@
+//! The Fetch slice: the decision, one partition's re-encode, and the handler on a
+//! connection served over in-memory streams (tests/consumers.rs runs real brokers and
+//! a real kafka-clients 2.0.1 consumer).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kpress_batch::builder::{plain_records, BatchBuilder, Record};
+use kpress_batch::{PassReason, Recompressor, RecordBatch, RewritePolicy, CRC_START};
+use kpress_codec::{Codec, CompressionOptions};
+use tokio::io::AsyncWriteExt;
+
+use super::reencode::{CutReason, ReencodeLimits, Reencoder};
+use super::{needs_reencode, upgrades};
+use crate::tests::*;
+use kpress_config::ConsumerSettings;
+
+const TRANSACTIONAL: u16 = 1 << 4;
+const CONTROL: u16 = 1 << 5;
+
+fn batch(codec: Codec, base_offset: i64, n: usize) -> Vec<u8> {
+    let records: Vec<Record> = (0..n)
+        .map(|i| {
+            Record::value(format!(
+                "record {i} at {base_offset}: a value worth compressing"
+            ))
+        })
+        .collect();
+    BatchBuilder {
+        base_offset,
+        partition_leader_epoch: 7,
+        extra_attributes: TRANSACTIONAL,
+        producer_id: 4242,
+        producer_epoch: 3,
+        base_sequence: 100,
+        ..BatchBuilder::codec(codec)
+    }
+    .build(&records)
+    .unwrap()
+}
+
+fn control_batch(base_offset: i64) -> Vec<u8> {
+    // A commit marker: version 0, type 1 key; value version 0, coordinator epoch 0.
+    let record = Record {
+        key: Some(vec![0, 0, 0, 1]),
+        ..Record::value(vec![0, 0, 0, 0, 0, 0])
+    };
+    BatchBuilder {
+        base_offset,
+        extra_attributes: TRANSACTIONAL | CONTROL,
+        producer_id: 4242,
+        producer_epoch: 3,
+        ..BatchBuilder::codec(Codec::None)
+    }
+    .build(&[record])
+    .unwrap()
+}
+
+fn consumer_policy(codec: Codec) -> RewritePolicy {
+    RewritePolicy {
+        max_batch_bytes: i32::MAX as usize,
+        ..RewritePolicy::to_codec(codec, CompressionOptions::default())
+    }
+}
+
+fn limits() -> ReencodeLimits {
+    ReencodeLimits {
+        response_decompressed_bytes: 64 << 20,
+        deadline: None,
+        max_frame_bytes: 100 << 20,
+        overloaded: false,
+    }
+}
+
+fn is_zstd(codec: Codec) -> bool {
+    codec == Codec::Zstd
+}
+
+/// One batch as compared: its header without length, CRC and codec bits, its codec,
+/// its plain records.
+type SeenBatch = (Vec<u8>, Option<Codec>, Vec<u8>);
+
+/// The batches of `records`, and the bytes after the last whole batch.
+fn batches_of(records: &[u8]) -> (Vec<SeenBatch>, Vec<u8>) {
+    let mut out = Vec::new();
+    let mut iter = kpress_batch::batches(records);
+    for batch in iter.by_ref() {
+        let Ok(batch) = batch else { break };
+        assert!(batch.crc_is_valid());
+        let bytes = batch.bytes();
+        let mut header = bytes[..8].to_vec();
+        header.extend_from_slice(&bytes[12..17]);
+        let mut attributes = u16::from_be_bytes([bytes[21], bytes[22]]);
+        attributes &= !0x07;
+        header.extend_from_slice(&attributes.to_be_bytes());
+        header.extend_from_slice(&bytes[23..kpress_batch::HEADER_LEN]);
+        out.push((header, batch.codec(), plain_records(&batch)));
+    }
+    (out, iter.remainder().to_vec())
+}
+
+#[test]
+fn only_zstd_for_clients_before_v10_is_reencoded() {
+    let consumers = ConsumerSettings::default();
+    for version in 4..=9 {
+        assert_eq!(
+            needs_reencode(&consumers, version, Codec::Zstd),
+            Some(Codec::Lz4)
+        );
+        for codec in [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4] {
+            assert_eq!(needs_reencode(&consumers, version, codec), None);
+        }
+    }
+    for version in 10..=18 {
+        assert_eq!(needs_reencode(&consumers, version, Codec::Zstd), None);
+    }
+    let off = ConsumerSettings {
+        reencode: false,
+        ..ConsumerSettings::default()
+    };
+    assert_eq!(needs_reencode(&off, 8, Codec::Zstd), None);
+    assert!(!upgrades(&off, 8));
+    assert!(upgrades(&consumers, 4) && upgrades(&consumers, 9));
+    assert!(!upgrades(&consumers, 3) && !upgrades(&consumers, 10));
+    let none = ConsumerSettings {
+        codec: Codec::None,
+        ..ConsumerSettings::default()
+    };
+    assert_eq!(needs_reencode(&none, 8, Codec::Zstd), Some(Codec::None));
+    // zstd is no codec for these clients: they get the first they read of lz4, ...
+    let zstd = ConsumerSettings {
+        codec: Codec::Zstd,
+        ..ConsumerSettings::default()
+    };
+    assert_eq!(needs_reencode(&zstd, 8, Codec::Zstd), Some(Codec::Lz4));
+}
+
+#[test]
+fn zstd_batches_are_reencoded_and_everything_else_kept_as_stored() {
+    let zstd_a = batch(Codec::Zstd, 100, 40);
+    let gzip = batch(Codec::Gzip, 140, 10);
+    let control = control_batch(150);
+    let zstd_b = batch(Codec::Zstd, 151, 25);
+    // A batch cut by the fetch size: passed as it came, whatever its codec.
+    let partial = &batch(Codec::Zstd, 176, 30)[..70];
+    let records = [&zstd_a[..], &gzip, &control, &zstd_b, partial].concat();
+    let mut recompressor = Recompressor::new();
+    for target in [Codec::Lz4, Codec::None, Codec::Gzip, Codec::Snappy] {
+        let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+        let out = reencoder
+            .partition("orders", &records, &consumer_policy(target), is_zstd)
+            .expect("changed");
+        let (before, before_tail) = batches_of(&records);
+        let (after, after_tail) = batches_of(&out);
+        assert_eq!(before.len(), after.len());
+        for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+            assert_eq!(
+                b.0, a.0,
+                "batch {i}: header fields other than codec, length, crc"
+            );
+            assert_eq!(b.2, a.2, "batch {i}: records");
+            let expected = if b.1 == Some(Codec::Zstd) {
+                Some(target)
+            } else {
+                b.1
+            };
+            assert_eq!(a.1, expected, "batch {i}");
+        }
+        assert!(out.windows(gzip.len()).any(|w| w == gzip), "gzip as stored");
+        assert!(
+            out.windows(control.len()).any(|w| w == control),
+            "control as stored"
+        );
+        assert_eq!(before_tail, partial);
+        assert_eq!(after_tail, partial);
+        let report = &reencoder.report.partitions[0];
+        assert_eq!(report.cut, None);
+        assert_eq!(
+            report.reencoded,
+            [(Codec::Zstd, target), (Codec::Zstd, target)]
+        );
+        assert_eq!(
+            (report.bytes_in, report.bytes_out),
+            (records.len(), out.len())
+        );
+    }
+}
+
+#[test]
+fn records_without_zstd_are_left_alone() {
+    let records = [batch(Codec::Gzip, 0, 5), batch(Codec::Lz4, 5, 5)].concat();
+    let mut recompressor = Recompressor::new();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    assert!(reencoder
+        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .is_none());
+    assert!(reencoder.report.partitions.is_empty());
+}
+
+#[test]
+fn a_damaged_zstd_batch_ends_the_partition_counted() {
+    let good = batch(Codec::Zstd, 0, 20);
+    let mut corrupt = batch(Codec::Zstd, 20, 20);
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0x55;
+    let after = batch(Codec::Zstd, 40, 20);
+    let mut recompressor = Recompressor::new();
+
+    // First: the partition is empty.
+    let records = [&corrupt[..], &after].concat();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .unwrap();
+    assert!(out.is_empty());
+    let report = &reencoder.report.partitions[0];
+    assert_eq!(report.cut, Some(CutReason::Batch(PassReason::CrcMismatch)));
+    assert_eq!(report.cut.unwrap().as_str(), "crc_mismatch");
+    assert!(report.reencoded.is_empty());
+
+    // After a good batch: the good one is re-encoded, nothing from the damaged one on.
+    let records = [&good[..], &corrupt, &after].concat();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .unwrap();
+    let (batches, tail) = batches_of(&out);
+    assert_eq!(batches.len(), 1);
+    assert!(tail.is_empty());
+    assert_eq!(batches[0].1, Some(Codec::Lz4));
+    assert_eq!(RecordBatch::parse(&out).unwrap().base_offset(), 0);
+
+    // A damaged CRC with a payload that no longer decompresses, resealed.
+    let mut garbage = batch(Codec::Zstd, 0, 20);
+    for byte in &mut garbage[kpress_batch::HEADER_LEN..] {
+        *byte = 0xAB;
+    }
+    kpress_batch::builder::seal(&mut garbage);
+    assert!(RecordBatch::parse(&garbage).unwrap().crc_is_valid());
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), garbage.len());
+    let out = reencoder
+        .partition("t", &garbage, &consumer_policy(Codec::Lz4), is_zstd)
+        .unwrap();
+    assert!(out.is_empty());
+    assert_eq!(
+        reencoder.report.partitions[0].cut,
+        Some(CutReason::Batch(PassReason::DecompressFailed))
+    );
+}
+
+#[test]
+fn limits_cut_partitions_before_the_batches_they_stop() {
+    let records = [batch(Codec::Zstd, 0, 200), batch(Codec::Zstd, 200, 200)].concat();
+    let plain = plain_records(&RecordBatch::parse(&records).unwrap()).len();
+    let mut recompressor = Recompressor::new();
+    let policy = consumer_policy(Codec::Lz4);
+
+    // The response's budget covers the first batch of the first partition only.
+    let budget = ReencodeLimits {
+        response_decompressed_bytes: plain + 10,
+        ..limits()
+    };
+    let mut reencoder = Reencoder::new(&mut recompressor, budget, records.len() * 2);
+    let first = reencoder
+        .partition("a", &records, &policy, is_zstd)
+        .unwrap();
+    let second = reencoder
+        .partition("b", &records, &policy, is_zstd)
+        .unwrap();
+    assert_eq!(batches_of(&first).0.len(), 1);
+    assert!(second.is_empty());
+    let cuts: Vec<_> = reencoder
+        .report
+        .partitions
+        .iter()
+        .map(|p| p.cut.map(CutReason::as_str))
+        .collect();
+    assert_eq!(cuts, [Some("response_budget"), Some("response_budget")]);
+
+    // Past the deadline, or with no work slot, nothing is re-encoded.
+    for (limits, reason) in [
+        (
+            ReencodeLimits {
+                deadline: Some(std::time::Instant::now()),
+                ..limits()
+            },
+            "deadline",
+        ),
+        (
+            ReencodeLimits {
+                overloaded: true,
+                ..limits()
+            },
+            "overloaded",
+        ),
+        (
+            ReencodeLimits {
+                max_frame_bytes: records.len(),
+                ..limits()
+            },
+            "max_frame_bytes",
+        ),
+    ] {
+        let mut reencoder = Reencoder::new(&mut recompressor, limits, records.len());
+        let out = reencoder
+            .partition("a", &records, &policy, is_zstd)
+            .unwrap();
+        if reason == "max_frame_bytes" {
+            // lz4 of these records is larger than zstd: the frame would outgrow it.
+            assert!(batches_of(&out).0.is_empty(), "{reason}");
+        } else {
+            assert!(out.is_empty(), "{reason}");
+        }
+        assert_eq!(
+            reencoder.report.partitions[0].cut.map(CutReason::as_str),
+            Some(reason)
+        );
+    }
+}
+
+// The handler on a connection.
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+fn fetch_request(version: i16, correlation_id: i32) -> Vec<u8> {
+    let request = FetchRequest::default()
+        .with_max_wait_ms(500)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("orders"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let mut body = BytesMut::new();
+    request.encode(&mut body, version).unwrap();
+    crate::tests::request(
+        kpress_protocol::api_key::FETCH,
+        version,
+        correlation_id,
+        &body,
+    )
+}
+
+fn fetch_response(version: i16, correlation_id: i32, records: &[&[u8]]) -> Vec<u8> {
+    let partitions = records
+        .iter()
+        .enumerate()
+        .map(|(i, records)| {
+            PartitionData::default()
+                .with_partition_index(i as i32)
+                .with_high_watermark(1000)
+                .with_last_stable_offset(900)
+                .with_log_start_offset(0)
+                .with_aborted_transactions(Some(vec![AbortedTransaction::default()
+                    .with_producer_id(ProducerId(4242))
+                    .with_first_offset(20)]))
+                .with_records(Some(Bytes::copy_from_slice(records)))
+        })
+        .collect();
+    let response = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+        .with_topic(name("orders"))
+        .with_partitions(partitions)]);
+    let mut body = BytesMut::new();
+    response.encode(&mut body, version).unwrap();
+    crate::tests::response(correlation_id, &body)
+}
+
+fn decode_response(version: i16, frame: &[u8]) -> FetchResponse {
+    let mut body = &frame[8..];
+    let response = FetchResponse::decode(&mut body, version).unwrap();
+    assert!(body.is_empty());
+    response
+}
+
+#[tokio::test]
+async fn a_v8_consumer_gets_the_zstd_batches_in_lz4() {
+    let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+    h.client.write_all(&fetch_request(8, 5)).await.unwrap();
+    let upstream = next_frame(&mut h.broker).await;
+    assert_eq!(
+        i16::from_be_bytes([upstream[6], upstream[7]]),
+        10,
+        "sent at v10"
+    );
+    let mut body = &upstream[4 + 10..];
+    let sent = FetchRequest::decode(&mut body, 10).unwrap();
+    assert_eq!(sent.isolation_level, 1);
+    assert_eq!((sent.session_id, sent.session_epoch), (0, -1));
+
+    let zstd = batch(Codec::Zstd, 0, 40);
+    let gzip = batch(Codec::Gzip, 40, 10);
+    let records = [&zstd[..], &gzip].concat();
+    h.broker
+        .write_all(&fetch_response(10, 5, &[&records, &gzip]))
+        .await
+        .unwrap();
+    let got = decode_response(8, &next_frame(&mut h.client).await);
+    let partitions = &got.responses[0].partitions;
+    let first = partitions[0].records.as_ref().unwrap();
+    let (batches, tail) = batches_of(first);
+    assert!(tail.is_empty());
+    assert_eq!(
+        batches.iter().map(|b| b.1).collect::<Vec<_>>(),
+        [Some(Codec::Lz4), Some(Codec::Gzip)]
+    );
+    assert_eq!(
+        batches_of(&records).0[0].2,
+        batches[0].2,
+        "records as stored"
+    );
+    assert_eq!(partitions[1].records.as_deref(), Some(&gzip[..]));
+    assert_eq!(partitions[0].high_watermark, 1000);
+    assert_eq!(partitions[0].last_stable_offset, 900);
+    let aborted = partitions[0].aborted_transactions.as_ref().unwrap();
+    assert_eq!(
+        (aborted[0].producer_id.0, aborted[0].first_offset),
+        (4242, 20)
+    );
+}
+
+#[tokio::test]
+async fn old_envelopes_are_written_at_the_clients_version() {
+    let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+    // v7: v10 on the wire, relayed as read when nothing needs re-encoding.
+    let gzip = batch(Codec::Gzip, 0, 10);
+    h.client.write_all(&fetch_request(7, 1)).await.unwrap();
+    next_frame(&mut h.broker).await;
+    let answer = fetch_response(10, 1, &[&gzip]);
+    h.broker.write_all(&answer).await.unwrap();
+    assert_eq!(next_frame(&mut h.client).await, answer);
+    // v4: no session fields, no log start offset.
+    h.client.write_all(&fetch_request(4, 2)).await.unwrap();
+    next_frame(&mut h.broker).await;
+    h.broker
+        .write_all(&fetch_response(10, 2, &[&gzip]))
+        .await
+        .unwrap();
+    let relayed = next_frame(&mut h.client).await;
+    assert_eq!(relayed, fetch_response(4, 2, &[&gzip]));
+    // A corrupt zstd batch: an empty partition for the consumer.
+    let mut corrupt = batch(Codec::Zstd, 0, 10);
+    corrupt[CRC_START + 5] ^= 1;
+    h.client.write_all(&fetch_request(5, 3)).await.unwrap();
+    next_frame(&mut h.broker).await;
+    h.broker
+        .write_all(&fetch_response(10, 3, &[&corrupt, &gzip]))
+        .await
+        .unwrap();
+    let got = decode_response(5, &next_frame(&mut h.client).await);
+    let partitions = &got.responses[0].partitions;
+    assert_eq!(partitions[0].records.as_deref(), Some(&[][..]));
+    assert_eq!(partitions[1].records.as_deref(), Some(&gzip[..]));
+}
+
+#[tokio::test]
+async fn v10_and_later_go_as_read_both_ways() {
+    let mut h = start(shared_with(RewritePolicy::default(), 1 << 22, 30000));
+    let zstd = batch(Codec::Zstd, 0, 10);
+    for version in [10, 11] {
+        let request = fetch_request(version, version.into());
+        h.client.write_all(&request).await.unwrap();
+        assert_eq!(next_frame(&mut h.broker).await, request);
+        let answer = fetch_response(version, version.into(), &[&zstd]);
+        h.broker.write_all(&answer).await.unwrap();
+        assert_eq!(next_frame(&mut h.client).await, answer);
+    }
+}
