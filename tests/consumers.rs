@@ -1,0 +1,254 @@
+//! Java kafka-clients 2.0.1, a consumer from before zstd (Fetch v4-v8), reading
+//! zstd-compressed topics of real 4.1.1 and 3.9.1 brokers, straight from the broker and
+//! through `kpress run`.
+//!
+//! Straight from the broker it cannot: both brokers send it the zstd batches, which it
+//! cannot decompress (`Unknown compression type id: 4`). Through kpress its Fetch goes
+//! to the broker at v10 and each zstd batch comes back in lz4 (`[consumers] codec`'s
+//! default), with offsets, producer ids, sequences and records as stored: it reads every
+//! record byte for byte, and with `read_committed` skips exactly the aborted records a
+//! current client skips.
+
+use kpress_tests::compression::Compression;
+use kpress_tests::data::{diff_records, Dataset};
+use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::kpress::KpressProxy;
+use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
+use kpress_tests::{kafka_old_version, kafka_version, KafkaCluster};
+use std::time::Duration;
+
+/// kpress keeps every batch as the producer sent it: the topics hold what the Java
+/// producer wrote (zstd), and only the Fetch side is under test.
+const RULES: &str = "[defaults]\ncompression.type = \"producer\"\n";
+
+const REENCODED: &str = "kpress_fetch_batches_reencoded_total";
+const UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
+const CUT: &str = "kpress_fetch_partitions_cut_total";
+
+/// How long the old consumer is given straight from the broker, where it cannot get
+/// far: enough to fetch, not to wait out the whole read.
+const DIRECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn zstd_producer() -> ProduceOptions {
+    ProduceOptions {
+        compression: Compression::Zstd,
+        batch_size: 16384,
+        ..ProduceOptions::default()
+    }
+}
+
+/// Produces the Apache log in zstd with the current client into a one-partition
+/// `compression.type=producer` topic of a one-node `version` cluster, checks it is
+/// stored in zstd, then reads it with kafka-clients 2.0.1 straight from the broker
+/// (which must fail, `direct_failure` being the message expected, or read only part)
+/// and through kpress (which must read every record). Returns the problems found.
+fn old_consumer_reads_zstd(version: &str, direct_failure: &str) -> Vec<String> {
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let current = JavaClient::new(version);
+    let old = pre_zstd_java_client();
+    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
+    let topic = "zstd-for-old-consumers";
+    current
+        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    current
+        .produce_file(
+            &cluster.bootstrap(),
+            topic,
+            &dataset.path(),
+            &zstd_producer(),
+        )
+        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
+    let mut problems = Vec::new();
+    let dumps = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
+    let zstd_batches = dumps[0].batches.len();
+    problems.extend(
+        dumps[0]
+            .problems
+            .iter()
+            .map(|p| format!("DumpLogSegments: {p}")),
+    );
+    if dumps[0]
+        .batches
+        .iter()
+        .any(|b| b.compresscodec != Compression::Zstd.dump_name())
+    {
+        problems.push(format!(
+            "{topic}: not every batch of partition 0 is stored in zstd"
+        ));
+    }
+
+    // Straight from the broker: the old consumer cannot read what is stored.
+    let direct = ConsumeOptions {
+        timeout: DIRECT_TIMEOUT,
+        ..ConsumeOptions::default()
+    };
+    match old.consume(&cluster.bootstrap(), &[topic], expected.len(), &direct) {
+        Ok(records) if records.len() == expected.len() => problems.push(format!(
+            "{old_name} straight from Kafka {version} read all {} records; expected it to \
+             fail with {direct_failure:?}",
+            records.len(),
+        )),
+        Ok(records) => eprintln!(
+            "{old_name} straight from Kafka {version} read {} of {} records",
+            records.len(),
+            expected.len()
+        ),
+        // The client's own message, when the captured output still holds it.
+        Err(e) => {
+            let failure = format!("{e:#}");
+            let shown = failure
+                .lines()
+                .find(|line| line.contains(direct_failure))
+                .unwrap_or("(its message is past the captured output)");
+            eprintln!(
+                "{old_name} straight from Kafka {version} fails: {}",
+                shown.trim()
+            );
+        }
+    }
+
+    // Through kpress: every record, byte for byte.
+    // Counts, read as whole numbers (an empty sum reads -0.0).
+    let counter = |name: &str, labels: &[(&str, &str)]| {
+        proxy.counter(name, labels).expect("kpress metrics") as u64
+    };
+    let through = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        ..ConsumeOptions::default()
+    };
+    match old.read_back_problems(&proxy.bootstrap(), &[topic], &expected, &through, &old_name) {
+        Ok(found) => problems.extend(found),
+        Err(e) => problems.push(format!("{old_name} reading through kpress: {e:#}")),
+    }
+    let reencoded = counter(
+        REENCODED,
+        &[("from", "zstd"), ("to", "lz4"), ("topic", topic)],
+    );
+    let upgraded = counter(UPGRADED, &[]);
+    let cut = counter(CUT, &[]);
+    eprintln!(
+        "Kafka {version}: {zstd_batches} zstd batches in partition 0; through kpress \
+         {upgraded} Fetch requests upgraded, {reencoded} batches re-encoded zstd -> lz4, \
+         {cut} partitions cut"
+    );
+    if reencoded < zstd_batches as u64 {
+        problems.push(format!(
+            "{REENCODED}{{from=\"zstd\",to=\"lz4\"}} is {reencoded}; expected at least the \
+             {zstd_batches} batches of partition 0"
+        ));
+    }
+    if upgraded == 0 {
+        problems.push(format!("{UPGRADED} is 0"));
+    }
+    if !problems.is_empty() {
+        problems.push(format!("{}\n{}", proxy.log(), cluster.describe_logs()));
+    }
+    problems
+}
+
+/// Kafka 4.1 hands the old consumer zstd batches: it dies decompressing the first.
+/// Through kpress it reads them all in lz4.
+#[test]
+fn old_consumer_reads_zstd_from_kafka_4_1_through_kpress() {
+    let problems = old_consumer_reads_zstd(kafka_version(), "Unknown compression type id: 4");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Kafka 3.9 too sends the zstd batches to the old consumer's Fetch v8 (no
+/// UNSUPPORTED_COMPRESSION_TYPE), and it dies on the first. Through kpress (Fetch v10
+/// upstream) it reads them all in lz4.
+#[test]
+fn old_consumer_reads_zstd_from_kafka_3_9_through_kpress() {
+    let problems = old_consumer_reads_zstd(kafka_old_version(), "Unknown compression type id: 4");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Committed, aborted and committed again, all in zstd transactions: the old consumer
+/// with `read_committed` through kpress reads exactly what a current consumer reads
+/// straight from the broker (the aborted records skipped by the broker's aborted
+/// transactions list, which kpress keeps as it came).
+#[test]
+fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
+    let version = kafka_version();
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let current = JavaClient::new(version);
+    let old = pre_zstd_java_client();
+    let topic = "zstd-transactions";
+    current
+        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::NginxPlusStatus;
+    let records = dataset.records();
+    let in_transaction = |id: &str, commit: bool| ProduceOptions {
+        transaction: Some((id.to_string(), commit)),
+        ..zstd_producer()
+    };
+    for (id, commit) in [("first", true), ("aborted", false), ("second", true)] {
+        current
+            .produce_file(
+                &cluster.bootstrap(),
+                topic,
+                &dataset.path(),
+                &in_transaction(id, commit),
+            )
+            .unwrap_or_else(|e| panic!("transaction {id}: {e:#}"));
+    }
+    let committed: Vec<Vec<u8>> = records.iter().chain(&records).cloned().collect();
+    let options = ConsumeOptions {
+        read_committed: true,
+        timeout: Duration::from_secs(120),
+        ..ConsumeOptions::default()
+    };
+    let direct = current
+        .consume(&cluster.bootstrap(), &[topic], committed.len(), &options)
+        .unwrap_or_else(|e| panic!("kafka-clients {version} read_committed: {e:#}"));
+    let through = old
+        .consume(&proxy.bootstrap(), &[topic], committed.len(), &options)
+        .unwrap_or_else(|e| {
+            panic!(
+                "kafka-clients {} read_committed through kpress: {e:#}\n{}",
+                pre_zstd_clients_version(),
+                proxy.log()
+            )
+        });
+    let mut problems = Vec::new();
+    if let Some(diff) = diff_records(&committed, &values_of(&direct, topic)) {
+        problems.push(format!(
+            "kafka-clients {version} straight from the broker: {diff}"
+        ));
+    }
+    if let Some(diff) = diff_records(&committed, &values_of(&through, topic)) {
+        problems.push(format!("kafka-clients 2.0.1 through kpress: {diff}"));
+    }
+    let offsets = |records: &[kpress_tests::java_client::ConsumedRecord]| {
+        records.iter().map(|r| r.offset).collect::<Vec<_>>()
+    };
+    if offsets(&direct) != offsets(&through) {
+        problems.push("the two consumers read the records at different offsets".to_string());
+    }
+    let reencoded = proxy
+        .counter(REENCODED, &[("from", "zstd"), ("topic", topic)])
+        .expect("kpress metrics");
+    eprintln!(
+        "read_committed: {} records of 3 transactions (one aborted) at the same offsets; \
+         {reencoded} batches re-encoded",
+        through.len()
+    );
+    if reencoded == 0.0 {
+        problems.push(format!("{REENCODED} is 0"));
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}\n{}",
+        problems.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
