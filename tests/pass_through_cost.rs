@@ -2,7 +2,9 @@
 //! one run (an ignored test: a measurement, never a pass/fail on speed).
 //!
 //! `KPRESS_BIN` and `KPRESS_BASE_BIN` (release builds) each run in front of one
-//! one-node Kafka with the policy `producer` (batches go on as sent). Each round, in
+//! one-node Kafka with the policy `producer` (batches go on as sent), or with
+//! `compression.type = COST_TARGET` when that is set (`zstd`: every lz4 batch is
+//! recompressed, so the run measures the rewrite path). Each round, in
 //! alternating order, Kafka's ProducerPerformance sends lz4 records of
 //! datasets/apache_access.log through each (64 KiB batches, acks=1, linger.ms=5, at
 //! `COST_RATE` records/s for `COST_SECONDS`), then a single-connection probe sends
@@ -58,7 +60,7 @@ impl Drop for Kpress {
 }
 
 impl Kpress {
-    fn start(label: &str, binary: &Path, cluster: &KafkaCluster) -> Kpress {
+    fn start(label: &str, binary: &Path, cluster: &KafkaCluster, target: &str) -> Kpress {
         let dir = tempfile::tempdir().unwrap();
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -70,7 +72,7 @@ impl Kpress {
         let config = format!(
             "[listener]\nbind = \"{listen}\"\nadvertised_host = \"127.0.0.1\"\n\
              node_port_base = {}\n[upstream]\nbootstrap_servers = [{}]\n\
-             [admin]\nbind = \"{metrics}\"\n[defaults]\ncompression.type = \"producer\"\n",
+             [admin]\nbind = \"{metrics}\"\n[defaults]\ncompression.type = \"{target}\"\n",
             free_port_range(4),
             servers.join(", ")
         );
@@ -286,6 +288,8 @@ fn pass_through_cost() {
     let seconds = env_number("COST_SECONDS", 15);
     let rate = env_number("COST_RATE", 40_000);
     let probe_n = env_number("COST_PROBE", 2000) as usize;
+    let target = std::env::var("COST_TARGET").unwrap_or_else(|_| "producer".into());
+    eprintln!("kpress policy: compression.type = {target:?}");
     let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
     JavaClient::new(kafka_version())
         .create_topics(
@@ -297,8 +301,8 @@ fn pass_through_cost() {
         )
         .unwrap();
     let kpresses = [
-        Kpress::start("before", &binary("KPRESS_BASE_BIN"), &cluster),
-        Kpress::start("after", &binary("KPRESS_BIN"), &cluster),
+        Kpress::start("before", &binary("KPRESS_BASE_BIN"), &cluster, &target),
+        Kpress::start("after", &binary("KPRESS_BIN"), &cluster, &target),
     ];
     let (batch, batch_values) = probe_batch();
     let perf = |kpress: &Kpress| {
