@@ -5,6 +5,7 @@
 //! and SASL_SSL clients (PLAIN and SCRAM users), with certificates of a per-cluster
 //! [`TestPki`].
 
+use crate::class_sharing::{self, ArchiveDump, JvmKind};
 use crate::dump::{dump_log_segments, DumpedSegment};
 use crate::java;
 use crate::metadata::{fetch_metadata, ClusterMetadata};
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// The heap and collector of every node's JVM.
+const BROKER_OPTIONS: [&str; 3] = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC"];
 
 /// A client listener a node can have beside PLAINTEXT (which every node keeps for the
 /// harness's own requests and between brokers).
@@ -444,6 +447,10 @@ impl KafkaCluster {
             pki,
         };
         cluster.format()?;
+        if n_brokers == 1 {
+            // A lone node can get ready by itself.
+            cluster.make_broker_archive(0);
+        }
         for i in 0..n_brokers {
             cluster.spawn_node(i)?;
         }
@@ -454,11 +461,17 @@ impl KafkaCluster {
     fn format(&self) -> anyhow::Result<()> {
         let cluster_id = new_cluster_id();
         // Formatting is a JVM per node: run them side by side.
+        // The first node's JVM makes the tools' class archive if there is none yet.
+        let mut dump = ArchiveDump::claim(&self.version, JvmKind::Tool, &java::CLIENT_OPTIONS, &[]);
         let handles: Vec<_> = self
             .nodes
             .iter()
-            .map(|node| {
-                let mut cmd = java::client_command(&self.version, &[]);
+            .enumerate()
+            .map(|(index, node)| {
+                let mut cmd = match dump.as_ref().filter(|_| index == 0) {
+                    Some(dump) => java::tool_command_dumping(&self.version, dump),
+                    None => java::client_command(&self.version, &[]),
+                };
                 cmd.args(["kafka.tools.StorageTool", "format"])
                     .arg(format!("--cluster-id={cluster_id}"))
                     .arg("--config")
@@ -467,16 +480,47 @@ impl KafkaCluster {
                 std::thread::spawn(move || run_ok(&mut cmd, Duration::from_secs(120)))
             })
             .collect();
-        for handle in handles {
-            handle
+        for (index, handle) in handles.into_iter().enumerate() {
+            let formatted = handle
                 .join()
-                .map_err(|_| anyhow::anyhow!("format thread panicked"))?
-                .context("formatting a KRaft node's storage")?;
+                .map_err(|_| anyhow::anyhow!("format thread panicked"))?;
+            if index == 0 {
+                if let Some(dump) = dump.take() {
+                    dump.finish(formatted.is_ok());
+                }
+            }
+            formatted.context("formatting a KRaft node's storage")?;
         }
         Ok(())
     }
 
     fn spawn_node(&mut self, index: usize) -> anyhow::Result<()> {
+        let sharing =
+            class_sharing::use_archive(&self.version, JvmKind::Broker, &BROKER_OPTIONS, &[]);
+        self.spawn_node_sharing(index, &sharing)
+    }
+
+    /// Makes the brokers' class archive if there is none yet: node `index` starts with
+    /// `-XX:ArchiveClassesAtExit`, serves until ready and stops cleanly (a JVM dumps its
+    /// archive only at a clean exit). Once a Kafka version, JDK and jar set; if it fails,
+    /// the node starts as usual next and reports why.
+    fn make_broker_archive(&mut self, index: usize) {
+        let Some(dump) = ArchiveDump::claim(&self.version, JvmKind::Broker, &BROKER_OPTIONS, &[])
+        else {
+            return;
+        };
+        if self.spawn_node_sharing(index, &dump.args()).is_err() {
+            return;
+        }
+        let ready = self.wait_ready().is_ok();
+        let stopped = self.nodes[index]
+            .process
+            .take()
+            .and_then(|mut process| process.terminate(STOP_TIMEOUT));
+        dump.finish(ready && stopped.is_some());
+    }
+
+    fn spawn_node_sharing(&mut self, index: usize, sharing: &[String]) -> anyhow::Result<()> {
         let node = &mut self.nodes[index];
         let node_dir = node.config.parent().expect("node dir").to_path_buf();
         let stdout = std::fs::OpenOptions::new()
@@ -484,7 +528,8 @@ impl KafkaCluster {
             .append(true)
             .open(&node.stdout_file)?;
         let mut cmd = java::base_command(&self.version, &[]);
-        cmd.args(["-Xms256m", "-Xmx1g", "-XX:+UseG1GC"])
+        cmd.args(BROKER_OPTIONS)
+            .args(sharing)
             .arg(format!(
                 "-Dlog4j2.configurationFile={}",
                 node_dir.join("log4j2.properties").display()

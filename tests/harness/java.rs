@@ -2,6 +2,7 @@
 //! where a test wants it (log4j2 for Kafka 4.x, reload4j for 3.x; both configs are
 //! passed, each version reads its own).
 
+use crate::class_sharing::{self, ArchiveDump, JvmKind};
 use crate::paths;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,18 +70,43 @@ fn client_log_configs() -> &'static (PathBuf, PathBuf) {
 
 /// `java` with Kafka `version`'s jars (and `extra` entries) on the classpath, set up for
 /// a short-lived client or tool: small heap, quick startup, UTF-8 output, logs to stderr.
+/// A tool on Kafka's jars alone maps the tools' shared class archive
+/// ([`class_sharing`](crate::class_sharing)).
 pub fn client_command(version: &str, extra_classpath: &[&Path]) -> Command {
+    let sharing = if extra_classpath.is_empty() {
+        class_sharing::use_archive(version, JvmKind::Tool, &CLIENT_OPTIONS, &[])
+    } else {
+        Vec::new()
+    };
+    client_command_sharing(version, extra_classpath, &sharing)
+}
+
+/// [`client_command`] for a tool on Kafka's jars alone that makes the tools' shared
+/// class archive when it exits.
+pub(crate) fn tool_command_dumping(version: &str, dump: &ArchiveDump) -> Command {
+    client_command_sharing(version, &[], &dump.args())
+}
+
+/// The options of every [`client_command`] JVM.
+pub(crate) const CLIENT_OPTIONS: [&str; 3] = [
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    // Short-lived processes: C1 only starts faster and costs less CPU on 2 cores.
+    "-XX:TieredStopAtLevel=1",
+];
+
+pub(crate) fn client_command_sharing(
+    version: &str,
+    extra_classpath: &[&Path],
+    sharing: &[String],
+) -> Command {
     let (log4j2, log4j1) = client_log_configs();
     let mut cmd = base_command(version, extra_classpath);
-    cmd.args([
-        "-Xmx512m",
-        "-XX:+UseSerialGC",
-        // Short-lived processes: C1 only starts faster and costs less CPU on 2 cores.
-        "-XX:TieredStopAtLevel=1",
-    ])
-    .arg(format!("-Dlog4j2.configurationFile={}", log4j2.display()))
-    .arg(format!("-Dlog4j.configuration=file:{}", log4j1.display()))
-    .arg(format!("-Djava.io.tmpdir={}", jvm_tmp_dir().display()));
+    cmd.args(CLIENT_OPTIONS)
+        .args(sharing)
+        .arg(format!("-Dlog4j2.configurationFile={}", log4j2.display()))
+        .arg(format!("-Dlog4j.configuration=file:{}", log4j1.display()))
+        .arg(format!("-Djava.io.tmpdir={}", jvm_tmp_dir().display()));
     cmd
 }
 

@@ -1,6 +1,7 @@
 //! The Java kafka-clients test client (`tests/java/KpressClient.java`, compiled by
 //! `scripts/setup.sh` for each Kafka version): topics, producing and consuming.
 
+use crate::class_sharing::{self, ArchiveDump, JvmKind};
 use crate::client_cli;
 use crate::compression::Compression;
 use crate::data::{diff_records, unhex};
@@ -9,6 +10,7 @@ use crate::paths;
 use crate::process::run_ok;
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `KpressClient` built against one Kafka version's kafka-clients.
@@ -139,9 +141,67 @@ impl JavaClient {
     }
 
     pub(crate) fn command(&self, subcommand: &str) -> std::process::Command {
-        let mut cmd = java::client_command(&self.version, &[&self.classes]);
+        self.command_sharing(subcommand, None)
+    }
+
+    /// The client's classes as a jar, for class sharing (made once a process per version).
+    fn classes_jar(&self) -> Option<PathBuf> {
+        static JARS: Mutex<Vec<(PathBuf, Option<PathBuf>)>> = Mutex::new(Vec::new());
+        let mut jars = JARS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, jar)) = jars.iter().find(|(dir, _)| *dir == self.classes) {
+            return jar.clone();
+        }
+        let jar = class_sharing::classes_jar(&self.classes);
+        jars.push((self.classes.clone(), jar.clone()));
+        jar
+    }
+
+    /// `KpressClient subcommand`, mapping the subcommand's shared class archive, or
+    /// making it at exit when `dump` is given.
+    fn command_sharing(
+        &self,
+        subcommand: &str,
+        dump: Option<&ArchiveDump>,
+    ) -> std::process::Command {
+        let mut cmd = match self.classes_jar() {
+            Some(jar) => {
+                let sharing = match dump {
+                    Some(dump) => dump.args(),
+                    None => class_sharing::use_archive(
+                        &self.version,
+                        JvmKind::Client(subcommand),
+                        &java::CLIENT_OPTIONS,
+                        &[&jar],
+                    ),
+                };
+                java::client_command_sharing(&self.version, &[&jar], &sharing)
+            }
+            None => java::client_command(&self.version, &[&self.classes]),
+        };
         cmd.arg("KpressClient").arg(subcommand);
         cmd
+    }
+
+    /// Runs `KpressClient subcommand` to its end with `run`; the first run of each
+    /// subcommand (per version and client build) that ends well makes its class archive.
+    fn run_sharing<T>(
+        &self,
+        subcommand: &str,
+        run: impl FnOnce(std::process::Command) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let dump = self.classes_jar().and_then(|jar| {
+            ArchiveDump::claim(
+                &self.version,
+                JvmKind::Client(subcommand),
+                &java::CLIENT_OPTIONS,
+                &[&jar],
+            )
+        });
+        let result = run(self.command_sharing(subcommand, dump.as_ref()));
+        if let Some(dump) = dump {
+            dump.finish(result.is_ok());
+        }
+        result
     }
 
     /// Creates `topic` with `partitions` partitions (replication factor 1) and topic
@@ -196,18 +256,19 @@ impl JavaClient {
         replication_factor: u16,
         configs: &[&str],
     ) -> anyhow::Result<()> {
-        let mut cmd = self.command("create-topic");
-        cmd.args(["--bootstrap", bootstrap])
-            .args(["--partitions", &partitions.to_string()])
-            .args(["--replication-factor", &replication_factor.to_string()]);
-        for topic in topics {
-            cmd.args(["--topic", topic]);
-        }
-        for config in configs {
-            cmd.args(["--config", config]);
-        }
-        run_ok(&mut cmd, Duration::from_secs(120))
-            .with_context(|| format!("creating topics {topics:?}"))?;
+        self.run_sharing("create-topic", |mut cmd| {
+            cmd.args(["--bootstrap", bootstrap])
+                .args(["--partitions", &partitions.to_string()])
+                .args(["--replication-factor", &replication_factor.to_string()]);
+            for topic in topics {
+                cmd.args(["--topic", topic]);
+            }
+            for config in configs {
+                cmd.args(["--config", config]);
+            }
+            run_ok(&mut cmd, Duration::from_secs(120))
+                .with_context(|| format!("creating topics {topics:?}"))
+        })?;
         Ok(())
     }
 
@@ -232,8 +293,10 @@ impl JavaClient {
         file: &Path,
         options: &ProduceOptions,
     ) -> anyhow::Result<usize> {
-        let cmd = self.produce_command(bootstrap, topics, options);
-        client_cli::produce_file(cmd, file, "the Java client", topics)
+        self.run_sharing("produce", |mut cmd| {
+            client_cli::add_produce_args(&mut cmd, bootstrap, topics, options);
+            client_cli::produce_file(cmd, file, "the Java client", topics)
+        })
     }
 
     /// Produces `records` given on the command line (short UTF-8 values).
@@ -273,8 +336,9 @@ impl JavaClient {
         count: usize,
         options: &ConsumeOptions,
     ) -> anyhow::Result<Vec<ConsumedRecord>> {
-        let cmd = self.command("consume");
-        client_cli::consume(cmd, "Java", bootstrap, topics, count, options)
+        self.run_sharing("consume", |cmd| {
+            client_cli::consume(cmd, "Java", bootstrap, topics, count, options)
+        })
     }
 
     /// Consumes `expected.len()` records from each of `topics` through `bootstrap`;

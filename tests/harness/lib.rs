@@ -11,6 +11,7 @@ mod background_producer;
 pub mod bare_requests;
 pub mod batch_headers;
 pub mod capture;
+pub mod class_sharing;
 mod client_cli;
 pub mod cluster;
 pub mod codec_bombs;
