@@ -47,6 +47,9 @@ pub fn consume_partition(
         .args(["-p", &partition.to_string()])
         .args(["-o", "beginning", "-e", "-q"])
         .args(["-X", "check.crcs=true"])
+        // At the partition's end the broker holds an empty fetch this long before `-e`
+        // sees the end (500 ms by default, most of a read-back of a test's records).
+        .args(["-X", "fetch.wait.max.ms=10"])
         // Offset and value length on one line, then exactly that many value bytes.
         .args(["-f", "%o %S\n%s\n"]);
     for setting in extra {
