@@ -49,47 +49,95 @@ struct Source {
     records: Vec<Vec<u8>>,
 }
 
+/// The sources each client produces: the apache log in every codec, and the NGINX JSON
+/// in two codecs per client that reads it.
+fn sources_of(producer: Producer) -> Vec<(Dataset, Compression)> {
+    let mut sources: Vec<(Dataset, Compression)> = Compression::ALL
+        .into_iter()
+        .map(|c| (Dataset::ApacheAccessLog, c))
+        .collect();
+    match producer {
+        Producer::Java => {
+            sources.push((Dataset::NginxPlusStatus, Compression::Gzip));
+            sources.push((Dataset::NginxPlusStatus, Compression::Zstd));
+        }
+        Producer::Kcat => {
+            sources.push((Dataset::NginxPlusStatus, Compression::Snappy));
+            sources.push((Dataset::NginxPlusStatus, Compression::Lz4));
+        }
+        Producer::ConfluentKafka => {}
+    }
+    sources
+}
+
+/// The topic of the transactional source.
+const TXN_TOPIC: &str = "java-txn-gzip";
+
 /// The producing broker, shared by every test of this binary (a watchdog stops it when
-/// the test process exits).
+/// the test process exits). Every source's topic is created with it, in one client JVM.
 fn broker() -> &'static KafkaCluster {
     static BROKER: OnceLock<KafkaCluster> = OnceLock::new();
     BROKER.get_or_init(|| {
-        KafkaCluster::start(kafka_version(), 1).expect("starting the producing Kafka broker")
+        let cluster =
+            KafkaCluster::start(kafka_version(), 1).expect("starting the producing Kafka broker");
+        let mut topics: Vec<String> = [Producer::Java, Producer::Kcat, Producer::ConfluentKafka]
+            .into_iter()
+            .flat_map(|p| {
+                sources_of(p)
+                    .into_iter()
+                    .map(move |(dataset, codec)| source_topic(p, dataset, codec))
+            })
+            .collect();
+        topics.push(TXN_TOPIC.to_string());
+        let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+        JavaClient::new(cluster.version())
+            .create_producer_codec_topics(&cluster.bootstrap(), &topics, 1)
+            .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+        cluster
     })
 }
 
 /// Which client produced which dataset in which codec.
 type SourceKey = (Producer, Dataset, Compression);
 
-/// The source segment of `dataset` produced by `producer` in `codec`, produced on first
-/// use and shared by every test of the binary.
-fn source(producer: Producer, dataset: Dataset, codec: Compression) -> Arc<Source> {
-    static SOURCES: Mutex<Vec<(SourceKey, Arc<Source>)>> = Mutex::new(Vec::new());
-    // Held while producing: the one broker produces one source at a time.
-    let mut sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (producer, dataset, codec);
-    if let Some((_, source)) = sources.iter().find(|(k, _)| *k == key) {
-        return Arc::clone(source);
-    }
-    let source = Arc::new(produce_source(producer, dataset, codec));
-    sources.push((key, Arc::clone(&source)));
-    source
+/// The topic, and source name, of `dataset` produced by `producer` in `codec`.
+fn source_topic(producer: Producer, dataset: Dataset, codec: Compression) -> String {
+    format!(
+        "{}-{}-{}",
+        producer.name(),
+        dataset.short_name(),
+        codec.name()
+    )
 }
 
-/// Produces `dataset` with `producer` in `codec` into a fresh `compression.type=producer`
+/// The source segment of `dataset` produced by `producer` in `codec`, produced on first
+/// use and shared by every test of the binary. Different sources are produced side by
+/// side (each into its own topic); a source asked for twice at once is produced once.
+fn source(producer: Producer, dataset: Dataset, codec: Compression) -> Arc<Source> {
+    type Cell = Arc<OnceLock<Arc<Source>>>;
+    static SOURCES: Mutex<Vec<(SourceKey, Cell)>> = Mutex::new(Vec::new());
+    let key = (producer, dataset, codec);
+    let cell = {
+        let mut sources = SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+        match sources.iter().find(|(k, _)| *k == key) {
+            Some((_, cell)) => Arc::clone(cell),
+            None => {
+                let cell = Cell::default();
+                sources.push((key, Arc::clone(&cell)));
+                cell
+            }
+        }
+    };
+    Arc::clone(cell.get_or_init(|| Arc::new(produce_source(producer, dataset, codec))))
+}
+
+/// Produces `dataset` with `producer` in `codec` into its fresh `compression.type=producer`
 /// topic (so the broker stores the client's own batches) and copies its one segment out.
 fn produce_source(producer: Producer, dataset: Dataset, codec: Compression) -> Source {
     let cluster = broker();
     let bootstrap = cluster.bootstrap();
     let java = JavaClient::new(cluster.version());
-    let name = format!(
-        "{}-{}-{}",
-        producer.name(),
-        dataset.short_name(),
-        codec.name()
-    );
-    java.create_topic(&bootstrap, &name, 1, &["compression.type=producer"])
-        .unwrap_or_else(|e| panic!("{e:#}\n{}", cluster.describe_logs()));
+    let name = source_topic(producer, dataset, codec);
     let file = dataset.path();
     let options = ProduceOptions {
         compression: codec,
@@ -477,33 +525,20 @@ fn check_outputs(sources: &[Arc<Source>], outputs: Vec<Output>, mut failures: Ve
 
 #[test]
 fn java_client_segments_recompress_to_every_codec() {
-    let mut sources: Vec<(Dataset, Compression)> = Compression::ALL
-        .into_iter()
-        .map(|c| (Dataset::ApacheAccessLog, c))
-        .collect();
-    sources.push((Dataset::NginxPlusStatus, Compression::Gzip));
-    sources.push((Dataset::NginxPlusStatus, Compression::Zstd));
-    recompress_every_pair(Producer::Java, &sources);
+    recompress_every_pair(Producer::Java, &sources_of(Producer::Java));
 }
 
 #[test]
 fn kcat_segments_recompress_to_every_codec() {
-    let mut sources: Vec<(Dataset, Compression)> = Compression::ALL
-        .into_iter()
-        .map(|c| (Dataset::ApacheAccessLog, c))
-        .collect();
-    sources.push((Dataset::NginxPlusStatus, Compression::Snappy));
-    sources.push((Dataset::NginxPlusStatus, Compression::Lz4));
-    recompress_every_pair(Producer::Kcat, &sources);
+    recompress_every_pair(Producer::Kcat, &sources_of(Producer::Kcat));
 }
 
 #[test]
 fn confluent_kafka_segments_recompress_to_every_codec() {
-    let sources: Vec<(Dataset, Compression)> = Compression::ALL
-        .into_iter()
-        .map(|c| (Dataset::ApacheAccessLog, c))
-        .collect();
-    recompress_every_pair(Producer::ConfluentKafka, &sources);
+    recompress_every_pair(
+        Producer::ConfluentKafka,
+        &sources_of(Producer::ConfluentKafka),
+    );
 }
 
 /// With --only-if-smaller, a rewrite that would not be smaller keeps the original batch
@@ -649,9 +684,7 @@ fn transactional_segments_keep_their_markers() {
     let cluster = broker();
     let java = JavaClient::new(cluster.version());
     let bootstrap = cluster.bootstrap();
-    let name = "java-txn-gzip";
-    java.create_topic(&bootstrap, name, 1, &["compression.type=producer"])
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let name = TXN_TOPIC;
     let all = Dataset::ApacheAccessLog.records();
     let parts: Vec<Vec<Vec<u8>>> = all.chunks(2000).take(3).map(<[_]>::to_vec).collect();
     let work = tempfile::Builder::new()
