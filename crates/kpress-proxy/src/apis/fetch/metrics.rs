@@ -30,6 +30,13 @@ pub(crate) const FETCH_PARTITIONS_CUT: &str = "kpress_fetch_partitions_cut_total
 /// client could read them as they were, else the connection is closed), labelled
 /// `action`.
 pub(crate) const FETCH_UNREADABLE: &str = "kpress_fetch_responses_unparsed_total";
+/// Re-encoded batches found in the cache (`[consumers] cache_bytes`): a re-encoding
+/// saved.
+pub(crate) const FETCH_CACHE_HITS: &str = "kpress_fetch_cache_hits_total";
+/// Re-encoded batches looked for in the cache and not found.
+pub(crate) const FETCH_CACHE_MISSES: &str = "kpress_fetch_cache_misses_total";
+/// Bytes the cache's entries count for now (batches, topic names and bookkeeping).
+pub(crate) const FETCH_CACHE_BYTES: &str = "kpress_fetch_cache_bytes";
 
 /// Counts an upgraded request from a client at `version`.
 pub(crate) fn upgraded(version: i16) {

@@ -21,6 +21,10 @@
 //!
 //! Fetch v16+ responses carry broker addresses (KIP-951), rewritten like Metadata's.
 
+// The response path does not look re-encoded batches up in it yet: when it does, this
+// expectation fails, and goes.
+#[cfg_attr(not(test), expect(dead_code))]
+mod cache;
 mod metrics;
 mod reencode;
 mod response;
