@@ -44,6 +44,33 @@ pub(crate) fn client_command(
     Ok(cmd)
 }
 
+/// How a `produce-steady` run sends: records per second, the bound on its length, its
+/// codec and its batching.
+pub(crate) struct Pace<'a> {
+    pub rate: u32,
+    pub max_duration: Duration,
+    pub compression: &'a str,
+    pub linger_ms: u32,
+    pub batch_size: u32,
+}
+
+/// `KpressClient produce-steady` of records of `prefix` into `topic` at `pace`.
+pub(crate) fn produce_steady_command(
+    bootstrap: &str,
+    topic: &str,
+    prefix: &str,
+    lines_file: &Path,
+    pace: Pace<'_>,
+) -> anyhow::Result<Command> {
+    let mut cmd = client_command("produce-steady", bootstrap, topic, prefix, lines_file)?;
+    cmd.args(["--rate", &pace.rate.to_string()])
+        .args(["--duration-ms", &pace.max_duration.as_millis().to_string()])
+        .args(["--compression", pace.compression])
+        .args(["--linger-ms", &pace.linger_ms.to_string()])
+        .args(["--batch-size", &pace.batch_size.to_string()]);
+    Ok(cmd)
+}
+
 /// What the producer printed last: records handed to `send`, acknowledged, failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {

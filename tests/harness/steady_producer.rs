@@ -4,7 +4,9 @@
 //! two: every acknowledged record read back exactly once, nothing read twice.
 
 pub use crate::background_producer::Progress;
-use crate::background_producer::{client_command, tally_topic, BackgroundProducer, Kind};
+use crate::background_producer::{
+    produce_steady_command, tally_topic, BackgroundProducer, Kind, Pace,
+};
 use crate::compression::Compression;
 use anyhow::{ensure, Context};
 use std::fmt;
@@ -63,21 +65,14 @@ impl SteadyProducer {
         prefix: &str,
         options: &SteadyOptions,
     ) -> anyhow::Result<SteadyProducer> {
-        let mut cmd = client_command(
-            "produce-steady",
-            bootstrap,
-            topic,
-            prefix,
-            &options.lines_file,
-        )?;
-        cmd.args(["--rate", &options.rate.to_string()])
-            .args([
-                "--duration-ms",
-                &options.max_duration.as_millis().to_string(),
-            ])
-            .args(["--compression", options.compression.name()])
-            .args(["--linger-ms", &options.linger_ms.to_string()])
-            .args(["--batch-size", &options.batch_size.to_string()]);
+        let pace = Pace {
+            rate: options.rate,
+            max_duration: options.max_duration,
+            compression: options.compression.name(),
+            linger_ms: options.linger_ms,
+            batch_size: options.batch_size,
+        };
+        let mut cmd = produce_steady_command(bootstrap, topic, prefix, &options.lines_file, pace)?;
         for property in &options.properties {
             cmd.args(["--property", property]);
         }

@@ -9,7 +9,9 @@
 //! goes to partition i mod N as its record i div N.
 
 pub use crate::background_producer::Progress;
-use crate::background_producer::{client_command, tally_topic, BackgroundProducer, Kind};
+use crate::background_producer::{
+    produce_steady_command, tally_topic, BackgroundProducer, Kind, Pace,
+};
 use anyhow::{bail, ensure, Context};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -74,24 +76,17 @@ impl TimedProducer {
         options: &TimedOptions,
     ) -> anyhow::Result<TimedProducer> {
         ensure!(options.partitions > 0, "a topic has partitions");
-        let mut cmd = client_command(
-            "produce-steady",
-            bootstrap,
-            topic,
-            prefix,
-            &options.lines_file,
-        )?;
+        // Kafka's own batch size and request timeout: the pauses measured are those a
+        // client with the defaults sees.
+        let pace = Pace {
+            rate: options.rate,
+            max_duration: options.max_duration,
+            compression: &options.compression,
+            linger_ms: options.linger_ms,
+            batch_size: 16384,
+        };
+        let mut cmd = produce_steady_command(bootstrap, topic, prefix, &options.lines_file, pace)?;
         cmd.args(["--partitions", &options.partitions.to_string()])
-            .args(["--rate", &options.rate.to_string()])
-            .args([
-                "--duration-ms",
-                &options.max_duration.as_millis().to_string(),
-            ])
-            .args(["--compression", &options.compression])
-            .args(["--linger-ms", &options.linger_ms.to_string()])
-            // Kafka's own batch size and request timeout: the pauses measured are those a
-            // client with the defaults sees.
-            .args(["--batch-size", "16384"])
             .args(["--property", "request.timeout.ms=30000"]);
         Ok(TimedProducer {
             run: BackgroundProducer::start(cmd, topic, KIND, &["acks-output"])?,
