@@ -156,10 +156,10 @@ pub fn is_legal_client_id_char(c: char) -> bool {
     !c.is_control()
 }
 
-/// The characters Kafka allows in `client_software_name` and `client_software_version`
-/// (ApiVersions v3+): ASCII letters, digits, '-' and '.'.
+/// The characters kept of `client_software_name` and `client_software_version`
+/// (ApiVersions v3+): ASCII letters, digits, '-', '.' and '_'.
 pub fn is_legal_software_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '.')
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_')
 }
 
 /// `software = "NAME"` or `"NAME/VERSION"`: a pattern of `client_software_name` and

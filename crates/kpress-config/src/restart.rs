@@ -235,6 +235,16 @@ mod tests {
     }
 
     #[test]
+    fn consumers_and_client_rules_change_live() {
+        assert!(changes(
+            "[consumers]\ncodec = \"lz4\"\n",
+            "[consumers]\ncodec = \"gzip\"\ncache_bytes = 0\n\
+             [[clients]]\nmatch = \"a\"\naccept = [\"gzip\"]\n"
+        )
+        .is_empty());
+    }
+
+    #[test]
     fn nested_tables_are_named_in_full() {
         assert_eq!(
             changes(
