@@ -34,6 +34,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kpress_batch::builder::{BatchBuilder, Record};
@@ -81,6 +82,14 @@ fn counter(proxy: &KpressProxy, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// Waits until `done` holds, polling; false after `timeout`.
+/// The plain one-node 4.1.1 broker of the tests that need nothing of it but their own
+/// topics (each names its own), shared by them; a watchdog stops it when the test
+/// process exits. The codec matrix sets a broker-wide default and has a broker of its own.
+fn shared_cluster() -> &'static KafkaCluster {
+    static CLUSTER: OnceLock<KafkaCluster> = OnceLock::new();
+    CLUSTER.get_or_init(|| KafkaCluster::start(kafka_version(), 1).expect("starting Kafka"))
+}
+
 fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
@@ -547,7 +556,7 @@ fn topic_mode_on_kafka_3_9() {
 /// record is read back exactly once.
 #[test]
 fn an_altered_topic_is_followed_under_a_running_producer() {
-    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let cluster = shared_cluster();
     let java = JavaClient::new(kafka_version());
     let topic = "tm.altered";
     create_topic(&java, &cluster.bootstrap(), topic, "lz4");
@@ -573,7 +582,7 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
         failures.push("kpress never rewrote into the topic's lz4".to_owned());
     }
     kafka_configs(
-        &cluster,
+        cluster,
         &[
             "--entity-type",
             "topics",
@@ -640,7 +649,7 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
             codecs.len()
         ));
     }
-    proxy.assert_no_failures(&failures, &cluster);
+    proxy.assert_no_failures(&failures, cluster);
 }
 
 /// kpress refreshing topic configs once an hour: after `kafka-configs --alter` from lz4
@@ -648,7 +657,7 @@ fn an_altered_topic_is_followed_under_a_running_producer() {
 /// policy file is replaced, and then writes zstd at once. Every record is stored.
 #[test]
 fn a_policy_reload_reads_topic_configs_at_once() {
-    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let cluster = shared_cluster();
     let java = JavaClient::new(kafka_version());
     let (topic, warm) = ("tm.reloaded", "tm.reload-warm-up");
     create_topic(&java, &cluster.bootstrap(), topic, "lz4");
@@ -677,7 +686,7 @@ fn a_policy_reload_reads_topic_configs_at_once() {
         failures.push("kpress did not rewrite into the topic's lz4".to_owned());
     }
     kafka_configs(
-        &cluster,
+        cluster,
         &[
             "--entity-type",
             "topics",
@@ -742,7 +751,7 @@ fn a_policy_reload_reads_topic_configs_at_once() {
     if let Some(diff) = diff_records(&expected, &dump.payloads()) {
         failures.push(format!("stored records: {diff}"));
     }
-    proxy.assert_no_failures(&failures, &cluster);
+    proxy.assert_no_failures(&failures, cluster);
 }
 
 /// kpress's own login and the clients' one on a broker with ACLs.
@@ -937,7 +946,7 @@ fn a_topic_kpress_may_not_describe_passes_as_sent() {
 /// current client reads every record back (2.0.1 cannot fetch zstd).
 #[test]
 fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
-    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let cluster = shared_cluster();
     let current = JavaClient::new(kafka_version());
     let old = pre_zstd_java_client();
     let (zstd_topic, lz4_topic) = ("tm.old-zstd", "tm.old-lz4");
@@ -1002,7 +1011,7 @@ fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
         Ok(problems) => failures.extend(problems),
         Err(e) => failures.push(format!("reading back through kpress: {e:#}")),
     }
-    proxy.assert_no_failures(&failures, &cluster);
+    proxy.assert_no_failures(&failures, cluster);
 }
 
 /// With `[shadow]` on and no rule at all, a topic created after kpress started and
@@ -1012,7 +1021,7 @@ fn an_old_client_into_a_zstd_topic_is_converted_by_the_broker() {
 /// label.
 #[test]
 fn a_topic_created_after_kpress_started_is_labelled_by_name() {
-    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    let cluster = shared_cluster();
     let java = JavaClient::new(kafka_version());
     let warm = "tm.labels-warm";
     create_topic(&java, &cluster.bootstrap(), warm, "producer");
