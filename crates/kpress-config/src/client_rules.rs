@@ -267,7 +267,8 @@ impl ClientRules {
     /// The codecs a client reads: the `accept` of the first rule that matches it,
     /// or [`CodecSet::ALL`] when none does. `client_id` is the request header's,
     /// `software` what the connection announced in ApiVersions v3+ (`None` when it
-    /// did not), `listener` the listener it came through. Builds no string: each pattern matches the text given.
+    /// did not), `listener` the listener it came through. Builds no string: each
+    /// pattern matches the text given.
     pub fn accepts(
         &self,
         client_id: Option<&str>,
