@@ -81,6 +81,17 @@ pub struct ConsumedRecord {
     pub value: Vec<u8>,
 }
 
+/// The subcommand whose class archive `subcommand` maps: the background producer and
+/// its tally, which run until stopped and so never make one, load what `produce` and
+/// `consume` load.
+fn archived_as(subcommand: &str) -> &str {
+    match subcommand {
+        "produce-steady" => "produce",
+        "tally" => "consume",
+        other => other,
+    }
+}
+
 /// The values of `records` from `topic`, in order.
 pub fn values_of<'r>(records: &'r [ConsumedRecord], topic: &str) -> Vec<&'r [u8]> {
     records
@@ -169,7 +180,7 @@ impl JavaClient {
                     Some(dump) => dump.args(),
                     None => class_sharing::use_archive(
                         &self.version,
-                        JvmKind::Client(subcommand),
+                        JvmKind::Client(archived_as(subcommand)),
                         &java::CLIENT_OPTIONS,
                         &[&jar],
                     ),
