@@ -82,8 +82,8 @@ pub struct ConsumedRecord {
 }
 
 /// The subcommand whose class archive `subcommand` maps: the background producer and
-/// its tally, which run until stopped and so never make one, load what `produce` and
-/// `consume` load.
+/// its tally, run by `background_producer.rs` and so never making an archive of their
+/// own, load what `produce` and `consume` load.
 fn archived_as(subcommand: &str) -> &str {
     match subcommand {
         "produce-steady" => "produce",
