@@ -75,6 +75,15 @@ pub(super) fn response_step(
             let bytes = envelope_only(frame, &upgraded).map_err(ConnectionError::Response)?;
             return Ok(ResponseStep::Replace(bytes));
         }
+        // A copy with no codec work: no work slot to wait for.
+        let task = Arc::clone(conn);
+        return Ok(ResponseStep::Later(conn.spawn(async move {
+            let bytes = tokio::task::spawn_blocking(move || envelope_only(frame, &upgraded))
+                .await
+                .map_err(|err| ConnectionError::RewriteTask(err.to_string()))?
+                .map_err(ConnectionError::Response)?;
+            task.new_response(bytes).await
+        })));
     }
     let lane = work
         .iter()
