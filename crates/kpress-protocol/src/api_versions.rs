@@ -118,6 +118,19 @@ pub(crate) fn rewrite_api_versions_response(
     encode(API, version, &response).map(Some)
 }
 
+impl crate::typed::sealed::Guarded for ApiVersionsResponse {
+    const API: &'static str = API;
+    const VERSIONS: api::Versions = api::parsed(api_key::API_VERSIONS);
+
+    fn body_version(version: i16, body: &[u8]) -> i16 {
+        api_versions_body_version(version, body)
+    }
+
+    fn guard(body: &[u8], version: i16) -> Result<(), WireError> {
+        walk_api_versions_response(body, version)
+    }
+}
+
 /// Bounds-checked walk of an ApiVersions response, known tagged fields
 /// included (kafka-protocol decodes their arrays too): the guard before decoding.
 fn walk_api_versions_response(body: &[u8], v: i16) -> Result<(), WireError> {

@@ -1,16 +1,14 @@
 //! DescribeConfigs (v1-v4) for kpress's own questions about topics (`kpress doctor`):
-//! a request frame naming the topics and the config keys wanted, and the
+//! a request naming the topics and the config keys wanted, and the
 //! response read back into plain values, its counts checked against the
 //! bytes present before kafka-protocol sizes anything from them.
 
-use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, RequestHeader};
-use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
 
-use crate::error::{check_version, ProtocolError, WireError};
-use crate::frame::SIZE_PREFIX_LEN;
-use crate::rewriting::{encode_failed, guarded_decode};
+use crate::error::{ProtocolError, WireError};
+use crate::typed::decode_response;
 use crate::wire::Reader;
 use crate::{api, api_key};
 
@@ -29,21 +27,9 @@ pub fn describe_configs_version(broker_max: i16) -> Option<i16> {
     (version >= DESCRIBE_CONFIGS_MIN_VERSION).then_some(version)
 }
 
-/// A whole DescribeConfigs request frame (size prefix, header, body) asking for
-/// `keys` of each of `topics`.
-pub fn describe_topic_configs_request(
-    api_version: i16,
-    correlation_id: i32,
-    client_id: &str,
-    topics: &[&str],
-    keys: &[&str],
-) -> Result<BytesMut, ProtocolError> {
-    check_version(
-        API,
-        api_version,
-        DESCRIBE_CONFIGS_MIN_VERSION,
-        DESCRIBE_CONFIGS_MAX_VERSION,
-    )?;
+/// A DescribeConfigs request asking for `keys` of each of `topics`, to send with
+/// [`crate::request_frame`] at a version [`describe_configs_version`] gives.
+pub fn describe_topic_configs_request(topics: &[&str], keys: &[&str]) -> DescribeConfigsRequest {
     let keys: Vec<StrBytes> = keys
         .iter()
         .map(|k| StrBytes::from_string((*k).to_owned()))
@@ -57,34 +43,10 @@ pub fn describe_topic_configs_request(
                 .with_configuration_keys(Some(keys.clone()))
         })
         .collect();
-    let request = DescribeConfigsRequest::default()
+    DescribeConfigsRequest::default()
         .with_resources(resources)
         .with_include_synonyms(false)
-        .with_include_documentation(false);
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key::DESCRIBE_CONFIGS)
-        .with_request_api_version(api_version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_owned())));
-    let encode_error = encode_failed(API, api_version);
-    let mut frame = BytesMut::new();
-    frame.put_i32(0); // size, fixed up below
-    header
-        .encode(
-            &mut frame,
-            DescribeConfigsRequest::header_version(api_version),
-        )
-        .map_err(&encode_error)?;
-    request
-        .encode(&mut frame, api_version)
-        .map_err(&encode_error)?;
-    let size = i32::try_from(frame.len() - SIZE_PREFIX_LEN).map_err(|_| ProtocolError::Encode {
-        api: API,
-        version: api_version,
-        reason: format!("{} bytes do not fit a frame", frame.len()),
-    })?;
-    frame[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
-    Ok(frame)
+        .with_include_documentation(false)
 }
 
 /// Where a config value comes from (Kafka's `DescribeConfigsResponse.ConfigSource`).
@@ -170,15 +132,13 @@ pub fn parse_describe_configs_response(
     api_version: i16,
     body: &[u8],
 ) -> Result<Vec<TopicConfigs>, ProtocolError> {
-    check_version(
-        API,
-        api_version,
-        DESCRIBE_CONFIGS_MIN_VERSION,
-        DESCRIBE_CONFIGS_MAX_VERSION,
-    )?;
-    let response: DescribeConfigsResponse =
-        guarded_decode(API, api_version, body, walk_describe_configs_response)?;
-    Ok(response
+    decode_response(api_version, body).map(topic_configs)
+}
+
+/// One [`TopicConfigs`] per topic resource of a decoded DescribeConfigs `response`;
+/// other resource kinds are skipped.
+pub fn topic_configs(response: DescribeConfigsResponse) -> Vec<TopicConfigs> {
+    response
         .results
         .into_iter()
         .filter(|result| result.resource_type == TOPIC_RESOURCE)
@@ -196,7 +156,19 @@ pub fn parse_describe_configs_response(
                 })
                 .collect(),
         })
-        .collect())
+        .collect()
+}
+
+impl crate::typed::sealed::Guarded for DescribeConfigsResponse {
+    const API: &'static str = API;
+    const VERSIONS: api::Versions = api::Versions {
+        min: DESCRIBE_CONFIGS_MIN_VERSION,
+        max: DESCRIBE_CONFIGS_MAX_VERSION,
+    };
+
+    fn guard(body: &[u8], version: i16) -> Result<(), WireError> {
+        walk_describe_configs_response(body, version)
+    }
 }
 
 /// Bounds-checked walk of a DescribeConfigs response: the guard before decoding.
@@ -258,13 +230,15 @@ fn walk_describe_configs_response(body: &[u8], v: i16) -> Result<(), WireError> 
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
+    use bytes::{Bytes, BytesMut};
     use kafka_protocol::messages::describe_configs_response::{
         DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
     };
-    use kafka_protocol::protocol::Decodable;
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
     use super::*;
+    use crate::frame::SIZE_PREFIX_LEN;
 
     fn response() -> DescribeConfigsResponse {
         let config = |name: &'static str, value: Option<&'static str>, source: i8| {
@@ -396,16 +370,11 @@ mod tests {
     #[test]
     fn the_request_names_each_topic_and_key() {
         for version in DESCRIBE_CONFIGS_MIN_VERSION..=DESCRIBE_CONFIGS_MAX_VERSION {
-            let frame = describe_topic_configs_request(
-                version,
-                -7,
-                "kpress-doctor",
+            let request = describe_topic_configs_request(
                 &["a", "b"],
                 &["compression.type", "max.message.bytes"],
-            )
-            .unwrap();
-            let size = i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
-            assert_eq!(size, frame.len() - SIZE_PREFIX_LEN);
+            );
+            let frame = crate::request_frame(&request, version, -7, "kpress-doctor").unwrap();
             let mut payload = Bytes::copy_from_slice(&frame[SIZE_PREFIX_LEN..]);
             let header = RequestHeader::decode(
                 &mut payload,
@@ -428,8 +397,9 @@ mod tests {
                     && r.configuration_keys.as_ref().unwrap().len() == 2
             }));
         }
-        assert!(describe_topic_configs_request(0, 1, "k", &["a"], &[]).is_err());
-        assert!(describe_topic_configs_request(5, 1, "k", &["a"], &[]).is_err());
+        let request = describe_topic_configs_request(&["a"], &[]);
+        assert!(crate::request_frame(&request, 0, 1, "k").is_err());
+        assert!(crate::request_frame(&request, 5, 1, "k").is_err());
     }
 
     #[test]

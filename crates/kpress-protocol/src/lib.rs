@@ -49,6 +49,9 @@
 //!   another non-flexible version with some records replaced.
 //! - [`metadata_request`]: a whole Metadata request frame for kpress's own
 //!   calls (learning brokers, naming v13 topic ids).
+//! - [`request_frame`] and [`decode_response`]: any other request of kpress's
+//!   own as its kafka-protocol type, and its answer decoded once a walk has
+//!   checked its counts ([`GuardedResponse`]: ApiVersions, DescribeConfigs).
 //!
 //! # Node addresses kpress leaves alone
 //!
@@ -94,6 +97,7 @@ mod produce;
 mod response;
 mod rewriting;
 pub mod sasl;
+mod typed;
 mod wire;
 
 pub use api_versions::{
@@ -102,7 +106,7 @@ pub use api_versions::{
 };
 pub use describe_configs::{
     describe_configs_version, describe_topic_configs_request, parse_describe_configs_response,
-    ConfigEntry, ConfigSource, TopicConfigs, DESCRIBE_CONFIGS_MAX_VERSION,
+    topic_configs, ConfigEntry, ConfigSource, TopicConfigs, DESCRIBE_CONFIGS_MAX_VERSION,
     DESCRIBE_CONFIGS_MIN_VERSION,
 };
 pub use error::{Fault, ProtocolError, WireError};
@@ -117,3 +121,4 @@ pub use produce::{
 };
 pub use response::{rewrite_response, rewrites_response};
 pub use rewriting::ResponseObserver;
+pub use typed::{decode_response, request_frame, GuardedResponse};

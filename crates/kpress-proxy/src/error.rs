@@ -120,6 +120,10 @@ pub(crate) enum ConnectionError {
     UnknownServerName(String),
     #[error("kpress's own SASL authentication ([upstream.sasl]) failed: {0}")]
     SideAuthentication(String),
+    #[error("kpress cannot build its own request to the cluster: {0}")]
+    SideRequest(#[source] ProtocolError),
+    #[error("the broker's answer to kpress's own request does not parse: {0}")]
+    SideResponse(#[source] ProtocolError),
 }
 
 impl ConnectionError {
@@ -144,7 +148,9 @@ impl ConnectionError {
             | BrokerClosed { .. }
             | BrokerClosedIdle
             | BrokerUnsolicited
-            | CorrelationMismatch { .. } => Fault::Broker,
+            | CorrelationMismatch { .. }
+            | SideResponse(_) => Fault::Broker,
+            SideRequest(_) => Fault::Proxy,
             // Credentials or mechanism the brokers refuse: the policy's to fix.
             SideAuthentication(_) => Fault::Proxy,
             Response(err) => match err.fault() {

@@ -19,9 +19,6 @@ use crate::settings::ProxySettings;
 use crate::tls::ClientTls;
 use crate::transport::{Connector, Stream, CONNECT_TIMEOUT};
 
-/// The client id brokers log for these requests.
-const CLIENT_ID: &str = "kpress-doctor";
-
 /// Correlation ids of these requests; a connection answers one request at a time,
 /// so any distinct value per request will do.
 static NEXT_CORRELATION_ID: AtomicI32 = AtomicI32::new(1);
@@ -288,7 +285,7 @@ impl ClusterClient {
                 })
             })?;
         self.side
-            .send(&mut self.stream, frame, header.api_key, header.api_version)
+            .send_frame(&mut self.stream, frame, header.api_key, header.api_version)
             .await
             .map_err(|err| broker_error(&self.address, &err))
     }
@@ -329,21 +326,16 @@ impl ClusterClient {
         topics: &[&str],
         keys: &[&str],
     ) -> Result<Vec<TopicConfigs>, ClusterClientError> {
-        let frame = kpress_protocol::describe_topic_configs_request(
-            version,
-            self.next_correlation_id(),
-            CLIENT_ID,
-            topics,
-            keys,
-        )
-        .map_err(ClusterClientError::Request)?;
-        let body = self.request(&frame).await?;
-        kpress_protocol::parse_describe_configs_response(version, &body).map_err(|source| {
-            ClusterClientError::Response {
+        let request = kpress_protocol::describe_topic_configs_request(topics, keys);
+        match self.side.send(&mut self.stream, &request, version).await {
+            Ok(response) => Ok(kpress_protocol::topic_configs(response)),
+            Err(ConnectionError::SideRequest(err)) => Err(ClusterClientError::Request(err)),
+            Err(ConnectionError::SideResponse(source)) => Err(ClusterClientError::Response {
                 address: self.address.clone(),
                 source,
-            }
-        })
+            }),
+            Err(err) => Err(broker_error(&self.address, &err)),
+        }
     }
 }
 

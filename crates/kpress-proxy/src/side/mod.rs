@@ -1,6 +1,8 @@
 //! kpress's own requests to the cluster, the side channel: one [`SideChannel`] owns how
 //! kpress connects (TLS as `[upstream.tls]` says), logs in (`[upstream.sasl]`, and
-//! KIP-368 re-authentication), and reads answers within the proxy's limits. Its
+//! KIP-368 re-authentication), and reads answers within the proxy's limits; a request
+//! goes as kpress built its frame ([`SideChannel::send_frame`]) or as its
+//! kafka-protocol type ([`SideChannel::send`]), answered in its type. Its
 //! clients are small: [`KeptSide`] keeps a connection between requests and retries on
 //! a new one; the topic-id resolver (`topic_ids`), the topic-config cache
 //! (`topic_configs`), the readiness probe ([`probe_upstream`]) and `kpress doctor`'s
@@ -15,8 +17,12 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::protocol::Request;
 use kpress_protocol::frame::{response_correlation_id, response_header_len, SIZE_PREFIX_LEN};
-use kpress_protocol::{api_key, metadata_request, rewrite_response, sasl, ResponseObserver};
+use kpress_protocol::{
+    api_key, decode_response, metadata_request, request_frame, rewrite_response, sasl,
+    GuardedResponse, ResponseObserver,
+};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::budget::{ConnectionPool, Pool};
@@ -207,7 +213,7 @@ impl SideChannel {
     /// Sends `request` (a whole frame kpress built, of `api_key` at `version`) on
     /// `stream` and returns the response body after its header; the answer must come
     /// within [`METADATA_TIMEOUT`] and fit the frame limit and the response budget.
-    pub(crate) async fn send(
+    pub(crate) async fn send_frame(
         &self,
         stream: &mut Stream,
         request: &[u8],
@@ -233,6 +239,27 @@ impl SideChannel {
         Ok(body)
     }
 
+    /// Sends `request` at `version` on `stream`, with kpress's client id and a
+    /// correlation id of its own, and decodes the typed answer, as
+    /// [`SideChannel::send_frame`] reads it. Only responses kpress-protocol has a
+    /// bounds-checked walk of can be asked for ([`GuardedResponse`]): a broker's counts
+    /// are checked against the bytes present before anything is sized from them.
+    pub(crate) async fn send<R>(
+        &self,
+        stream: &mut Stream,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ConnectionError>
+    where
+        R: Request,
+        R::Response: GuardedResponse,
+    {
+        let frame = request_frame(request, version, next_correlation_id(), CLIENT_ID)
+            .map_err(ConnectionError::SideRequest)?;
+        let body = self.send_frame(stream, &frame, R::KEY, version).await?;
+        decode_response(version, &body).map_err(ConnectionError::SideResponse)
+    }
+
     /// Sends a Metadata request (version `version`) for `topic_ids` (all topics when
     /// empty) on `stream` and feeds the response to `observer`, which records node
     /// addresses and topic names.
@@ -250,7 +277,7 @@ impl SideChannel {
                 ))
             })?;
         let body = self
-            .send(stream, &request, api_key::METADATA, version)
+            .send_frame(stream, &request, api_key::METADATA, version)
             .await?;
         rewrite_response(api_key::METADATA, version, &body, observer)
             .map_err(ConnectionError::Response)?;

@@ -73,7 +73,7 @@ fn probe_channel(settings: &UpstreamSettings, connector: Connector) -> SideChann
 async fn ask(side: &SideChannel, server: &str) -> Result<(), String> {
     let mut stream = side.connect_only(server).await.map_err(|e| e.to_string())?;
     let request = api_versions_v0_request();
-    let answer = side.send(&mut stream, &request, api_key::API_VERSIONS, 0);
+    let answer = side.send_frame(&mut stream, &request, api_key::API_VERSIONS, 0);
     let body = match tokio::time::timeout(ANSWER_TIMEOUT, answer).await {
         Ok(result) => result.map_err(|e| e.to_string())?,
         Err(_) => return Err(format!("no ApiVersions answer within {ANSWER_TIMEOUT:?}")),
