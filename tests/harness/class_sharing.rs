@@ -201,6 +201,17 @@ impl ArchiveDump {
     }
 }
 
+impl ArchiveDump {
+    /// Records that making this archive failed, so no later JVM tries again: for a kind
+    /// whose attempt is dear (a broker started and stopped only for it).
+    pub fn give_up(mut self) {
+        self.finished = true;
+        let _ = std::fs::remove_file(&self.partial);
+        let _ = std::fs::write(self.archive.with_extension("failed"), b"");
+        let _ = std::fs::remove_file(&self.claim);
+    }
+}
+
 impl Drop for ArchiveDump {
     /// Unfinished (its JVM never ran, or a test panicked): leaves the archive to a later JVM.
     fn drop(&mut self) {

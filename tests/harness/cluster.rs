@@ -503,7 +503,7 @@ impl KafkaCluster {
     /// Makes the brokers' class archive if there is none yet: node `index` starts with
     /// `-XX:ArchiveClassesAtExit`, serves until ready and stops cleanly (a JVM dumps its
     /// archive only at a clean exit). Once a Kafka version, JDK and jar set; if it fails,
-    /// the node starts as usual next and reports why.
+    /// the node starts as usual next (and reports why, if it cannot start).
     fn make_broker_archive(&mut self, index: usize) {
         let Some(dump) = ArchiveDump::claim(&self.version, JvmKind::Broker, &BROKER_OPTIONS, &[])
         else {
@@ -517,7 +517,12 @@ impl KafkaCluster {
             .process
             .take()
             .and_then(|mut process| process.terminate(STOP_TIMEOUT));
-        dump.finish(ready && stopped.is_some());
+        if ready && stopped.is_some() {
+            dump.finish(true);
+        } else {
+            // Not again at every cluster start: each attempt costs a broker's start.
+            dump.give_up();
+        }
     }
 
     fn spawn_node_sharing(&mut self, index: usize, sharing: &[String]) -> anyhow::Result<()> {
