@@ -21,12 +21,12 @@ use crate::cluster::{AddressObserver, NodeListeners};
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::Frame;
 use crate::handler::{ClientSoftware, HandlerError, Message};
-use crate::metrics::TopicLabels;
 use crate::policy::PolicySnapshot;
 use crate::scheduler::{Overloaded, WorkKey, WorkPermit};
 use crate::settings::ProduceSettings;
 use crate::shared::Shared;
 use crate::topic_ids::LookupResult;
+use crate::topic_labels::TopicLabels;
 use crate::transport::UpstreamTarget;
 
 /// One client connection, as its handlers see it.
@@ -36,6 +36,8 @@ pub struct ConnectionContext {
     id: u64,
     client: SocketAddr,
     upstream: UpstreamTarget,
+    /// `upstream` as [`ConnectionContext::listener`] names it, made once.
+    listener: Box<str>,
     /// The client's SASL exchange, watched only when batches wait for authentication.
     auth: Option<Mutex<AuthProgress>>,
     /// What the client's last ApiVersions v3+ request named.
@@ -72,6 +74,7 @@ impl ConnectionContext {
         ConnectionContext {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             client,
+            listener: upstream.to_string().into(),
             upstream,
             auth,
             software: Mutex::new(None),
@@ -105,8 +108,8 @@ impl ConnectionContext {
     }
 
     /// The listener the client came through, as logs name it (`bootstrap`, `node 3`).
-    pub fn listener(&self) -> String {
-        self.upstream.to_string()
+    pub fn listener(&self) -> &str {
+        &self.listener
     }
 
     /// Whether the broker has accepted the client's SASL authentication (or it needs

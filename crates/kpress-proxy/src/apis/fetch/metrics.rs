@@ -14,6 +14,10 @@ use crate::metrics::{pair_index, CODEC_PAIRS};
 /// Fetch requests of consumers that cannot read zstd (v4-v9) sent to the broker at
 /// v10, labelled `version` (the client's).
 pub(crate) const FETCH_UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
+/// Fetch requests from clients that do not read every codec, forwarded with nothing
+/// re-encoded in their answers, labelled `reason` (`version`: a Fetch version whose
+/// responses kpress does not read, v12 and later or before v4).
+pub(crate) const FETCH_NOT_REENCODED: &str = "kpress_fetch_requests_not_reencoded_total";
 /// Fetch responses whose records kpress re-encoded for such a consumer.
 pub(crate) const FETCH_REENCODED_RESPONSES: &str = "kpress_fetch_responses_reencoded_total";
 /// Records bytes of the partitions kpress changed, as the broker sent them, by topic.
@@ -48,6 +52,12 @@ pub(crate) fn upgraded(version: i16) {
         .increment(1);
 }
 
+/// Counts a request from a client that does not read every codec whose answer is
+/// relayed as the broker sends it.
+pub(crate) fn not_reencoded(reason: &'static str) {
+    metrics::counter!(FETCH_NOT_REENCODED, "reason" => reason).increment(1);
+}
+
 pub(crate) fn unreadable(action: &'static str) {
     metrics::counter!(FETCH_UNREADABLE, "action" => action).increment(1);
 }
@@ -62,8 +72,7 @@ pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
         let topic = &*partition.topic;
         let label = conn
             .topic_labels()
-            .series(topic, || conn.is_known_topic(topic))
-            .shared_label();
+            .label(topic, || conn.is_known_topic(topic));
         let label = metrics::SharedString::from(label);
         metrics::counter!(FETCH_BYTES_IN, "topic" => label.clone())
             .increment(partition.bytes_in as u64);

@@ -1,6 +1,7 @@
 //! One Fetch response's records re-encoded for a consumer: each batch the consumer
-//! cannot read is recompressed into one it can, everything else kept as stored. No
-//! I/O, no metrics: the caller counts what [`ResponseReport`] says.
+//! cannot read is recompressed into one it can (or copied from the cache of re-encoded
+//! batches, when another consumer had it re-encoded), everything else kept as stored.
+//! No I/O, no metrics: the caller counts what [`ResponseReport`] says.
 //!
 //! A partition never carries a batch its consumer cannot read: when one cannot be
 //! re-encoded (damaged, over a limit, past the deadline, no work slot), the partition's
@@ -12,9 +13,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kpress_batch::{
-    batches, BatchError, Outcome, PassReason, ProduceAllowance, Recompressor, RewritePolicy,
+    batches, BatchError, Outcome, PassReason, ProduceAllowance, Recompressor, RecordBatch,
+    RewritePolicy, Target,
 };
 use kpress_codec::Codec;
+
+use super::cache::{BatchKey, ReencodedCache};
 
 /// Why a partition's records were cut before a batch its consumer cannot read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,7 +64,7 @@ pub(crate) struct PartitionReport {
     pub(crate) topic: Arc<str>,
     pub(crate) bytes_in: usize,
     pub(crate) bytes_out: usize,
-    /// Batches re-encoded, by (from, to).
+    /// Batches re-encoded, by (from, to); not those copied from the cache.
     pub(crate) reencoded: Vec<(Codec, Codec)>,
     pub(crate) cut: Option<CutReason>,
 }
@@ -81,6 +85,8 @@ pub(crate) struct ReencodeLimits {
 /// The re-encode of one response, partition by partition.
 pub(crate) struct Reencoder<'a> {
     recompressor: &'a mut Recompressor,
+    /// Where re-encoded batches are looked up and kept, if anywhere.
+    cache: Option<&'a ReencodedCache>,
     allowance: ProduceAllowance,
     limits: ReencodeLimits,
     /// The response frame's size as it would be now.
@@ -96,6 +102,7 @@ impl<'a> Reencoder<'a> {
     ) -> Reencoder<'a> {
         Reencoder {
             recompressor,
+            cache: None,
             // A Fetch response's batches share one decompression allowance as a
             // Produce request's do; any target codec is allowed.
             allowance: ProduceAllowance::new(true, limits.response_decompressed_bytes),
@@ -105,12 +112,19 @@ impl<'a> Reencoder<'a> {
         }
     }
 
-    /// The records of one partition of `topic` with every batch in a codec `needs`
+    /// This re-encoder, looking batches up in `cache` and keeping those it re-encodes.
+    pub(crate) fn with_cache(mut self, cache: &'a ReencodedCache) -> Reencoder<'a> {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The records of partition `index` of `topic` with every batch in a codec `needs`
     /// names re-encoded by `policy` (whose target is the consumer's codec), or `None`
     /// when no batch needed it.
     pub(crate) fn partition(
         &mut self,
         topic: &str,
+        index: i32,
         records: &[u8],
         policy: &RewritePolicy,
         needs: impl Fn(Codec) -> bool,
@@ -143,45 +157,32 @@ impl<'a> Reencoder<'a> {
                 out.extend_from_slice(batch.bytes());
                 continue;
             }
-            if let Some(reason) = self.stop_before_work() {
-                cut = Some(reason);
-                break;
-            }
-            let start = out.len();
-            let mut outcome = None;
-            self.recompressor.rewrite_partition(
-                batch.bytes(),
-                policy,
-                &mut self.allowance,
-                &mut out,
-                |o, _| outcome = Some(*o),
-            );
-            match outcome {
-                Some(Outcome::Rewritten {
-                    from,
-                    to,
-                    bytes_in,
-                    bytes_out,
-                }) => {
+            let bytes_in = batch.bytes().len();
+            let result = match self.stop_before_work() {
+                None => self.batch(topic, index, &batch, policy),
+                // A batch already re-encoded costs no work.
+                Some(reason) => self
+                    .cache
+                    .zip(cache_key(topic, index, &batch, policy))
+                    .and_then(|(cache, key)| cache.get(&key))
+                    .map(|bytes| (bytes, None))
+                    .ok_or(reason),
+            };
+            match result {
+                Ok((bytes, fresh)) => {
                     // Bytes the cut parts of earlier partitions freed are not given
                     // back: the estimate only ever overstates the frame.
-                    let grown = (self.frame_bytes + bytes_out).saturating_sub(bytes_in);
+                    let grown = (self.frame_bytes + bytes.len()).saturating_sub(bytes_in);
                     if grown > self.limits.max_frame_bytes {
-                        out.truncate(start);
                         cut = Some(CutReason::MaxFrameBytes);
                         break;
                     }
                     self.frame_bytes = grown;
-                    reencoded.push((from, to));
+                    out.extend_from_slice(&bytes);
+                    reencoded.extend(fresh);
                 }
-                Some(Outcome::PassedThrough(reason)) => {
-                    out.truncate(start);
-                    cut = Some(CutReason::Batch(reason));
-                    break;
-                }
-                None => {
-                    out.truncate(start);
-                    cut = Some(CutReason::Batch(PassReason::Malformed));
+                Err(reason) => {
+                    cut = Some(reason);
                     break;
                 }
             }
@@ -196,6 +197,41 @@ impl<'a> Reencoder<'a> {
         Some(Bytes::from(out))
     }
 
+    /// One batch re-encoded by `policy`, from the cache when it holds it (keyed by the
+    /// stored batch and the target codec), and the codec pair when it was re-encoded
+    /// here.
+    fn batch(
+        &mut self,
+        topic: &str,
+        index: i32,
+        batch: &RecordBatch<'_>,
+        policy: &RewritePolicy,
+    ) -> Result<(Bytes, Option<(Codec, Codec)>), CutReason> {
+        let mut fresh = None;
+        let recompressor = &mut *self.recompressor;
+        let allowance = &mut self.allowance;
+        let mut reencode = || {
+            let mut out = Vec::new();
+            let mut outcome = None;
+            recompressor.rewrite_partition(batch.bytes(), policy, allowance, &mut out, |o, _| {
+                outcome = Some(*o)
+            });
+            match outcome {
+                Some(Outcome::Rewritten { from, to, .. }) => {
+                    fresh = Some((from, to));
+                    Ok(Bytes::from(out))
+                }
+                Some(Outcome::PassedThrough(reason)) => Err(CutReason::Batch(reason)),
+                None => Err(CutReason::Batch(PassReason::Malformed)),
+            }
+        };
+        let bytes = match self.cache.zip(cache_key(topic, index, batch, policy)) {
+            Some((cache, key)) => cache.get_or_reencode(&key, reencode)?,
+            None => reencode()?,
+        };
+        Ok((bytes, fresh))
+    }
+
     /// Why no more batches may be re-encoded now, if so.
     fn stop_before_work(&self) -> Option<CutReason> {
         if self.limits.overloaded {
@@ -208,6 +244,26 @@ impl<'a> Reencoder<'a> {
             return Some(CutReason::ResponseBudget);
         }
         None
+    }
+}
+
+/// The cache's name for `batch` (of partition `index` of `topic`) re-encoded by
+/// `policy`, when `policy` names a codec.
+fn cache_key<'k>(
+    topic: &'k str,
+    index: i32,
+    batch: &RecordBatch<'_>,
+    policy: &RewritePolicy,
+) -> Option<BatchKey<'k>> {
+    match policy.target {
+        Target::Codec { codec, .. } => Some(BatchKey {
+            topic,
+            partition: index,
+            base_offset: batch.base_offset(),
+            crc: batch.crc(),
+            codec,
+        }),
+        Target::Producer | Target::Unresolved(_) => None,
     }
 }
 

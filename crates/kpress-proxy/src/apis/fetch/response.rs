@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use kpress_batch::{RecompressMode, Recompressor, RewritePolicy, Target};
-use kpress_codec::Codec;
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use kpress_protocol::{fetch_response_records, DecodedFetchResponse, ProtocolError};
 
+use super::cache::ReencodedCache;
 use super::reencode::{needs_work, ReencodeLimits, Reencoder, ResponseReport};
 use super::{metrics, Upgraded};
 use crate::error::ConnectionError;
@@ -105,7 +105,7 @@ fn envelope_only(frame: Frame, upgraded: &Upgraded) -> Result<BytesMut, Protocol
     };
     let never = |_: &str| -> RewritePolicy { RewritePolicy::default() };
     let mut recompressor = Recompressor::new();
-    rebuild(frame, upgraded, limits, &never, &mut recompressor).map(|(bytes, _)| bytes)
+    rebuild(frame, upgraded, limits, &never, &mut recompressor, None).map(|(bytes, _)| bytes)
 }
 
 /// Re-encodes under a work slot taken in the turn of `lane` (the topic with the most
@@ -122,6 +122,10 @@ async fn reencode_response(
         .work_slot(lane, Some(tokio::time::Instant::now() + wait))
         .await;
     let policy = conn.policy();
+    let cache = ReencodedCache::global();
+    // A no-op unless a reload changed it.
+    cache.set_capacity(upgraded.consumers.cache_bytes);
+    let cache = (upgraded.consumers.cache_bytes > 0).then_some(cache);
     let mut limits = ReencodeLimits {
         response_decompressed_bytes: conn.produce_settings().max_request_decompressed_bytes,
         deadline: None,
@@ -131,7 +135,7 @@ async fn reencode_response(
     let job = move |limits: ReencodeLimits| {
         let for_topic = |topic: &str| consumer_policy(&policy, &upgraded, topic);
         RECOMPRESSOR.with_borrow_mut(|recompressor| {
-            rebuild(frame, &upgraded, limits, &for_topic, recompressor)
+            rebuild(frame, &upgraded, limits, &for_topic, recompressor, cache)
         })
     };
     let result = match slot {
@@ -161,7 +165,7 @@ async fn reencode_response(
 /// get a codec it reads whatever its size).
 fn consumer_policy(policy: &PolicySnapshot, upgraded: &Upgraded, topic: &str) -> RewritePolicy {
     let limits = policy.rules.policy_for(topic);
-    let codec = upgraded.target(Codec::Zstd).unwrap_or(Codec::None);
+    let codec = upgraded.output_codec();
     RewritePolicy {
         target: Target::Codec {
             codec,
@@ -183,6 +187,7 @@ fn rebuild(
     limits: ReencodeLimits,
     policy_for: &dyn Fn(&str) -> RewritePolicy,
     recompressor: &mut Recompressor,
+    cache: Option<&ReencodedCache>,
 ) -> Result<(BytesMut, ResponseReport), ProtocolError> {
     let Frame { bytes, _permit } = frame;
     let frame_len = bytes.len();
@@ -192,7 +197,10 @@ fn rebuild(
         DecodedFetchResponse::decode(bytes.slice(header_end..), upgraded.upstream_version)?;
     let needs = |codec| upgraded.target(codec).is_some();
     let mut reencoder = Reencoder::new(recompressor, limits, frame_len);
-    decoded.for_each_records(|topic, _, records| {
+    if let Some(cache) = cache {
+        reencoder = reencoder.with_cache(cache);
+    }
+    decoded.for_each_records(|topic, index, records| {
         let Some(current) = records.as_ref() else {
             return;
         };
@@ -200,7 +208,7 @@ fn rebuild(
             return;
         }
         let policy = policy_for(topic);
-        if let Some(new) = reencoder.partition(topic, current, &policy, needs) {
+        if let Some(new) = reencoder.partition(topic, index, current, &policy, needs) {
             *records = Some(new);
         }
     });

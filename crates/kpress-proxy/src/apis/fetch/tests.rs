@@ -14,8 +14,9 @@ use kpress_batch::{PassReason, Recompressor, RecordBatch, RewritePolicy, CRC_STA
 use kpress_codec::{Codec, CompressionOptions};
 use tokio::io::AsyncWriteExt;
 
+use super::cache::ReencodedCache;
 use super::reencode::{CutReason, ReencodeLimits, Reencoder};
-use super::{needs_reencode, upgrades};
+use super::{client_reads, needs_reencode, readable_at, upgrades};
 use crate::tests::*;
 use kpress_config::ConsumerSettings;
 
@@ -108,35 +109,80 @@ fn only_zstd_for_clients_before_v10_is_reencoded() {
     let consumers = ConsumerSettings::default();
     for version in 4..=9 {
         assert_eq!(
-            needs_reencode(&consumers, version, Codec::Zstd),
+            needs_reencode(&consumers, readable_at(version), Codec::Zstd),
             Some(Codec::Lz4)
         );
         for codec in [Codec::None, Codec::Gzip, Codec::Snappy, Codec::Lz4] {
-            assert_eq!(needs_reencode(&consumers, version, codec), None);
+            assert_eq!(
+                needs_reencode(&consumers, readable_at(version), codec),
+                None
+            );
         }
     }
     for version in 10..=18 {
-        assert_eq!(needs_reencode(&consumers, version, Codec::Zstd), None);
+        assert_eq!(
+            needs_reencode(&consumers, readable_at(version), Codec::Zstd),
+            None
+        );
     }
     let off = ConsumerSettings {
         reencode: false,
         ..ConsumerSettings::default()
     };
-    assert_eq!(needs_reencode(&off, 8, Codec::Zstd), None);
-    assert!(!upgrades(&off, 8));
-    assert!(upgrades(&consumers, 4) && upgrades(&consumers, 9));
-    assert!(!upgrades(&consumers, 3) && !upgrades(&consumers, 10));
+    assert_eq!(needs_reencode(&off, readable_at(8), Codec::Zstd), None);
+    assert!(!upgrades(&off, readable_at(8), 8));
+    assert!(upgrades(&consumers, readable_at(4), 4) && upgrades(&consumers, readable_at(9), 9));
+    assert!(!upgrades(&consumers, readable_at(3), 3) && !upgrades(&consumers, readable_at(10), 10));
     let none = ConsumerSettings {
         codec: Codec::None,
         ..ConsumerSettings::default()
     };
-    assert_eq!(needs_reencode(&none, 8, Codec::Zstd), Some(Codec::None));
+    assert_eq!(
+        needs_reencode(&none, readable_at(8), Codec::Zstd),
+        Some(Codec::None)
+    );
     // zstd is no codec for these clients: they get the first they read of lz4, ...
     let zstd = ConsumerSettings {
         codec: Codec::Zstd,
         ..ConsumerSettings::default()
     };
-    assert_eq!(needs_reencode(&zstd, 8, Codec::Zstd), Some(Codec::Lz4));
+    assert_eq!(
+        needs_reencode(&zstd, readable_at(8), Codec::Zstd),
+        Some(Codec::Lz4)
+    );
+}
+
+#[test]
+fn client_rules_narrow_what_the_version_allows() {
+    let gzip_only = kpress_config::ClientRule {
+        client_id: Some(
+            kpress_config::NamePattern::parse("gzip-only*", |_| true, "client.id").unwrap(),
+        ),
+        software: None,
+        listener: None,
+        accept: kpress_config::CodecSet::of([Codec::Gzip]),
+        line: 1,
+    };
+    let consumers = ConsumerSettings {
+        clients: kpress_config::ClientRules::new(vec![gzip_only]),
+        ..ConsumerSettings::default()
+    };
+    let reads = |version, id| client_reads(&consumers, version, Some(id), None, "bootstrap");
+    // A client no rule matches reads what its version allows.
+    assert_eq!(reads(12, "other"), kpress_config::CodecSet::ALL);
+    assert_eq!(reads(8, "other"), readable_at(8));
+    for version in [8, 11, 16] {
+        let gzip = reads(version, "gzip-only-1");
+        assert_eq!(gzip, kpress_config::CodecSet::of([Codec::Gzip]));
+        for codec in [Codec::Lz4, Codec::Snappy, Codec::Zstd] {
+            assert_eq!(needs_reencode(&consumers, gzip, codec), Some(Codec::Gzip));
+        }
+        assert_eq!(needs_reencode(&consumers, gzip, Codec::Gzip), None);
+        assert_eq!(needs_reencode(&consumers, gzip, Codec::None), None);
+    }
+    // Upgraded only below v10; v10 and v11 answers are rewritten at their version.
+    assert!(upgrades(&consumers, reads(8, "gzip-only-1"), 8));
+    assert!(!upgrades(&consumers, reads(11, "gzip-only-1"), 11));
 }
 
 #[test]
@@ -152,7 +198,7 @@ fn zstd_batches_are_reencoded_and_everything_else_kept_as_stored() {
     for target in [Codec::Lz4, Codec::None, Codec::Gzip, Codec::Snappy] {
         let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
         let out = reencoder
-            .partition("orders", &records, &consumer_policy(target), is_zstd)
+            .partition("orders", 0, &records, &consumer_policy(target), is_zstd)
             .expect("changed");
         let (before, before_tail) = batches_of(&records);
         let (after, after_tail) = batches_of(&out);
@@ -191,12 +237,73 @@ fn zstd_batches_are_reencoded_and_everything_else_kept_as_stored() {
 }
 
 #[test]
+fn the_same_response_reencoded_twice_costs_one_reencoding() {
+    let records = [
+        batch(Codec::Zstd, 0, 20),
+        batch(Codec::Gzip, 20, 5),
+        batch(Codec::Zstd, 25, 20),
+    ]
+    .concat();
+    let cache = ReencodedCache::new(1 << 20);
+    let mut recompressor = Recompressor::new();
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        let mut reencoder =
+            Reencoder::new(&mut recompressor, limits(), records.len()).with_cache(&cache);
+        let out = reencoder
+            .partition("orders", 3, &records, &consumer_policy(Codec::Lz4), is_zstd)
+            .expect("changed");
+        outs.push((out, reencoder.report.partitions.remove(0)));
+    }
+    let (first, first_report) = &outs[0];
+    let (second, second_report) = &outs[1];
+    assert_eq!(first, second, "the cached batches are the re-encoded ones");
+    assert_eq!(first_report.reencoded, [(Codec::Zstd, Codec::Lz4); 2]);
+    assert!(
+        second_report.reencoded.is_empty(),
+        "no re-encoding the second time"
+    );
+    assert_eq!(
+        (second_report.bytes_in, second_report.bytes_out),
+        (records.len(), second.len())
+    );
+    let stats = cache.stats();
+    assert_eq!((stats.misses, stats.hits, stats.entries), (2, 2, 2));
+
+    // Another partition, or another target codec, is another batch.
+    let mut reencoder =
+        Reencoder::new(&mut recompressor, limits(), records.len()).with_cache(&cache);
+    reencoder.partition("orders", 4, &records, &consumer_policy(Codec::Lz4), is_zstd);
+    reencoder.partition(
+        "orders",
+        3,
+        &records,
+        &consumer_policy(Codec::Gzip),
+        is_zstd,
+    );
+    assert_eq!(cache.stats().misses, 6);
+
+    // With no work slot, batches already re-encoded are served from the cache.
+    let overloaded = ReencodeLimits {
+        overloaded: true,
+        ..limits()
+    };
+    let mut reencoder =
+        Reencoder::new(&mut recompressor, overloaded, records.len()).with_cache(&cache);
+    let out = reencoder
+        .partition("orders", 3, &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .expect("changed");
+    assert_eq!(out, first, "every batch from the cache");
+    assert_eq!(reencoder.report.partitions[0].cut, None);
+}
+
+#[test]
 fn records_without_zstd_are_left_alone() {
     let records = [batch(Codec::Gzip, 0, 5), batch(Codec::Lz4, 5, 5)].concat();
     let mut recompressor = Recompressor::new();
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
     assert!(reencoder
-        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
         .is_none());
     assert!(reencoder.report.partitions.is_empty());
 }
@@ -214,7 +321,7 @@ fn a_damaged_zstd_batch_ends_the_partition_counted() {
     let records = [&corrupt[..], &after].concat();
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
     let out = reencoder
-        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
         .unwrap();
     assert!(out.is_empty());
     let report = &reencoder.report.partitions[0];
@@ -226,7 +333,7 @@ fn a_damaged_zstd_batch_ends_the_partition_counted() {
     let records = [&good[..], &corrupt, &after].concat();
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
     let out = reencoder
-        .partition("t", &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
         .unwrap();
     let (batches, tail) = batches_of(&out);
     assert_eq!(batches.len(), 1);
@@ -243,7 +350,7 @@ fn a_damaged_zstd_batch_ends_the_partition_counted() {
     assert!(RecordBatch::parse(&garbage).unwrap().crc_is_valid());
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), garbage.len());
     let out = reencoder
-        .partition("t", &garbage, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &garbage, &consumer_policy(Codec::Lz4), is_zstd)
         .unwrap();
     assert!(out.is_empty());
     assert_eq!(
@@ -266,10 +373,10 @@ fn limits_cut_partitions_before_the_batches_they_stop() {
     };
     let mut reencoder = Reencoder::new(&mut recompressor, budget, records.len() * 2);
     let first = reencoder
-        .partition("a", &records, &policy, is_zstd)
+        .partition("a", 0, &records, &policy, is_zstd)
         .unwrap();
     let second = reencoder
-        .partition("b", &records, &policy, is_zstd)
+        .partition("b", 0, &records, &policy, is_zstd)
         .unwrap();
     assert_eq!(batches_of(&first).0.len(), 1);
     assert!(second.is_empty());
@@ -307,7 +414,7 @@ fn limits_cut_partitions_before_the_batches_they_stop() {
     ] {
         let mut reencoder = Reencoder::new(&mut recompressor, limits, records.len());
         let out = reencoder
-            .partition("a", &records, &policy, is_zstd)
+            .partition("a", 0, &records, &policy, is_zstd)
             .unwrap();
         if reason == "max_frame_bytes" {
             // lz4 of these records is larger than zstd: the frame would outgrow it.

@@ -1,12 +1,17 @@
-//! The request step: a Fetch from a consumer that cannot read zstd goes to the broker
-//! at the first version that may carry zstd, so brokers before 4.0 answer with the
-//! batches (not UNSUPPORTED_COMPRESSION_TYPE) and kpress can re-encode them.
+//! The request step: what the client reads is worked out (its Fetch version and the
+//! `[[clients]]` rules). A Fetch from a consumer that cannot read zstd goes to the
+//! broker at the first version that may carry zstd, so brokers before 4.0 answer with
+//! the batches (not UNSUPPORTED_COMPRESSION_TYPE) and kpress can re-encode them. A
+//! Fetch v10-v11 from a client a rule limits goes on as sent, its answer re-encoded at
+//! the same version. Later versions go on as sent, counted: kpress does not read
+//! their responses.
 
 use std::sync::Arc;
 
-use kpress_protocol::upgrade_fetch_request;
+use kpress_config::CodecSet;
+use kpress_protocol::{upgrade_fetch_request, FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION};
 
-use super::{metrics, upgrades, Upgraded, FETCH_FIRST_ZSTD_VERSION};
+use super::{client_reads, metrics, upgrades, Upgraded, FETCH_FIRST_ZSTD_VERSION};
 use crate::handler::{ConnectionContext, Frame, Message, RequestContext};
 
 /// The request to forward: upgraded (its client's version kept in `request` for the
@@ -23,7 +28,31 @@ pub(super) fn request_step(
         return Message::original(frame);
     };
     let consumers = Arc::clone(&conn.policy().consumers);
-    if !upgrades(&consumers, version) {
+    if !consumers.reencode {
+        return Message::original(frame);
+    }
+    let reads = client_reads(
+        &consumers,
+        version,
+        request.client_id(),
+        conn.client_software().as_ref(),
+        conn.listener(),
+    );
+    if reads == CodecSet::ALL {
+        return Message::original(frame);
+    }
+    if !upgrades(&consumers, reads, version) {
+        if (FETCH_MIN_VERSION..=FETCH_LAST_CLASSIC_VERSION).contains(&version) {
+            // Already at a version that may carry every codec: only the answer changes.
+            request.keep(Upgraded {
+                client_version: version,
+                upstream_version: version,
+                reads,
+                consumers,
+            });
+        } else {
+            metrics::not_reencoded("version");
+        }
         return Message::original(frame);
     }
     let upgraded =
@@ -48,6 +77,7 @@ pub(super) fn request_step(
         request.keep(Upgraded {
             client_version: version,
             upstream_version: version,
+            reads,
             consumers: Arc::clone(&consumers),
         });
         return Message::original(frame);
@@ -56,7 +86,8 @@ pub(super) fn request_step(
     request.keep(Upgraded {
         client_version: version,
         upstream_version: FETCH_FIRST_ZSTD_VERSION,
-        consumers: Arc::clone(&consumers),
+        reads,
+        consumers,
     });
     drop(frame);
     Message::rewritten(upgraded, permit)
