@@ -8,6 +8,10 @@
 //! default), with offsets, producer ids, sequences and records as stored: it reads every
 //! record byte for byte, and with `read_committed` skips exactly the aborted records a
 //! current client skips.
+//!
+//! A `[[clients]]` rule narrows what a consumer reads further: one that reads only gzip
+//! gets lz4, snappy and zstd batches in gzip. Consumers of the same batches share one
+//! re-encoding through the cache of re-encoded batches.
 
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, Dataset};
@@ -24,6 +28,7 @@ const RULES: &str = "[defaults]\ncompression.type = \"producer\"\n";
 const REENCODED: &str = "kpress_fetch_batches_reencoded_total";
 const UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
 const CUT: &str = "kpress_fetch_partitions_cut_total";
+const CACHE_HITS: &str = "kpress_fetch_cache_hits_total";
 
 /// How long the old consumer is given straight from the broker, where it cannot get
 /// far: enough to fetch, not to wait out the whole read.
@@ -243,6 +248,197 @@ fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
     );
     if reencoded == 0.0 {
         problems.push(format!("{REENCODED} is 0"));
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}\n{}",
+        problems.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// A consumer a `[[clients]]` rule says reads only gzip (by its `client.id`): through
+/// kpress it reads lz4, snappy and zstd topics byte for byte, each of their batches
+/// re-encoded into gzip.
+#[test]
+fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
+    let version = kafka_version();
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let rules = format!("{RULES}\n[[clients]]\nmatch = \"gzip-only*\"\naccept = [\"gzip\"]\n");
+    let proxy = KpressProxy::start_in_front_of(&cluster, &rules)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let current = JavaClient::new(version);
+    let old = pre_zstd_java_client();
+    let codecs = [Compression::Lz4, Compression::Snappy, Compression::Zstd];
+    let topics: Vec<String> = codecs
+        .iter()
+        .map(|c| format!("stored-{}", c.name()))
+        .collect();
+    let topic_names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    current
+        .create_producer_codec_topics(&cluster.bootstrap(), &topic_names, 1)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    for (codec, topic) in codecs.iter().zip(&topic_names) {
+        let options = ProduceOptions {
+            compression: *codec,
+            batch_size: 16384,
+            ..ProduceOptions::default()
+        };
+        current
+            .produce_file(&cluster.bootstrap(), topic, &dataset.path(), &options)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "producing {} with kafka-clients {version}: {e:#}",
+                    codec.name()
+                )
+            });
+    }
+    let mut problems = Vec::new();
+    let dumps = cluster
+        .dump_partition_0(&topic_names)
+        .expect("DumpLogSegments");
+    for ((codec, topic), dump) in codecs.iter().zip(&topic_names).zip(&dumps) {
+        problems.extend(
+            dump.problems
+                .iter()
+                .map(|p| format!("DumpLogSegments: {p}")),
+        );
+        if dump
+            .batches
+            .iter()
+            .any(|b| b.compresscodec != codec.dump_name())
+        {
+            problems.push(format!(
+                "{topic}: not every batch is stored in {}",
+                codec.name()
+            ));
+        }
+    }
+    let options = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        properties: vec!["client.id=gzip-only-reader".to_string()],
+        ..ConsumeOptions::default()
+    };
+    let reader = format!(
+        "kafka-clients {} as gzip-only-reader",
+        pre_zstd_clients_version()
+    );
+    match old.read_back_problems(
+        &proxy.bootstrap(),
+        &topic_names,
+        &expected,
+        &options,
+        &reader,
+    ) {
+        Ok(found) => problems.extend(found),
+        Err(e) => problems.push(format!("{reader} reading through kpress: {e:#}")),
+    }
+    for ((codec, topic), dump) in codecs.iter().zip(&topic_names).zip(&dumps) {
+        let labels = [("from", codec.name()), ("to", "gzip"), ("topic", *topic)];
+        let reencoded = proxy.counter(REENCODED, &labels).expect("kpress metrics") as u64;
+        eprintln!(
+            "{topic}: {} {} batches stored; {reencoded} re-encoded {} -> gzip",
+            dump.batches.len(),
+            codec.name(),
+            codec.name()
+        );
+        if reencoded < dump.batches.len() as u64 {
+            problems.push(format!(
+                "{REENCODED}{{from=\"{}\",to=\"gzip\",topic=\"{topic}\"}} is {reencoded}; \
+                 expected at least the {} batches stored",
+                codec.name(),
+                dump.batches.len()
+            ));
+        }
+    }
+    let cut = proxy.counter(CUT, &[]).expect("kpress metrics");
+    if cut != 0.0 {
+        eprintln!("{cut} partitions cut (fetched again)");
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}\n{}",
+        problems.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
+
+/// Three old consumers of one zstd partition through kpress, at once: the batches one
+/// had re-encoded are copied from the cache for the others, so kpress re-encodes far
+/// fewer than three times the batches.
+#[test]
+fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
+    const CONSUMERS: usize = 3;
+    let version = kafka_version();
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let current = JavaClient::new(version);
+    let old = pre_zstd_java_client();
+    let topic = "zstd-shared";
+    current
+        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    current
+        .produce_file(
+            &cluster.bootstrap(),
+            topic,
+            &dataset.path(),
+            &zstd_producer(),
+        )
+        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
+    let dumps = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
+    let batches = dumps[0].batches.len() as u64;
+    let options = ConsumeOptions {
+        timeout: Duration::from_secs(180),
+        ..ConsumeOptions::default()
+    };
+    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
+    let results: Vec<anyhow::Result<Vec<String>>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..CONSUMERS)
+            .map(|i| {
+                let (old, proxy, expected, options) = (&old, &proxy, &expected, &options);
+                let name = format!("{old_name} #{i}");
+                scope.spawn(move || {
+                    old.read_back_problems(&proxy.bootstrap(), &[topic], expected, options, &name)
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| r.join().expect("a reader thread"))
+            .collect()
+    });
+    let mut problems = Vec::new();
+    for (i, result) in results.into_iter().enumerate() {
+        match result {
+            Ok(found) => problems.extend(found),
+            Err(e) => problems.push(format!("{old_name} #{i} reading through kpress: {e:#}")),
+        }
+    }
+    let counter = |name: &str, labels: &[(&str, &str)]| {
+        proxy.counter(name, labels).expect("kpress metrics") as u64
+    };
+    let reencoded = counter(REENCODED, &[("from", "zstd"), ("topic", topic)]);
+    let hits = counter(CACHE_HITS, &[]);
+    eprintln!(
+        "{CONSUMERS} consumers of {batches} zstd batches: {reencoded} re-encoded, \
+         {hits} cache hits"
+    );
+    if hits == 0 {
+        problems.push(format!("{CACHE_HITS} is 0"));
+    }
+    if reencoded >= CONSUMERS as u64 * batches {
+        problems.push(format!(
+            "{reencoded} batches re-encoded for {CONSUMERS} consumers of {batches}: the cache \
+             saved none"
+        ));
     }
     assert!(
         problems.is_empty(),
