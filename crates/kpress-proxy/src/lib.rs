@@ -50,6 +50,7 @@ mod tests;
 pub mod tls;
 mod topic_configs;
 mod topic_ids;
+mod topic_labels;
 mod transport;
 
 pub use error::ProxyError;

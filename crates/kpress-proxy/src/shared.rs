@@ -16,7 +16,7 @@ use crate::budget::{Budget, ConnectionPool, Direction};
 use crate::cluster::Cluster;
 use crate::error::{ConnectionError, ProxyError};
 use crate::frame_io::FrameLimits;
-use crate::metrics::{self, TopicLabels};
+use crate::metrics::{self, OTHER_TOPICS};
 use crate::policy::PolicySnapshot;
 use crate::routing::SniRouting;
 use crate::scheduler::Scheduler;
@@ -26,6 +26,7 @@ use crate::status::ProxyStatus;
 use crate::tls::{ClientTls, ServerTls};
 use crate::topic_configs::{self, TopicConfigCache};
 use crate::topic_ids::TopicIdResolver;
+use crate::topic_labels::TopicLabels;
 use crate::transport::{self, Acceptor, Connector, Stream, UpstreamTarget};
 
 /// Everything the proxy's tasks share, by concern.
@@ -252,6 +253,9 @@ impl Shared {
                     .policy
                     .topic_labels
                     .forget_unknown(|topic| shared.is_known_topic(topic));
+                crate::apis::produce::metrics::forget_series(|label| {
+                    label == OTHER_TOPICS || shared.is_known_topic(label)
+                });
             },
         );
     }

@@ -7,6 +7,7 @@
 mod addresses;
 mod api_versions;
 mod fetch;
+pub(crate) mod metrics;
 pub(crate) mod produce;
 mod sasl_handshake;
 #[cfg(test)]

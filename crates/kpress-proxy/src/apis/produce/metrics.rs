@@ -1,16 +1,22 @@
-//! Produce's metrics: their names and how the slice counts them. The per-topic series
-//! every connection shares ([`crate::metrics::TopicSeries`]) and the crate's tables
-//! (histogram buckets, fractional counters) stay in [`crate::metrics`].
+//! Produce's metrics: their names, the per-topic series of the batches it reads
+//! ([`TopicSeries`], made for a `topic` label of
+//! [`TopicLabels`](crate::topic_labels::TopicLabels) when Produce first counts under it),
+//! and how the slice counts them. Names the advisor reads and the crate's tables stay
+//! in [`crate::metrics`].
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Duration;
 
 use kpress_batch::PassReason;
 use kpress_codec::Codec;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 
-use crate::metrics::{pair_index, CODEC_PAIRS, OVERLOADED_PASSED};
-pub(crate) use crate::metrics::{DROPPED_BUDGET, DROPPED_MAX_FRAME_BYTES};
+use crate::metrics::{
+    pair_index, BATCHES, BATCHES_GROWN, BATCHES_REWRITTEN, BATCH_BYTES, BATCH_RECORDS, CODEC_PAIRS,
+    PRODUCE_BYTES_IN, PRODUCE_BYTES_OUT, PRODUCE_RECORDS, REWRITE_CPU_SECONDS, REWRITTEN_BYTES_IN,
+    REWRITTEN_BYTES_OUT,
+};
 
 /// Batches forwarded untouched, labelled `reason` ([`PassReason::as_str`], or
 /// [`OVERLOADED_PASSED`]: no work slot within `[limits] max_rewrite_wait_ms`).
@@ -136,4 +142,240 @@ pub(crate) fn batches_by_target_source(source: kpress_batch::TargetSource, batch
 
 pub(crate) fn produce_not_rewritten(reason: &'static str) {
     metrics::counter!(PRODUCE_NOT_REWRITTEN, "reason" => reason).increment(1);
+}
+
+/// Why a batch went to the broker as the client sent it although kpress read it, for
+/// the `outcome` label: the rewrite's own reason, or the whole rewritten request
+/// dropped (see [`REWRITES_DROPPED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchFate {
+    Rewritten,
+    /// Rewritten and kept although larger than the batch the client sent (the policy
+    /// stores the codec it names unless `only_if_smaller`).
+    Grown,
+    Passed(PassReason),
+    /// The rewritten request would be a frame over `[limits] max_frame_bytes`.
+    DroppedOverMaxFrame,
+    /// No in-flight budget for the rewritten request.
+    DroppedNoBudget,
+    /// No work slot within `[limits] max_rewrite_wait_ms`: not tried, sent as is.
+    Overloaded,
+    /// No work slot within `[limits] max_rewrite_wait_ms`: rewritten at the rule's
+    /// fallback setting on an express slot.
+    OverloadedFallback,
+}
+
+impl BatchFate {
+    const COUNT: usize = PassReason::ALL.len() + 6;
+
+    fn index(self) -> usize {
+        match self {
+            BatchFate::Rewritten => 0,
+            BatchFate::Grown => 1,
+            BatchFate::Passed(reason) => 2 + reason.index(),
+            BatchFate::DroppedOverMaxFrame => PassReason::ALL.len() + 2,
+            BatchFate::DroppedNoBudget => PassReason::ALL.len() + 3,
+            BatchFate::Overloaded => PassReason::ALL.len() + 4,
+            BatchFate::OverloadedFallback => PassReason::ALL.len() + 5,
+        }
+    }
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            BatchFate::Rewritten => "rewritten",
+            BatchFate::Grown => "grown",
+            BatchFate::Passed(reason) => reason.as_str(),
+            BatchFate::DroppedOverMaxFrame => DROPPED_MAX_FRAME_BYTES,
+            BatchFate::DroppedNoBudget => DROPPED_BUDGET,
+            BatchFate::Overloaded => OVERLOADED_PASSED,
+            BatchFate::OverloadedFallback => OVERLOADED_FALLBACK,
+        }
+    }
+}
+
+/// [`REWRITES_DROPPED`] reasons, also [`BATCHES`] outcomes.
+pub(crate) const DROPPED_MAX_FRAME_BYTES: &str = "max_frame_bytes";
+pub(crate) const DROPPED_BUDGET: &str = "budget";
+/// The [`BATCHES`] outcome and [`BATCHES_PASSED`] reason of batches sent as is because
+/// no work slot was free within `[limits] max_rewrite_wait_ms`.
+pub(crate) const OVERLOADED_PASSED: &str = "overloaded_passed";
+/// The [`BATCHES`] outcome of batches rewritten at their rule's fallback setting
+/// because no work slot was free within `[limits] max_rewrite_wait_ms`.
+pub(crate) const OVERLOADED_FALLBACK: &str = "overloaded_fallback";
+
+/// One topic label's handles.
+#[derive(Debug)]
+pub(crate) struct TopicSeries {
+    label: Arc<str>,
+    bytes_in: Counter,
+    bytes_out: Counter,
+    records: Counter,
+    /// Registered on first use: most topics see few of the outcomes.
+    batches: [OnceLock<Counter>; BatchFate::COUNT],
+    cpu_seconds: Gauge,
+    batch_bytes: Histogram,
+    batch_records: Histogram,
+    /// [`BATCHES_REWRITTEN`] and [`BATCHES_GROWN`] by codec pair.
+    rewritten: [OnceLock<Counter>; CODEC_PAIRS],
+    grown: [OnceLock<Counter>; CODEC_PAIRS],
+}
+
+/// One batch kpress read, as [`TopicSeries::count`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchCount {
+    pub(crate) fate: BatchFate,
+    pub(crate) bytes_in: usize,
+    pub(crate) bytes_out: usize,
+    pub(crate) records: u64,
+}
+
+impl TopicSeries {
+    fn new(label: Arc<str>) -> TopicSeries {
+        let topic = metrics::SharedString::from(Arc::clone(&label));
+        TopicSeries {
+            bytes_in: metrics::counter!(PRODUCE_BYTES_IN, "topic" => topic.clone()),
+            bytes_out: metrics::counter!(PRODUCE_BYTES_OUT, "topic" => topic.clone()),
+            records: metrics::counter!(PRODUCE_RECORDS, "topic" => topic.clone()),
+            batches: [const { OnceLock::new() }; BatchFate::COUNT],
+            cpu_seconds: metrics::gauge!(REWRITE_CPU_SECONDS, "topic" => topic.clone()),
+            batch_bytes: metrics::histogram!(BATCH_BYTES, "topic" => topic.clone()),
+            batch_records: metrics::histogram!(BATCH_RECORDS, "topic" => topic),
+            rewritten: [const { OnceLock::new() }; CODEC_PAIRS],
+            grown: [const { OnceLock::new() }; CODEC_PAIRS],
+            label,
+        }
+    }
+
+    /// Counts one batch.
+    pub(crate) fn count(&self, batch: BatchCount) {
+        self.bytes_in.increment(batch.bytes_in as u64);
+        self.bytes_out.increment(batch.bytes_out as u64);
+        self.records.increment(batch.records);
+        self.batch_bytes.record(batch.bytes_in as f64);
+        self.batch_records.record(batch.records as f64);
+        self.batches[batch.fate.index()]
+            .get_or_init(|| {
+                metrics::counter!(
+                    BATCHES,
+                    "topic" => metrics::SharedString::from(Arc::clone(&self.label)),
+                    "outcome" => batch.fate.as_str()
+                )
+            })
+            .increment(1);
+    }
+
+    /// Counts a kept rewrite in [`BATCHES_REWRITTEN`] (and [`BATCHES_GROWN`] if it
+    /// `grew`), [`REWRITTEN_BYTES_IN`] and [`REWRITTEN_BYTES_OUT`].
+    pub(crate) fn rewritten(
+        &self,
+        from: Codec,
+        to: Codec,
+        bytes_in: usize,
+        bytes_out: usize,
+        grew: bool,
+    ) {
+        let by_pair = |name: &'static str| {
+            let topic = metrics::SharedString::from(Arc::clone(&self.label));
+            move || metrics::counter!(name, "topic" => topic, "from" => from.name(), "to" => to.name())
+        };
+        let pair = pair_index(from, to);
+        self.rewritten[pair]
+            .get_or_init(by_pair(BATCHES_REWRITTEN))
+            .increment(1);
+        if grew {
+            self.grown[pair]
+                .get_or_init(by_pair(BATCHES_GROWN))
+                .increment(1);
+        }
+        static BYTES: OnceLock<(Counter, Counter)> = OnceLock::new();
+        let (total_in, total_out) = BYTES.get_or_init(|| {
+            (
+                metrics::counter!(REWRITTEN_BYTES_IN),
+                metrics::counter!(REWRITTEN_BYTES_OUT),
+            )
+        });
+        total_in.increment(bytes_in as u64);
+        total_out.increment(bytes_out as u64);
+    }
+
+    /// Adds rewriting thread CPU time spent on the topic.
+    pub(crate) fn cpu_time(&self, cpu: Duration) {
+        // Served as a counter: see FRACTIONAL_COUNTERS.
+        self.cpu_seconds.increment(cpu.as_secs_f64());
+    }
+}
+
+/// Each `topic` label's series, registered once and kept, so counting a batch
+/// allocates nothing. Only labels Produce counted under are here: a topic that is only
+/// consumed has no Produce series.
+static SERIES: OnceLock<RwLock<HashMap<Arc<str>, Arc<TopicSeries>>>> = OnceLock::new();
+
+/// The series of a `topic` label (one [`TopicLabels`](crate::topic_labels::TopicLabels)
+/// gave, so their number is bounded).
+pub(crate) fn topic_series(label: &Arc<str>) -> Arc<TopicSeries> {
+    let series = SERIES.get_or_init(Default::default);
+    if let Some(found) = series
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&**label)
+    {
+        return Arc::clone(found);
+    }
+    let mut series = series.write().unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(
+        series
+            .entry(Arc::clone(label))
+            .or_insert_with(|| Arc::new(TopicSeries::new(Arc::clone(label)))),
+    )
+}
+
+/// Drops the series of labels `keep` refuses (topics that lost their label): a label
+/// given again gets its series back, the exporter's counters going on from where they
+/// were.
+pub(crate) fn forget_series(keep: impl Fn(&str) -> bool) {
+    if let Some(series) = SERIES.get() {
+        series
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|label, _| keep(label));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_has_one_series() {
+        let label: Arc<str> = Arc::from("produce-metrics-test-topic");
+        let series = topic_series(&label);
+        assert!(Arc::ptr_eq(
+            &series,
+            &topic_series(&Arc::from("produce-metrics-test-topic"))
+        ));
+        forget_series(|l| l != "produce-metrics-test-topic");
+        assert!(!Arc::ptr_eq(&series, &topic_series(&label)));
+    }
+
+    #[test]
+    fn outcome_labels_are_unique_and_index_their_slot() {
+        let fates: Vec<BatchFate> = [BatchFate::Rewritten, BatchFate::Grown]
+            .into_iter()
+            .chain(PassReason::ALL.into_iter().map(BatchFate::Passed))
+            .chain([
+                BatchFate::DroppedOverMaxFrame,
+                BatchFate::DroppedNoBudget,
+                BatchFate::Overloaded,
+                BatchFate::OverloadedFallback,
+            ])
+            .collect();
+        assert_eq!(fates.len(), BatchFate::COUNT);
+        for (i, fate) in fates.iter().enumerate() {
+            assert_eq!(fate.index(), i);
+        }
+        let mut names: Vec<_> = fates.iter().map(|f| f.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), BatchFate::COUNT);
+    }
 }

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use kpress_protocol::frame::{RequestHeader, SIZE_PREFIX_LEN};
 use kpress_protocol::{produce_acks, Fault as ProtocolFault, ProtocolError, PRODUCE_MIN_VERSION};
 
+use self::metrics::BatchFate;
 use self::reports::{count_target_sources, BatchReports};
 use self::rewrite::{
     has_fallback_work, rewrite_produce, survey, try_without_codec_work, ProduceRewrite,
@@ -47,7 +48,6 @@ use crate::handler::{
     ApiHandler, ConnectionContext, Frame, HandlerError, Message, RequestContext, RequestStep,
     ResponseStep,
 };
-use crate::metrics::BatchFate;
 use crate::policy::PolicySnapshot;
 use crate::scheduler::Overloaded;
 

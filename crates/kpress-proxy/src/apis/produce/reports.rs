@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use kpress_batch::{batches, Outcome, PolicyLookup, RewritePolicy};
 use kpress_measure::thread_cpu_time;
 
-use super::metrics;
-use crate::metrics::{BatchCount, BatchFate, TopicLabels};
+use super::metrics::{self, BatchCount, BatchFate};
 use crate::shadow::{Sample, ShadowTrials};
+use crate::topic_labels::TopicLabels;
 
 /// What became of a Produce request's batches, for metrics, and the batches sampled
 /// for the shadow trials.
@@ -109,7 +109,7 @@ impl BatchReports {
     ) {
         if let Some(ShadowSamples { trials, samples }) = self.shadow.take() {
             for (topic, sample) in samples {
-                let label = labels.series(&topic, || known(&topic)).shared_label();
+                let label = labels.label(&topic, || known(&topic));
                 trials.send(label, sample);
             }
         }
@@ -134,7 +134,7 @@ impl BatchReports {
         dropped: Option<BatchFate>,
     ) {
         for (topic, reports) in &self.outcomes {
-            let series = labels.series(topic, || known(topic));
+            let series = metrics::topic_series(&labels.label(topic, || known(topic)));
             let mut cpu = Duration::ZERO;
             for report in reports {
                 cpu += report.cpu;
