@@ -281,21 +281,27 @@ fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     let dataset = Dataset::ApacheAccessLog;
     let expected = dataset.records();
-    for (codec, topic) in codecs.iter().zip(&topic_names) {
-        let options = ProduceOptions {
-            compression: *codec,
-            batch_size: 16384,
-            ..ProduceOptions::default()
-        };
-        current
-            .produce_file(&cluster.bootstrap(), topic, &dataset.path(), &options)
-            .unwrap_or_else(|e| {
-                panic!(
-                    "producing {} with kafka-clients {version}: {e:#}",
-                    codec.name()
-                )
+    // One producer per codec, at once: the test's time is mostly JVM start-up.
+    std::thread::scope(|scope| {
+        for (codec, topic) in codecs.iter().zip(&topic_names) {
+            let (current, cluster, dataset) = (&current, &cluster, dataset);
+            scope.spawn(move || {
+                let options = ProduceOptions {
+                    compression: *codec,
+                    batch_size: 16384,
+                    ..ProduceOptions::default()
+                };
+                current
+                    .produce_file(&cluster.bootstrap(), topic, &dataset.path(), &options)
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "producing {} with kafka-clients {version}: {e:#}",
+                            codec.name()
+                        )
+                    });
             });
-    }
+        }
+    });
     let mut problems = Vec::new();
     let dumps = cluster
         .dump_partition_0(&topic_names)
