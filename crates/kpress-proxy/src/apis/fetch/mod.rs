@@ -85,19 +85,21 @@ fn readable_at(client_version: i16) -> CodecSet {
 
 /// The codecs a client reads: those its Fetch version allows, less those the first
 /// `[[clients]]` rule matching it (by `client_id`, the `software` it announced and
-/// the `listener` it came through) leaves out.
+/// the `listener` it came through) leaves out. `software` is asked only when there
+/// are rules.
 fn client_reads(
     consumers: &ConsumerSettings,
     client_version: i16,
     client_id: Option<&str>,
-    software: Option<&ClientSoftware>,
+    software: impl FnOnce() -> Option<ClientSoftware>,
     listener: &str,
 ) -> CodecSet {
     let by_version = readable_at(client_version);
     if consumers.clients.rules().is_empty() {
         return by_version;
     }
-    let software = software.map(|s| kpress_config::ClientSoftware {
+    let software = software();
+    let software = software.as_ref().map(|s| kpress_config::ClientSoftware {
         name: s.name(),
         version: s.version(),
     });

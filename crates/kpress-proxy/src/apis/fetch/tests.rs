@@ -167,7 +167,7 @@ fn client_rules_narrow_what_the_version_allows() {
         clients: kpress_config::ClientRules::new(vec![gzip_only]),
         ..ConsumerSettings::default()
     };
-    let reads = |version, id| client_reads(&consumers, version, Some(id), None, "bootstrap");
+    let reads = |version, id| client_reads(&consumers, version, Some(id), || None, "bootstrap");
     // A client no rule matches reads what its version allows.
     assert_eq!(reads(12, "other"), kpress_config::CodecSet::ALL);
     assert_eq!(reads(8, "other"), readable_at(8));
@@ -183,6 +183,30 @@ fn client_rules_narrow_what_the_version_allows() {
     // Upgraded only below v10; v10 and v11 answers are rewritten at their version.
     assert!(upgrades(&consumers, reads(8, "gzip-only-1"), 8));
     assert!(!upgrades(&consumers, reads(11, "gzip-only-1"), 11));
+
+    // The software the connection announced, on a listener.
+    let no_lz4 = kpress_config::ClientRule {
+        client_id: None,
+        software: Some(kpress_config::SoftwarePattern::parse("kafka-python/2.*").unwrap()),
+        listener: Some(kpress_config::NamePattern::parse("node *", |_| true, "listener").unwrap()),
+        accept: kpress_config::CodecSet::of([Codec::Gzip, Codec::Snappy, Codec::Zstd]),
+        line: 1,
+    };
+    let consumers = ConsumerSettings {
+        clients: kpress_config::ClientRules::new(vec![no_lz4]),
+        ..ConsumerSettings::default()
+    };
+    let python = || crate::handler::ClientSoftware::new(b"kafka-python", b"2.0.2");
+    let reads = client_reads(&consumers, 11, None, python, "node 1");
+    assert_eq!(
+        needs_reencode(&consumers, reads, Codec::Lz4),
+        Some(Codec::Snappy)
+    );
+    assert_eq!(needs_reencode(&consumers, reads, Codec::Zstd), None);
+    let on_bootstrap = client_reads(&consumers, 11, None, python, "bootstrap");
+    assert_eq!(on_bootstrap, kpress_config::CodecSet::ALL);
+    let unnamed = client_reads(&consumers, 11, None, || None, "node 1");
+    assert_eq!(unnamed, kpress_config::CodecSet::ALL);
 }
 
 #[test]

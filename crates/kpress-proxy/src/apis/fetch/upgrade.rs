@@ -35,7 +35,7 @@ pub(super) fn request_step(
         &consumers,
         version,
         request.client_id(),
-        conn.client_software().as_ref(),
+        || conn.client_software(),
         conn.listener(),
     );
     if reads == CodecSet::ALL {
