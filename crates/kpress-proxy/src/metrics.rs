@@ -10,7 +10,7 @@ use std::time::Duration;
 use kpress_codec::gzip_providers::{self, ProviderKind, ProviderStatus};
 use kpress_codec::Codec;
 use kpress_protocol::api_key;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 
 /// Bucket bounds of every histogram of the crate, for the exporter: built where every
 /// slice's names are known.
@@ -272,12 +272,19 @@ pub(crate) fn connection_closed() {
     metrics::gauge!(CONNECTIONS_OPEN).decrement(1.0);
 }
 
+/// The in-flight bytes gauge, moved twice per frame: its handle is looked up in the
+/// registry once, not per frame.
+fn inflight_bytes() -> &'static Gauge {
+    static GAUGE: OnceLock<Gauge> = OnceLock::new();
+    GAUGE.get_or_init(|| metrics::gauge!(INFLIGHT_BYTES))
+}
+
 pub(crate) fn inflight_bytes_add(bytes: usize) {
-    metrics::gauge!(INFLIGHT_BYTES).increment(bytes as f64);
+    inflight_bytes().increment(bytes as f64);
 }
 
 pub(crate) fn inflight_bytes_sub(bytes: usize) {
-    metrics::gauge!(INFLIGHT_BYTES).decrement(bytes as f64);
+    inflight_bytes().decrement(bytes as f64);
 }
 
 pub(crate) fn frame_refused(reason: &'static str) {
