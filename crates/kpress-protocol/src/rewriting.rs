@@ -1,11 +1,13 @@
 //! What every response rewrite shares: the [`ResponseObserver`] the proxy answers
 //! through, the address replacement, and guarded decoding and encoding of
-//! kafka-protocol messages.
+//! kafka-protocol messages, and the whole frame of a request kpress sends itself.
 
-use bytes::BytesMut;
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::RequestHeader;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 use crate::error::{malformed_response, ProtocolError, WireError};
+use crate::frame::SIZE_PREFIX_LEN;
 
 /// What the proxy learns from, and decides for, the responses kpress rewrites.
 pub trait ResponseObserver {
@@ -80,4 +82,36 @@ pub(crate) fn encode<T: Encodable>(
         .encode(&mut out, version)
         .map_err(encode_failed(api, version))?;
     Ok(out)
+}
+
+/// The whole frame (size prefix, header, body) of `request` at `version` under
+/// `api_key`, with `correlation_id` and `client_id` in its header. The caller has
+/// checked `version`.
+pub(crate) fn encode_request_frame<T: Encodable + HeaderVersion>(
+    api: &'static str,
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    client_id: &str,
+    request: &T,
+) -> Result<BytesMut, ProtocolError> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_owned())));
+    let encode_error = encode_failed(api, version);
+    let mut frame = BytesMut::new();
+    frame.put_i32(0); // size, fixed up below
+    header
+        .encode(&mut frame, T::header_version(version))
+        .map_err(&encode_error)?;
+    request.encode(&mut frame, version).map_err(&encode_error)?;
+    let size = i32::try_from(frame.len() - SIZE_PREFIX_LEN).map_err(|_| ProtocolError::Encode {
+        api,
+        version,
+        reason: format!("{} bytes do not fit a frame", frame.len()),
+    })?;
+    frame[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
+    Ok(frame)
 }

@@ -3,13 +3,11 @@
 //! fits in the bytes present (kafka-protocol sizes vectors from wire counts, so a
 //! broker's hostile count would otherwise be an allocation).
 
-use bytes::{BufMut, BytesMut};
-use kafka_protocol::messages::RequestHeader;
-use kafka_protocol::protocol::{Encodable, Request, StrBytes};
+use bytes::BytesMut;
+use kafka_protocol::protocol::Request;
 
 use crate::error::{check_version, ProtocolError};
-use crate::frame::SIZE_PREFIX_LEN;
-use crate::rewriting::{encode_failed, guarded_decode};
+use crate::rewriting::{encode_request_frame, guarded_decode};
 
 /// A response kpress decodes as its kafka-protocol type, in the versions its guard
 /// walks. Implemented here only, for each response kpress has a walk of.
@@ -56,25 +54,7 @@ where
     let api = <R::Response as sealed::Guarded>::API;
     let versions = <R::Response as sealed::Guarded>::VERSIONS;
     check_version(api, version, versions.min, versions.max)?;
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_owned())));
-    let encode_error = encode_failed(api, version);
-    let mut frame = BytesMut::new();
-    frame.put_i32(0); // size, fixed up below
-    header
-        .encode(&mut frame, R::header_version(version))
-        .map_err(&encode_error)?;
-    request.encode(&mut frame, version).map_err(&encode_error)?;
-    let size = i32::try_from(frame.len() - SIZE_PREFIX_LEN).map_err(|_| ProtocolError::Encode {
-        api,
-        version,
-        reason: format!("{} bytes do not fit a frame", frame.len()),
-    })?;
-    frame[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
-    Ok(frame)
+    encode_request_frame(api, R::KEY, version, correlation_id, client_id, request)
 }
 
 /// The response `body` (after its response header) answering a request of `version`,
@@ -88,10 +68,11 @@ pub fn decode_response<T: GuardedResponse>(version: i16, body: &[u8]) -> Result<
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+    use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, RequestHeader};
     use kafka_protocol::protocol::{Decodable, HeaderVersion};
 
     use super::*;
+    use crate::frame::SIZE_PREFIX_LEN;
     use crate::{api_key, error_code};
 
     #[test]

@@ -1,18 +1,16 @@
 //! SaslHandshake and SaslAuthenticate frames for kpress's own connections,
 //! and the broker's answers to them.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::messages::{
-    RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
-use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{bounded_text, Mechanism, SaslError, MAX_MESSAGE_CHARS, MAX_NAME_CHARS};
-use crate::error::{check_version, ProtocolError, WireError};
-use crate::frame::SIZE_PREFIX_LEN;
-use crate::rewriting::{encode_failed, guarded_decode};
+use crate::error::{check_version, WireError};
+use crate::rewriting::{encode_request_frame, guarded_decode};
 use crate::wire::{LengthPrefix, Reader};
 use crate::{api, api_key};
 
@@ -46,14 +44,14 @@ pub fn handshake_request(
 ) -> Result<BytesMut, SaslError> {
     let request =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism.name()));
-    request_frame(
+    Ok(encode_request_frame(
         HANDSHAKE_API,
         api_key::SASL_HANDSHAKE,
         SASL_HANDSHAKE_VERSION,
         correlation_id,
         client_id,
         &request,
-    )
+    )?)
 }
 
 /// A whole SaslAuthenticate v1 ([`SASL_AUTHENTICATE_VERSION`]) request frame
@@ -65,43 +63,14 @@ pub fn authenticate_request(
 ) -> Result<BytesMut, SaslError> {
     let request = SaslAuthenticateRequest::default()
         .with_auth_bytes(bytes::Bytes::copy_from_slice(auth_bytes));
-    request_frame(
+    Ok(encode_request_frame(
         AUTHENTICATE_API,
         api_key::SASL_AUTHENTICATE,
         SASL_AUTHENTICATE_VERSION,
         correlation_id,
         client_id,
         &request,
-    )
-}
-
-fn request_frame<T: Encodable + HeaderVersion>(
-    api: &'static str,
-    api_key: i16,
-    version: i16,
-    correlation_id: i32,
-    client_id: &str,
-    request: &T,
-) -> Result<BytesMut, SaslError> {
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_owned())));
-    let encode_error = encode_failed(api, version);
-    let mut frame = BytesMut::new();
-    frame.put_i32(0); // size, fixed up below
-    header
-        .encode(&mut frame, T::header_version(version))
-        .map_err(&encode_error)?;
-    request.encode(&mut frame, version).map_err(&encode_error)?;
-    let size = i32::try_from(frame.len() - SIZE_PREFIX_LEN).map_err(|_| ProtocolError::Encode {
-        api,
-        version,
-        reason: format!("{} bytes do not fit a frame", frame.len()),
-    })?;
-    frame[..SIZE_PREFIX_LEN].copy_from_slice(&size.to_be_bytes());
-    Ok(frame)
+    )?)
 }
 
 /// Reads a SaslHandshake (v0 or v1: same body) response body, after its
@@ -252,10 +221,12 @@ pub(super) fn authenticate_version_known(version: i16) -> bool {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use kafka_protocol::protocol::Decodable;
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
     use proptest::prelude::*;
 
     use super::*;
+    use crate::error::ProtocolError;
 
     /// Splits a frame into its header and body, checking the size prefix.
     fn decode_frame<T: Decodable + HeaderVersion>(
