@@ -37,12 +37,7 @@ pub fn upgrade_fetch_request(
     api_version: i16,
     to: i16,
 ) -> Result<BytesMut, ProtocolError> {
-    check_version(
-        API,
-        api_version,
-        FETCH_MIN_VERSION,
-        FETCH_LAST_CLASSIC_VERSION,
-    )?;
+    check_classic(api_version)?;
     check_version(API, to, api_version, FETCH_LAST_CLASSIC_VERSION)?;
     let malformed = malformed_request(API, api_version);
     let message = body.get(header_len..).ok_or_else(|| {
@@ -57,11 +52,7 @@ pub fn upgrade_fetch_request(
         .map_err(|e| malformed(WireError::Decode(e.to_string())))?;
     let size = request.compute_size(to).map_err(encode_failed(API, to))?;
     let frame_len = header_len + size;
-    let prefix = i32::try_from(frame_len).map_err(|_| ProtocolError::Encode {
-        api: API,
-        version: to,
-        reason: format!("{frame_len} bytes do not fit a frame"),
-    })?;
+    let prefix = frame_prefix(to, frame_len)?;
     let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + frame_len);
     out.put_i32(prefix);
     out.put_slice(&body[..2]); // api_key
@@ -71,6 +62,25 @@ pub fn upgrade_fetch_request(
         .encode(&mut out, to)
         .map_err(encode_failed(API, to))?;
     Ok(out)
+}
+
+/// Fails unless `api_version` is a Fetch version kpress re-encodes (non-flexible).
+fn check_classic(api_version: i16) -> Result<(), ProtocolError> {
+    check_version(
+        API,
+        api_version,
+        FETCH_MIN_VERSION,
+        FETCH_LAST_CLASSIC_VERSION,
+    )
+}
+
+/// The size prefix of a `frame_len`-byte frame at `version`.
+fn frame_prefix(version: i16, frame_len: usize) -> Result<i32, ProtocolError> {
+    i32::try_from(frame_len).map_err(|_| ProtocolError::Encode {
+        api: API,
+        version,
+        reason: format!("{frame_len} bytes do not fit a frame"),
+    })
 }
 
 /// Bounds-checked walk of a non-flexible Fetch request: the guard before decoding.
@@ -108,12 +118,7 @@ pub fn fetch_response_records<'a>(
     api_version: i16,
     visit: impl FnMut(&'a str, i32, &'a [u8]),
 ) -> Result<(), ProtocolError> {
-    check_version(
-        API,
-        api_version,
-        FETCH_MIN_VERSION,
-        FETCH_LAST_CLASSIC_VERSION,
-    )?;
+    check_classic(api_version)?;
     walk_fetch_response(body, api_version, visit).map_err(malformed_response(API, api_version))
 }
 
@@ -170,12 +175,7 @@ pub struct DecodedFetchResponse {
 impl DecodedFetchResponse {
     /// Decodes `body` (after the response header) of a response at `api_version`.
     pub fn decode(body: Bytes, api_version: i16) -> Result<Self, ProtocolError> {
-        check_version(
-            API,
-            api_version,
-            FETCH_MIN_VERSION,
-            FETCH_LAST_CLASSIC_VERSION,
-        )?;
+        check_classic(api_version)?;
         let malformed = malformed_response(API, api_version);
         walk_fetch_response(&body, api_version, |_, _, _| {}).map_err(&malformed)?;
         let mut buf = body;
@@ -201,45 +201,34 @@ impl DecodedFetchResponse {
     /// The whole response frame at `api_version` (v4-v11): size prefix, `header` (the
     /// response header, as read), then the body, written once.
     pub fn encode_frame(&self, api_version: i16, header: &[u8]) -> Result<BytesMut, ProtocolError> {
-        check_version(
-            API,
-            api_version,
-            FETCH_MIN_VERSION,
-            FETCH_LAST_CLASSIC_VERSION,
-        )?;
-        let size = self
-            .response
-            .compute_size(api_version)
-            .map_err(encode_failed(API, api_version))?;
-        let frame_len = header.len() + size;
-        let prefix = i32::try_from(frame_len).map_err(|_| ProtocolError::Encode {
-            api: API,
-            version: api_version,
-            reason: format!("{frame_len} bytes do not fit a frame"),
-        })?;
-        let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + frame_len);
-        out.put_i32(prefix);
-        out.put_slice(header);
-        self.response
-            .encode(&mut out, api_version)
-            .map_err(encode_failed(API, api_version))?;
-        Ok(out)
+        self.encode_after(api_version, |size| {
+            let frame_len = header.len() + size;
+            let mut out = BytesMut::with_capacity(SIZE_PREFIX_LEN + frame_len);
+            out.put_i32(frame_prefix(api_version, frame_len)?);
+            out.put_slice(header);
+            Ok(out)
+        })
     }
 
     /// The body at `api_version` (v4-v11): fields it lacks are left out (a session id
     /// kpress asked for none of is 0).
     pub fn encode(&self, api_version: i16) -> Result<BytesMut, ProtocolError> {
-        check_version(
-            API,
-            api_version,
-            FETCH_MIN_VERSION,
-            FETCH_LAST_CLASSIC_VERSION,
-        )?;
+        self.encode_after(api_version, |size| Ok(BytesMut::with_capacity(size)))
+    }
+
+    /// The body at `api_version` written after what `head(body_size)` returns, the
+    /// buffer sized for both.
+    fn encode_after(
+        &self,
+        api_version: i16,
+        head: impl FnOnce(usize) -> Result<BytesMut, ProtocolError>,
+    ) -> Result<BytesMut, ProtocolError> {
+        check_classic(api_version)?;
         let size = self
             .response
             .compute_size(api_version)
             .map_err(encode_failed(API, api_version))?;
-        let mut out = BytesMut::with_capacity(size);
+        let mut out = head(size)?;
         self.response
             .encode(&mut out, api_version)
             .map_err(encode_failed(API, api_version))?;
