@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
-use toml::de::{DeString, DeTable, DeValue};
+use toml::de::{DeArray, DeString, DeTable, DeValue};
 use toml::Spanned;
 
 use crate::problem::{line_column, Problem, ProblemSink};
@@ -293,6 +293,56 @@ impl Walk<'_> {
                 None
             }
         }
+    }
+
+    /// The entries of the `[[name]]` rules `value`; `None`, reported, when it is no
+    /// array (a `[name]` table is told to be written `[[name]]`).
+    fn rule_items<'a, 'i>(
+        &mut self,
+        name: &str,
+        key: &Spanned<DeString<'_>>,
+        value: &'a Spanned<DeValue<'i>>,
+    ) -> Option<&'a DeArray<'i>> {
+        match value.get_ref() {
+            DeValue::Array(items) => Some(items),
+            DeValue::Table(_) => {
+                self.sink.report(
+                    &value.span(),
+                    Some(&format!("[{name}]")),
+                    None,
+                    format!("rules are an array of tables: write [[{name}]]"),
+                    None,
+                );
+                None
+            }
+            _ => {
+                self.sink.bad_value(
+                    key.get_ref(),
+                    &value.span(),
+                    format!("must be an array of tables ([[{name}]])"),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// One entry of the `[[name]]` rules as a table; `None`, reported, when it is not.
+    fn rule_table<'a, 'i>(
+        &mut self,
+        name: &str,
+        item: &'a Spanned<DeValue<'i>>,
+    ) -> Option<&'a DeTable<'i>> {
+        let DeValue::Table(table) = item.get_ref() else {
+            self.sink.bad_value(
+                name,
+                &item.span(),
+                format!("each entry must be a table ([[{name}]])"),
+                None,
+            );
+            return None;
+        };
+        Some(table)
     }
 
     /// Reports every key of `table` not in `known`, returning the known entries by name.

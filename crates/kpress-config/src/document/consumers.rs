@@ -120,38 +120,11 @@ impl Walk<'_> {
         key: &Spanned<DeString<'_>>,
         value: &Spanned<DeValue<'_>>,
     ) -> Option<ClientRules> {
-        let items = match value.get_ref() {
-            DeValue::Array(items) => items,
-            DeValue::Table(_) => {
-                self.sink.report(
-                    &value.span(),
-                    Some("[clients]"),
-                    None,
-                    "rules are an array of tables: write [[clients]]",
-                    None,
-                );
-                return None;
-            }
-            _ => {
-                self.sink.bad_value(
-                    key.get_ref(),
-                    &value.span(),
-                    "must be an array of tables ([[clients]])",
-                    None,
-                );
-                return None;
-            }
-        };
+        let items = self.rule_items("clients", key, value)?;
         let mut rules = Vec::with_capacity(items.len());
         let mut ok = true;
         for item in items.iter() {
-            let DeValue::Table(table) = item.get_ref() else {
-                self.sink.bad_value(
-                    "clients",
-                    &item.span(),
-                    "each entry must be a table ([[clients]])",
-                    None,
-                );
+            let Some(table) = self.rule_table("clients", item) else {
                 ok = false;
                 continue;
             };

@@ -83,40 +83,13 @@ impl Walk<'_> {
         value: &Spanned<DeValue<'_>>,
         defaults: &TopicPolicy,
     ) -> Option<Vec<(TopicRule, Vec<SetKey>)>> {
-        let items = match value.get_ref() {
-            DeValue::Array(items) => items,
-            DeValue::Table(_) => {
-                self.sink.report(
-                    &value.span(),
-                    Some("[topics]"),
-                    None,
-                    "rules are an array of tables: write [[topics]]",
-                    None,
-                );
-                return None;
-            }
-            _ => {
-                self.sink.bad_value(
-                    key.get_ref(),
-                    &value.span(),
-                    "must be an array of tables ([[topics]])",
-                    None,
-                );
-                return None;
-            }
-        };
+        let items = self.rule_items("topics", key, value)?;
         let mut rules = Vec::with_capacity(items.len());
         let mut ok = true;
         // Same pattern twice: the second rule can never apply.
         let mut seen: HashMap<String, usize> = HashMap::new();
         for item in items.iter() {
-            let DeValue::Table(table) = item.get_ref() else {
-                self.sink.bad_value(
-                    "topics",
-                    &item.span(),
-                    "each entry must be a table ([[topics]])",
-                    None,
-                );
+            let Some(table) = self.rule_table("topics", item) else {
                 ok = false;
                 continue;
             };
