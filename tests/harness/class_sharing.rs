@@ -77,27 +77,49 @@ fn archive_path(
     // The JDK's own base archive the dynamic one sits on.
     let jdk = java.parent()?.parent()?;
     hash.update(format!("{:?}\n", stamp(&jdk.join("lib/server/libjvm.so"))));
-    let mut jars: Vec<PathBuf> = std::fs::read_dir(paths::kafka_libs(version))
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    jars.sort();
+    let mut jars = sorted_files(&paths::kafka_libs(version))?;
     jars.extend(extra_classpath.iter().map(|p| p.to_path_buf()));
-    for jar in &jars {
-        hash.update(format!("{}\n{:?}\n", jar.display(), stamp(jar)?));
-    }
+    hash_files(&mut hash, &jars)?;
     for option in options {
         hash.update(format!("{option}\n"));
     }
-    let key: String = hash
-        .finalize()
+    let key = short_key(hash);
+    let dir = cache_dir()?;
+    Some(dir.join(format!("{version}-{}-{key}.jsa", kind.name())))
+}
+
+/// The files in `dir`, sorted by path: a stable order to hash.
+fn sorted_files(dir: &Path) -> Option<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    Some(files)
+}
+
+/// Hashes each file's path, size and mtime; `None` if one cannot be read.
+fn hash_files(hash: &mut Sha256, files: &[PathBuf]) -> Option<()> {
+    for file in files {
+        hash.update(format!("{}\n{:?}\n", file.display(), stamp(file)?));
+    }
+    Some(())
+}
+
+/// The first 8 bytes of `hash` in hex: the key in a cached file's name.
+fn short_key(hash: Sha256) -> String {
+    hash.finalize()
         .iter()
         .take(8)
         .map(|b| format!("{b:02x}"))
-        .collect();
+        .collect()
+}
+
+/// Where archives and jars are cached, created if missing.
+fn cache_dir() -> Option<PathBuf> {
     let dir = paths::scratch_dir().join("class-sharing");
     std::fs::create_dir_all(&dir).ok()?;
-    Some(dir.join(format!("{version}-{}-{key}.jsa", kind.name())))
+    Some(dir)
 }
 
 /// Options for a `kind` JVM of `version` started with `options` (and the jars
@@ -230,24 +252,12 @@ pub fn classes_jar(dir: &Path) -> Option<PathBuf> {
         return None;
     }
     let mut hash = Sha256::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
+    let files = sorted_files(dir)?;
     hash.update(format!("{}\n", dir.display()));
-    for file in &files {
-        hash.update(format!("{}\n{:?}\n", file.display(), stamp(file)?));
-    }
-    let key: String = hash
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    hash_files(&mut hash, &files)?;
+    let key = short_key(hash);
     let dir_name = dir.file_name()?.to_string_lossy().into_owned();
-    let jars = paths::scratch_dir().join("class-sharing");
-    std::fs::create_dir_all(&jars).ok()?;
+    let jars = cache_dir()?;
     let jar = jars.join(format!("{dir_name}-{key}.jar"));
     if jar.is_file() {
         return Some(jar);
