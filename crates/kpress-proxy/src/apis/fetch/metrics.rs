@@ -1,9 +1,10 @@
 //! Fetch's metrics: their names and how the slice counts them. Topic labels are the
-//! ones Produce's metrics use ([`crate::metrics::TopicLabels`]: topics a rule or the
+//! ones Produce's metrics use ([`crate::topic_labels::TopicLabels`]: topics a rule or the
 //! brokers name, up to `[limits] max_topic_labels`, the rest under `_other`).
 
 use std::sync::OnceLock;
 
+use kpress_batch::PassReason;
 use kpress_codec::Codec;
 use metrics::Counter;
 
@@ -30,6 +31,10 @@ pub(crate) const FETCH_BATCHES_REENCODED: &str = "kpress_fetch_batches_reencoded
 /// kpress could not re-encode (empty when it was the first), labelled `topic` and
 /// `reason`.
 pub(crate) const FETCH_PARTITIONS_CUT: &str = "kpress_fetch_partitions_cut_total";
+/// Batches the consumer cannot read that kpress passed as stored because they can
+/// never be re-encoded (damaged, or a decompression bomb), labelled `topic` and
+/// `reason`.
+pub(crate) const FETCH_BATCHES_PASSED: &str = "kpress_fetch_batches_passed_total";
 /// Fetch responses to upgraded requests kpress could not read (relayed only if the
 /// client could read them as they were, else the connection is closed), labelled
 /// `action`.
@@ -90,6 +95,12 @@ pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
                 }
             }
         }
+        for reason in PassReason::ALL {
+            let count = partition.passed.iter().filter(|&&r| r == reason).count();
+            if count > 0 {
+                passed(label.clone(), reason, count as u64);
+            }
+        }
         if let Some(reason) = partition.cut {
             cut(label, reason);
         }
@@ -104,6 +115,11 @@ fn batches_reencoded(topic: metrics::SharedString, from: Codec, to: Codec, count
         "to" => to.name()
     )
     .increment(count);
+}
+
+fn passed(topic: metrics::SharedString, reason: PassReason, count: u64) {
+    metrics::counter!(FETCH_BATCHES_PASSED, "topic" => topic, "reason" => reason.as_str())
+        .increment(count);
 }
 
 fn cut(topic: metrics::SharedString, reason: CutReason) {

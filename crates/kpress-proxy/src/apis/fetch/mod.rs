@@ -20,10 +20,12 @@
 //!    is recompressed into the consumer codec ([`reencode`]), or copied from the
 //!    cache of re-encoded batches ([`cache`]) when another consumer had it done
 //!    (served from it even with no slot): offsets, producer id, epoch, sequences,
-//!    timestamps and the other attributes stay as stored, the CRC is computed again. A partition never carries a batch its consumer cannot read:
-//!    one that cannot be re-encoded (damaged, over a limit, past the deadline, no
-//!    slot) ends the partition's records, counted by reason, and the consumer fetches
-//!    from it again.
+//!    timestamps and the other attributes stay as stored, the CRC is computed again. A
+//!    batch that can never be re-encoded (damaged, a decompression bomb) goes on as
+//!    stored, counted by reason: the consumer meets it as it would without kpress. One
+//!    that cannot be re-encoded now (past the deadline, no slot, over the response's
+//!    budget) ends the partition's records, counted by reason, and the consumer
+//!    fetches from it again.
 //!
 //! Fetch v16+ responses carry broker addresses (KIP-951), rewritten like Metadata's.
 

@@ -3,10 +3,14 @@
 //! batches, when another consumer had it re-encoded), everything else kept as stored.
 //! No I/O, no metrics: the caller counts what [`ResponseReport`] says.
 //!
-//! A partition never carries a batch its consumer cannot read: when one cannot be
-//! re-encoded (damaged, over a limit, past the deadline, no work slot), the partition's
-//! records stop before it. The consumer reads the batches before it and fetches again
-//! from its offset (an empty partition when it is the first).
+//! A batch that can never be re-encoded (damaged, or a decompression bomb: see
+//! [`passes_as_stored`]) goes to the consumer as stored, and the batches after it are
+//! re-encoded as usual: the consumer meets it as it would without kpress (a corrupt
+//! record or its own codec error), never stalled at its offset. When a batch cannot be
+//! re-encoded now (past the deadline, no work slot, over the response's budget or
+//! frame size), the partition's records stop before it: the consumer reads the batches
+//! before it and fetches again from its offset (an empty partition when it is the
+//! first).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,7 +27,8 @@ use super::cache::{BatchKey, ReencodedCache};
 /// Why a partition's records were cut before a batch its consumer cannot read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum CutReason {
-    /// The batch could not be re-encoded (damaged, a bomb, over a per-batch limit).
+    /// The batch could not be re-encoded for a reason [`passes_as_stored`] does not
+    /// name (the response's budget, a compressor failure).
     Batch(PassReason),
     /// The response's batches already decompressed to `[limits]
     /// max_request_decompressed_bytes` together.
@@ -66,7 +71,26 @@ pub(crate) struct PartitionReport {
     pub(crate) bytes_out: usize,
     /// Batches re-encoded, by (from, to); not those copied from the cache.
     pub(crate) reencoded: Vec<(Codec, Codec)>,
+    /// Batches passed as stored because they can never be re-encoded, by reason.
+    pub(crate) passed: Vec<PassReason>,
     pub(crate) cut: Option<CutReason>,
+}
+
+/// Whether a batch kpress could not re-encode for `reason` goes to the consumer as
+/// stored: it is damaged or a decompression bomb, so every later fetch would fail the
+/// same way and cutting before it would stall the consumer there for good. Anything
+/// else (a budget, the deadline, no work slot) may pass on the next fetch.
+pub(crate) fn passes_as_stored(reason: PassReason) -> bool {
+    matches!(
+        reason,
+        PassReason::Malformed
+            | PassReason::CrcMismatch
+            | PassReason::UnknownCodec
+            | PassReason::DecompressFailed
+            | PassReason::RecordCountMismatch
+            | PassReason::DecompressLimit
+            | PassReason::DecompressRatio
+    )
 }
 
 /// What a response's re-encode may spend.
@@ -134,6 +158,7 @@ impl<'a> Reencoder<'a> {
         }
         let mut out = Vec::with_capacity(records.len());
         let mut reencoded = Vec::new();
+        let mut passed = Vec::new();
         let mut cut = None;
         let mut iter = batches(records);
         loop {
@@ -181,6 +206,11 @@ impl<'a> Reencoder<'a> {
                     out.extend_from_slice(&bytes);
                     reencoded.extend(fresh);
                 }
+                Err(CutReason::Batch(reason)) if passes_as_stored(reason) => {
+                    // The broker's bytes, so the consumer sees what it would directly.
+                    out.extend_from_slice(batch.bytes());
+                    passed.push(reason);
+                }
                 Err(reason) => {
                     cut = Some(reason);
                     break;
@@ -192,6 +222,7 @@ impl<'a> Reencoder<'a> {
             bytes_in: records.len(),
             bytes_out: out.len(),
             reencoded,
+            passed,
             cut,
         });
         Some(Bytes::from(out))

@@ -333,39 +333,61 @@ fn records_without_zstd_are_left_alone() {
 }
 
 #[test]
-fn a_damaged_zstd_batch_ends_the_partition_counted() {
+fn a_damaged_zstd_batch_is_passed_as_stored_counted() {
     let good = batch(Codec::Zstd, 0, 20);
     let mut corrupt = batch(Codec::Zstd, 20, 20);
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0x55;
     let after = batch(Codec::Zstd, 40, 20);
+    let policy = consumer_policy(Codec::Lz4);
     let mut recompressor = Recompressor::new();
 
-    // First: the partition is empty.
+    // First: passed as the broker stored it, the batch after it re-encoded.
     let records = [&corrupt[..], &after].concat();
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
     let out = reencoder
-        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &records, &policy, is_zstd)
         .unwrap();
-    assert!(out.is_empty());
-    let report = &reencoder.report.partitions[0];
-    assert_eq!(report.cut, Some(CutReason::Batch(PassReason::CrcMismatch)));
-    assert_eq!(report.cut.unwrap().as_str(), "crc_mismatch");
-    assert!(report.reencoded.is_empty());
-
-    // After a good batch: the good one is re-encoded, nothing from the damaged one on.
-    let records = [&good[..], &corrupt, &after].concat();
-    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
-    let out = reencoder
-        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
-        .unwrap();
-    let (batches, tail) = batches_of(&out);
+    assert_eq!(&out[..corrupt.len()], &corrupt[..]);
+    let (batches, tail) = batches_of(&out[corrupt.len()..]);
     assert_eq!(batches.len(), 1);
     assert!(tail.is_empty());
     assert_eq!(batches[0].1, Some(Codec::Lz4));
-    assert_eq!(RecordBatch::parse(&out).unwrap().base_offset(), 0);
+    assert_eq!(
+        batches,
+        batches_of(&after)
+            .0
+            .into_iter()
+            .map(|(h, _, r)| (h, Some(Codec::Lz4), r))
+            .collect::<Vec<_>>()
+    );
+    let report = &reencoder.report.partitions[0];
+    assert_eq!(report.passed, [PassReason::CrcMismatch]);
+    assert_eq!(report.passed[0].as_str(), "crc_mismatch");
+    assert_eq!(report.cut, None);
+    assert_eq!(report.reencoded, [(Codec::Zstd, Codec::Lz4)]);
 
-    // A damaged CRC with a payload that no longer decompresses, resealed.
+    // Between good batches: both re-encoded, the damaged one byte for byte.
+    let records = [&good[..], &corrupt, &after].concat();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", 0, &records, &policy, is_zstd)
+        .unwrap();
+    let first = RecordBatch::parse(&out).unwrap();
+    assert_eq!(first.codec(), Some(Codec::Lz4));
+    assert_eq!(first.base_offset(), 0);
+    let rest = &out[first.bytes().len()..];
+    assert_eq!(&rest[..corrupt.len()], &corrupt[..]);
+    let last = RecordBatch::parse(&rest[corrupt.len()..]).unwrap();
+    assert_eq!((last.codec(), last.base_offset()), (Some(Codec::Lz4), 40));
+    assert_eq!(rest.len(), corrupt.len() + last.bytes().len());
+    assert_eq!(reencoder.report.partitions[0].reencoded.len(), 2);
+    assert_eq!(
+        reencoder.report.partitions[0].passed,
+        [PassReason::CrcMismatch]
+    );
+
+    // A payload that no longer decompresses, resealed: passed as stored too.
     let mut garbage = batch(Codec::Zstd, 0, 20);
     for byte in &mut garbage[kpress_batch::HEADER_LEN..] {
         *byte = 0xAB;
@@ -374,13 +396,70 @@ fn a_damaged_zstd_batch_ends_the_partition_counted() {
     assert!(RecordBatch::parse(&garbage).unwrap().crc_is_valid());
     let mut reencoder = Reencoder::new(&mut recompressor, limits(), garbage.len());
     let out = reencoder
-        .partition("t", 0, &garbage, &consumer_policy(Codec::Lz4), is_zstd)
+        .partition("t", 0, &garbage, &policy, is_zstd)
+        .unwrap();
+    assert_eq!(&out[..], &garbage[..]);
+    let report = &reencoder.report.partitions[0];
+    assert_eq!(report.passed, [PassReason::DecompressFailed]);
+    assert_eq!(report.cut, None);
+}
+
+#[test]
+fn a_decompression_bomb_is_passed_as_stored_counted() {
+    // 4 MiB of zeros in a few hundred bytes: far over the default ratio cap.
+    let bomb = BatchBuilder {
+        base_offset: 0,
+        ..BatchBuilder::codec(Codec::Zstd)
+    }
+    .build(&[Record::value(vec![0u8; 4 << 20])])
+    .unwrap();
+    let policy = consumer_policy(Codec::Lz4);
+    assert!(bomb.len() * policy.max_decompression_ratio < 4 << 20);
+    let after = batch(Codec::Zstd, 1, 20);
+    let records = [&bomb[..], &after].concat();
+    let mut recompressor = Recompressor::new();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", 0, &records, &policy, is_zstd)
+        .unwrap();
+    assert_eq!(&out[..bomb.len()], &bomb[..]);
+    let next = RecordBatch::parse(&out[bomb.len()..]).unwrap();
+    assert_eq!((next.codec(), next.base_offset()), (Some(Codec::Lz4), 1));
+    let report = &reencoder.report.partitions[0];
+    assert_eq!(report.passed, [PassReason::DecompressRatio]);
+    assert_eq!(report.passed[0].as_str(), "decompress_ratio");
+    assert_eq!(report.cut, None);
+
+    // Over `max_decompressed_bytes` under a looser ratio: passed as stored too.
+    let capped = RewritePolicy {
+        max_decompressed_bytes: 1 << 20,
+        max_decompression_ratio: usize::MAX,
+        ..consumer_policy(Codec::Lz4)
+    };
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", 0, &records, &capped, is_zstd)
+        .unwrap();
+    assert_eq!(&out[..bomb.len()], &bomb[..]);
+    assert_eq!(out.len(), bomb.len() + next.bytes().len());
+    assert_eq!(
+        reencoder.report.partitions[0].passed,
+        [PassReason::DecompressLimit]
+    );
+
+    // With no work slot nothing is tried: the partition is cut before it, as before.
+    let overloaded = ReencodeLimits {
+        overloaded: true,
+        ..limits()
+    };
+    let mut reencoder = Reencoder::new(&mut recompressor, overloaded, records.len());
+    let out = reencoder
+        .partition("t", 0, &records, &policy, is_zstd)
         .unwrap();
     assert!(out.is_empty());
-    assert_eq!(
-        reencoder.report.partitions[0].cut,
-        Some(CutReason::Batch(PassReason::DecompressFailed))
-    );
+    let report = &reencoder.report.partitions[0];
+    assert!(report.passed.is_empty());
+    assert_eq!(report.cut, Some(CutReason::Overloaded));
 }
 
 #[test]
@@ -577,7 +656,7 @@ async fn old_envelopes_are_written_at_the_clients_version() {
         .unwrap();
     let relayed = next_frame(&mut h.client).await;
     assert_eq!(relayed, fetch_response(4, 2, &[&gzip]));
-    // A corrupt zstd batch: an empty partition for the consumer.
+    // A corrupt zstd batch: passed as stored, as the consumer would get it directly.
     let mut corrupt = batch(Codec::Zstd, 0, 10);
     corrupt[CRC_START + 5] ^= 1;
     h.client.write_all(&fetch_request(5, 3)).await.unwrap();
@@ -588,7 +667,7 @@ async fn old_envelopes_are_written_at_the_clients_version() {
         .unwrap();
     let got = decode_response(5, &next_frame(&mut h.client).await);
     let partitions = &got.responses[0].partitions;
-    assert_eq!(partitions[0].records.as_deref(), Some(&[][..]));
+    assert_eq!(partitions[0].records.as_deref(), Some(&corrupt[..]));
     assert_eq!(partitions[1].records.as_deref(), Some(&gzip[..]));
 }
 
