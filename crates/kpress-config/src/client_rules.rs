@@ -4,9 +4,8 @@
 use std::fmt;
 
 use kpress_codec::Codec;
-use regex::Regex;
 
-use crate::topic_match::{compile, glob_to_regex, PatternError};
+use crate::topic_match::{PatternError, TopicPattern};
 
 /// A set of codecs, one bit per codec id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,69 +84,33 @@ impl fmt::Display for CodecSet {
 }
 
 /// A `[[clients]]` pattern: an exact text, a glob (`*`, `?`, `[...]`, `[!...]`) or
-/// `re:<regex>`, over the whole text, as `[[topics]] match` is.
+/// `re:<regex>`, over the whole text, read and matched as `[[topics]] match` is.
 #[derive(Debug, Clone)]
-pub enum NamePattern {
-    Exact(String),
-    Glob { glob: String, regex: Regex },
-    Regex { source: String, regex: Regex },
-}
+pub struct NamePattern(TopicPattern);
 
 impl NamePattern {
     /// Parses a pattern whose literal characters must be `legal` (`what` names the
     /// text matched, for the message when one is not).
     pub fn parse(pattern: &str, legal: fn(char) -> bool, what: &str) -> Result<Self, String> {
-        if let Some(source) = pattern.strip_prefix("re:") {
-            if source.is_empty() {
-                return Err(PatternError::Empty.to_string());
-            }
-            let regex = compile(&format!("^(?:{source})$")).map_err(|e| e.to_string())?;
-            return Ok(NamePattern::Regex {
-                source: source.to_owned(),
-                regex,
-            });
-        }
-        if pattern.is_empty() {
-            return Err(PatternError::Empty.to_string());
-        }
-        let illegal =
-            |c: char| format!("{c:?} cannot be in {what}, so this rule would never match");
-        if pattern.contains(['*', '?', '[']) {
-            let regex = glob_to_regex(pattern, legal)
-                .and_then(|r| compile(&r))
-                .map_err(|e| match e {
-                    PatternError::IllegalTopicChar(c) => illegal(c),
-                    other => other.to_string(),
-                })?;
-            return Ok(NamePattern::Glob {
-                glob: pattern.to_owned(),
-                regex,
-            });
-        }
-        if let Some(c) = pattern.chars().find(|&c| !legal(c)) {
-            return Err(illegal(c));
-        }
-        Ok(NamePattern::Exact(pattern.to_owned()))
+        TopicPattern::parse_with(pattern, legal)
+            .map(NamePattern)
+            .map_err(|e| match e {
+                PatternError::IllegalTopicChar(c) => {
+                    format!("{c:?} cannot be in {what}, so this rule would never match")
+                }
+                other => other.to_string(),
+            })
     }
 
     /// Whether the whole of `text` matches.
     pub fn matches(&self, text: &str) -> bool {
-        match self {
-            NamePattern::Exact(exact) => exact == text,
-            NamePattern::Glob { regex, .. } | NamePattern::Regex { regex, .. } => {
-                regex.is_match(text)
-            }
-        }
+        self.0.matches(text)
     }
 }
 
 impl fmt::Display for NamePattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NamePattern::Exact(exact) => f.write_str(exact),
-            NamePattern::Glob { glob, .. } => f.write_str(glob),
-            NamePattern::Regex { source, .. } => write!(f, "re:{source}"),
-        }
+        self.0.fmt(f)
     }
 }
 

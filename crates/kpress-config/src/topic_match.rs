@@ -45,6 +45,21 @@ pub fn is_legal_topic_char(c: char) -> bool {
 impl TopicPattern {
     /// Parses a `match` value: `re:` prefix → regex, any of `*?[` → glob, else exact.
     pub fn parse(pattern: &str) -> Result<TopicPattern, PatternError> {
+        let parsed = Self::parse_with(pattern, is_legal_topic_char)?;
+        if matches!(parsed, TopicPattern::Exact(_))
+            && pattern.chars().count() > TOPIC_NAME_MAX_CHARS
+        {
+            return Err(PatternError::TooLong);
+        }
+        Ok(parsed)
+    }
+
+    /// Parses a pattern whose literal characters must be `legal`, with no cap on an
+    /// exact name's length.
+    pub(crate) fn parse_with(
+        pattern: &str,
+        legal: fn(char) -> bool,
+    ) -> Result<TopicPattern, PatternError> {
         if let Some(source) = pattern.strip_prefix("re:") {
             if source.is_empty() {
                 return Err(PatternError::Empty);
@@ -59,17 +74,14 @@ impl TopicPattern {
             return Err(PatternError::Empty);
         }
         if pattern.contains(['*', '?', '[']) {
-            let regex = compile(&glob_to_regex(pattern, is_legal_topic_char)?)?;
+            let regex = compile(&glob_to_regex(pattern, legal)?)?;
             return Ok(TopicPattern::Glob {
                 glob: pattern.to_owned(),
                 regex,
             });
         }
-        if let Some(c) = pattern.chars().find(|&c| !is_legal_topic_char(c)) {
+        if let Some(c) = pattern.chars().find(|&c| !legal(c)) {
             return Err(PatternError::IllegalTopicChar(c));
-        }
-        if pattern.chars().count() > TOPIC_NAME_MAX_CHARS {
-            return Err(PatternError::TooLong);
         }
         Ok(TopicPattern::Exact(pattern.to_owned()))
     }
