@@ -454,3 +454,114 @@ fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
         cluster.describe_logs()
     );
 }
+
+/// A zstd batch the broker stores but kpress will not decompress: one record of
+/// 900,000 repeated bytes, a few hundred bytes compressed, far over
+/// `[limits] max_decompression_ratio` (1000 by default), followed by ordinary zstd
+/// batches. Kafka 4.1 hands it to kafka-clients 2.0.1 as stored and the consumer fails
+/// there; through kpress it gets the same batch as stored (never an empty partition
+/// that would stall it at that offset), counted as passed, and kpress keeps serving:
+/// a current consumer through kpress on a fresh connection reads every record.
+#[test]
+fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
+    const PASSED: &str = "kpress_fetch_batches_passed_total";
+    let version = kafka_version();
+    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
+        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+    let current = JavaClient::new(version);
+    let old = pre_zstd_java_client();
+    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
+    let topic = "zstd-bomb";
+    current
+        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let bomb_file = scratch.path().join("bomb.txt");
+    let bomb = vec![b'a'; 900_000];
+    std::fs::write(&bomb_file, [&bomb[..], b"\n"].concat()).expect("writing the bomb");
+    current
+        .produce_file(&cluster.bootstrap(), topic, &bomb_file, &zstd_producer())
+        .unwrap_or_else(|e| panic!("producing the bomb: {e:#}"));
+    let dataset = Dataset::ApacheAccessLog;
+    current
+        .produce_file(
+            &cluster.bootstrap(),
+            topic,
+            &dataset.path(),
+            &zstd_producer(),
+        )
+        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
+    let expected: Vec<Vec<u8>> = std::iter::once(bomb.clone())
+        .chain(dataset.records())
+        .collect();
+    let mut problems = Vec::new();
+    let dumps = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
+    let first = &dumps[0].batches[0];
+    if first.compresscodec != Compression::Zstd.dump_name() {
+        problems.push(format!("the bomb is stored as {}", first.compresscodec));
+    }
+    eprintln!(
+        "the bomb as stored: {} bytes in {}, {} record",
+        first.size, first.compresscodec, first.count
+    );
+
+    // The old consumer straight from the broker and through kpress: it must fail on the
+    // bomb both ways (it never reads past offset 0).
+    let options = ConsumeOptions {
+        timeout: DIRECT_TIMEOUT,
+        ..ConsumeOptions::default()
+    };
+    for (path, bootstrap) in [
+        ("straight from Kafka", cluster.bootstrap()),
+        ("through kpress", proxy.bootstrap()),
+    ] {
+        match old.consume(&bootstrap, &[topic], expected.len(), &options) {
+            Ok(records) if !records.is_empty() => problems.push(format!(
+                "{old_name} {path} read {} records; expected it to fail on the bomb",
+                records.len()
+            )),
+            Ok(_) => eprintln!("{old_name} {path} read nothing"),
+            Err(e) => {
+                let failure = format!("{e:#}");
+                let shown = failure
+                    .lines()
+                    .find(|line| line.contains("Unknown compression type id: 4"))
+                    .unwrap_or("(its message is past the captured output)");
+                eprintln!("{old_name} {path} fails: {}", shown.trim());
+            }
+        }
+    }
+    let counter = |name: &str, labels: &[(&str, &str)]| {
+        proxy.counter(name, labels).expect("kpress metrics") as u64
+    };
+    let passed = counter(PASSED, &[("topic", topic), ("reason", "decompress_ratio")]);
+    let cut = counter(CUT, &[("topic", topic)]);
+    eprintln!("through kpress: {passed} bombs passed as stored, {cut} partitions cut");
+    if passed == 0 {
+        problems.push(format!("{PASSED}{{reason=\"decompress_ratio\"}} is 0"));
+    }
+    if cut > 0 {
+        problems.push(format!(
+            "{CUT} is {cut}; the bomb must not cut the partition"
+        ));
+    }
+
+    // kpress still serves: a current consumer on a fresh connection reads everything.
+    let through = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        ..ConsumeOptions::default()
+    };
+    let name = format!("kafka-clients {version}");
+    match current.read_back_problems(&proxy.bootstrap(), &[topic], &expected, &through, &name) {
+        Ok(found) => problems.extend(found),
+        Err(e) => problems.push(format!("{name} reading through kpress: {e:#}")),
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n{}\n{}",
+        problems.join("\n"),
+        proxy.log(),
+        cluster.describe_logs()
+    );
+}
