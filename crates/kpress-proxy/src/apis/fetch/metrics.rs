@@ -8,7 +8,7 @@ use kpress_batch::PassReason;
 use kpress_codec::Codec;
 use metrics::Counter;
 
-use super::reencode::{CutReason, ResponseReport};
+use super::report::{CutReason, ResponseReport};
 use crate::handler::ConnectionContext;
 use crate::metrics::{pair_index, CODEC_PAIRS};
 

@@ -32,6 +32,7 @@
 mod cache;
 mod metrics;
 mod reencode;
+mod report;
 mod response;
 #[cfg(test)]
 mod tests;

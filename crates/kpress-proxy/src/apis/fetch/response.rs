@@ -13,7 +13,8 @@ use kpress_protocol::frame::SIZE_PREFIX_LEN;
 use kpress_protocol::{fetch_response_records, DecodedFetchResponse, ProtocolError};
 
 use super::cache::ReencodedCache;
-use super::reencode::{needs_work, ReencodeLimits, Reencoder, ResponseReport};
+use super::reencode::{needs_work, ReencodeLimits, Reencoder};
+use super::report::ResponseReport;
 use super::{metrics, Upgraded};
 use crate::error::ConnectionError;
 use crate::frame_io::Frame;

@@ -15,7 +15,8 @@ use kpress_codec::{Codec, CompressionOptions};
 use tokio::io::AsyncWriteExt;
 
 use super::cache::ReencodedCache;
-use super::reencode::{CutReason, ReencodeLimits, Reencoder};
+use super::reencode::{ReencodeLimits, Reencoder};
+use super::report::CutReason;
 use super::{client_reads, needs_reencode, readable_at, upgrades};
 use crate::tests::*;
 use kpress_config::ConsumerSettings;
