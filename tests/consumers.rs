@@ -42,34 +42,118 @@ fn zstd_producer() -> ProduceOptions {
     }
 }
 
+/// A one-node cluster of `version` with kpress in front of it, the current Java client
+/// and kafka-clients 2.0.1.
+struct Scene {
+    version: &'static str,
+    cluster: KafkaCluster,
+    proxy: KpressProxy,
+    current: JavaClient,
+    old: JavaClient,
+    old_name: String,
+}
+
+impl Scene {
+    fn start(version: &'static str, rules: &str) -> Scene {
+        let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
+        let proxy = KpressProxy::start_in_front_of(&cluster, rules)
+            .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
+        Scene {
+            version,
+            cluster,
+            proxy,
+            current: JavaClient::new(version),
+            old: pre_zstd_java_client(),
+            old_name: format!("kafka-clients {}", pre_zstd_clients_version()),
+        }
+    }
+
+    /// Creates one-partition `compression.type=producer` topics.
+    fn create_topics(&self, topics: &[&str]) {
+        self.current
+            .create_producer_codec_topics(&self.cluster.bootstrap(), topics, 1)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// Produces `file`'s lines into `topic` with the current client.
+    fn produce(&self, topic: &str, file: &std::path::Path, options: &ProduceOptions) {
+        self.current
+            .produce_file(&self.cluster.bootstrap(), topic, file, options)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "producing {} with kafka-clients {}: {e:#}",
+                    options.compression.name(),
+                    self.version
+                )
+            });
+    }
+
+    /// A one-partition topic holding `dataset` in zstd; returns its records.
+    fn zstd_topic(&self, topic: &str, dataset: Dataset) -> Vec<Vec<u8>> {
+        self.create_topics(&[topic]);
+        self.produce(topic, &dataset.path(), &zstd_producer());
+        dataset.records()
+    }
+
+    /// A counter of kpress's, read as a whole number (an empty sum reads -0.0).
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        self.proxy.counter(name, labels).expect("kpress metrics") as u64
+    }
+
+    /// Fails the test with `problems`, kpress's log and the brokers' logs.
+    fn assert_none(&self, problems: &[String]) {
+        assert!(
+            problems.is_empty(),
+            "{}\n{}\n{}",
+            problems.join("\n"),
+            self.proxy.log(),
+            self.cluster.describe_logs()
+        );
+    }
+}
+
+/// Reports how the old consumer ended where it cannot read everything: a problem if
+/// it read all `expected` records, else the client's own `failure` message when its
+/// captured output still holds it.
+fn note_old_consumer_failure(
+    who: &str,
+    result: anyhow::Result<Vec<kpress_tests::java_client::ConsumedRecord>>,
+    expected: usize,
+    failure: &str,
+    problems: &mut Vec<String>,
+) {
+    match result {
+        Ok(records) if records.len() == expected => problems.push(format!(
+            "{who} read all {} records; expected it to fail with {failure:?}",
+            records.len(),
+        )),
+        Ok(records) => eprintln!("{who} read {} of {expected} records", records.len()),
+        Err(e) => {
+            let text = format!("{e:#}");
+            let shown = text
+                .lines()
+                .find(|line| line.contains(failure))
+                .unwrap_or("(its message is past the captured output)");
+            eprintln!("{who} fails: {}", shown.trim());
+        }
+    }
+}
+
 /// Produces the Apache log in zstd with the current client into a one-partition
 /// `compression.type=producer` topic of a one-node `version` cluster, checks it is
 /// stored in zstd, then reads it with kafka-clients 2.0.1 straight from the broker
 /// (which must fail, `direct_failure` being the message expected, or read only part)
 /// and through kpress (which must read every record). Returns the problems found.
-fn old_consumer_reads_zstd(version: &str, direct_failure: &str) -> Vec<String> {
-    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let current = JavaClient::new(version);
-    let old = pre_zstd_java_client();
-    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
+fn old_consumer_reads_zstd(version: &'static str, direct_failure: &str) -> Vec<String> {
+    let scene = Scene::start(version, RULES);
     let topic = "zstd-for-old-consumers";
-    current
-        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let dataset = Dataset::ApacheAccessLog;
-    let expected = dataset.records();
-    current
-        .produce_file(
-            &cluster.bootstrap(),
-            topic,
-            &dataset.path(),
-            &zstd_producer(),
-        )
-        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
+    let expected = scene.zstd_topic(topic, Dataset::ApacheAccessLog);
+    let old_name = &scene.old_name;
     let mut problems = Vec::new();
-    let dumps = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
+    let dumps = scene
+        .cluster
+        .dump_partition_0(&[topic])
+        .expect("DumpLogSegments");
     let zstd_batches = dumps[0].batches.len();
     problems.extend(
         dumps[0]
@@ -92,50 +176,40 @@ fn old_consumer_reads_zstd(version: &str, direct_failure: &str) -> Vec<String> {
         timeout: DIRECT_TIMEOUT,
         ..ConsumeOptions::default()
     };
-    match old.consume(&cluster.bootstrap(), &[topic], expected.len(), &direct) {
-        Ok(records) if records.len() == expected.len() => problems.push(format!(
-            "{old_name} straight from Kafka {version} read all {} records; expected it to \
-             fail with {direct_failure:?}",
-            records.len(),
-        )),
-        Ok(records) => eprintln!(
-            "{old_name} straight from Kafka {version} read {} of {} records",
-            records.len(),
-            expected.len()
+    note_old_consumer_failure(
+        &format!("{old_name} straight from Kafka {version}"),
+        scene.old.consume(
+            &scene.cluster.bootstrap(),
+            &[topic],
+            expected.len(),
+            &direct,
         ),
-        // The client's own message, when the captured output still holds it.
-        Err(e) => {
-            let failure = format!("{e:#}");
-            let shown = failure
-                .lines()
-                .find(|line| line.contains(direct_failure))
-                .unwrap_or("(its message is past the captured output)");
-            eprintln!(
-                "{old_name} straight from Kafka {version} fails: {}",
-                shown.trim()
-            );
-        }
-    }
+        expected.len(),
+        direct_failure,
+        &mut problems,
+    );
 
     // Through kpress: every record, byte for byte.
-    // Counts, read as whole numbers (an empty sum reads -0.0).
-    let counter = |name: &str, labels: &[(&str, &str)]| {
-        proxy.counter(name, labels).expect("kpress metrics") as u64
-    };
     let through = ConsumeOptions {
         timeout: Duration::from_secs(120),
         ..ConsumeOptions::default()
     };
-    match old.read_back_problems(&proxy.bootstrap(), &[topic], &expected, &through, &old_name) {
+    match scene.old.read_back_problems(
+        &scene.proxy.bootstrap(),
+        &[topic],
+        &expected,
+        &through,
+        old_name,
+    ) {
         Ok(found) => problems.extend(found),
         Err(e) => problems.push(format!("{old_name} reading through kpress: {e:#}")),
     }
-    let reencoded = counter(
+    let reencoded = scene.counter(
         REENCODED,
         &[("from", "zstd"), ("to", "lz4"), ("topic", topic)],
     );
-    let upgraded = counter(UPGRADED, &[]);
-    let cut = counter(CUT, &[]);
+    let upgraded = scene.counter(UPGRADED, &[]);
+    let cut = scene.counter(CUT, &[]);
     eprintln!(
         "Kafka {version}: {zstd_batches} zstd batches in partition 0; through kpress \
          {upgraded} Fetch requests upgraded, {reencoded} batches re-encoded zstd -> lz4, \
@@ -151,7 +225,11 @@ fn old_consumer_reads_zstd(version: &str, direct_failure: &str) -> Vec<String> {
         problems.push(format!("{UPGRADED} is 0"));
     }
     if !problems.is_empty() {
-        problems.push(format!("{}\n{}", proxy.log(), cluster.describe_logs()));
+        problems.push(format!(
+            "{}\n{}",
+            scene.proxy.log(),
+            scene.cluster.describe_logs()
+        ));
     }
     problems
 }
@@ -179,16 +257,11 @@ fn old_consumer_reads_zstd_from_kafka_3_9_through_kpress() {
 /// transactions list, which kpress keeps as it came).
 #[test]
 fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
-    let version = kafka_version();
-    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let current = JavaClient::new(version);
-    let old = pre_zstd_java_client();
+    let scene = Scene::start(kafka_version(), RULES);
+    let (version, current, old) = (scene.version, &scene.current, &scene.old);
+    let (cluster, proxy) = (&scene.cluster, &scene.proxy);
     let topic = "zstd-transactions";
-    current
-        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    scene.create_topics(&[topic]);
     let dataset = Dataset::NginxPlusStatus;
     let records = dataset.records();
     let in_transaction = |id: &str, commit: bool| ProduceOptions {
@@ -196,14 +269,7 @@ fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
         ..zstd_producer()
     };
     for (id, commit) in [("first", true), ("aborted", false), ("second", true)] {
-        current
-            .produce_file(
-                &cluster.bootstrap(),
-                topic,
-                &dataset.path(),
-                &in_transaction(id, commit),
-            )
-            .unwrap_or_else(|e| panic!("transaction {id}: {e:#}"));
+        scene.produce(topic, &dataset.path(), &in_transaction(id, commit));
     }
     let committed: Vec<Vec<u8>> = records.iter().chain(&records).cloned().collect();
     let options = ConsumeOptions {
@@ -249,13 +315,7 @@ fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
     if reencoded == 0.0 {
         problems.push(format!("{REENCODED} is 0"));
     }
-    assert!(
-        problems.is_empty(),
-        "{}\n{}\n{}",
-        problems.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    scene.assert_none(&problems);
 }
 
 /// A consumer a `[[clients]]` rule says reads only gzip (by its `client.id`): through
@@ -263,42 +323,28 @@ fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
 /// re-encoded into gzip.
 #[test]
 fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
-    let version = kafka_version();
-    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
     let rules = format!("{RULES}\n[[clients]]\nmatch = \"gzip-only*\"\naccept = [\"gzip\"]\n");
-    let proxy = KpressProxy::start_in_front_of(&cluster, &rules)
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let current = JavaClient::new(version);
-    let old = pre_zstd_java_client();
+    let scene = Scene::start(kafka_version(), &rules);
+    let (cluster, proxy, old) = (&scene.cluster, &scene.proxy, &scene.old);
     let codecs = [Compression::Lz4, Compression::Snappy, Compression::Zstd];
     let topics: Vec<String> = codecs
         .iter()
         .map(|c| format!("stored-{}", c.name()))
         .collect();
     let topic_names: Vec<&str> = topics.iter().map(String::as_str).collect();
-    current
-        .create_producer_codec_topics(&cluster.bootstrap(), &topic_names, 1)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    scene.create_topics(&topic_names);
     let dataset = Dataset::ApacheAccessLog;
     let expected = dataset.records();
     // One producer per codec, at once: the test's time is mostly JVM start-up.
     std::thread::scope(|scope| {
         for (codec, topic) in codecs.iter().zip(&topic_names) {
-            let (current, cluster, dataset) = (&current, &cluster, dataset);
+            let scene = &scene;
             scope.spawn(move || {
                 let options = ProduceOptions {
                     compression: *codec,
-                    batch_size: 16384,
-                    ..ProduceOptions::default()
+                    ..zstd_producer()
                 };
-                current
-                    .produce_file(&cluster.bootstrap(), topic, &dataset.path(), &options)
-                    .unwrap_or_else(|e| {
-                        panic!(
-                            "producing {} with kafka-clients {version}: {e:#}",
-                            codec.name()
-                        )
-                    });
+                scene.produce(topic, &dataset.path(), &options);
             });
         }
     });
@@ -344,7 +390,7 @@ fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
     }
     for ((codec, topic), dump) in codecs.iter().zip(&topic_names).zip(&dumps) {
         let labels = [("from", codec.name()), ("to", "gzip"), ("topic", *topic)];
-        let reencoded = proxy.counter(REENCODED, &labels).expect("kpress metrics") as u64;
+        let reencoded = scene.counter(REENCODED, &labels);
         eprintln!(
             "{topic}: {} {} batches stored; {reencoded} re-encoded {} -> gzip",
             dump.batches.len(),
@@ -360,17 +406,11 @@ fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
             ));
         }
     }
-    let cut = proxy.counter(CUT, &[]).expect("kpress metrics");
-    if cut != 0.0 {
+    let cut = scene.counter(CUT, &[]);
+    if cut != 0 {
         eprintln!("{cut} partitions cut (fetched again)");
     }
-    assert!(
-        problems.is_empty(),
-        "{}\n{}\n{}",
-        problems.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    scene.assert_none(&problems);
 }
 
 /// Three old consumers of one zstd partition through kpress, at once: the batches one
@@ -379,37 +419,23 @@ fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
 #[test]
 fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
     const CONSUMERS: usize = 3;
-    let version = kafka_version();
-    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let current = JavaClient::new(version);
-    let old = pre_zstd_java_client();
+    let scene = Scene::start(kafka_version(), RULES);
+    let (proxy, old, old_name) = (&scene.proxy, &scene.old, &scene.old_name);
     let topic = "zstd-shared";
-    current
-        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let dataset = Dataset::ApacheAccessLog;
-    let expected = dataset.records();
-    current
-        .produce_file(
-            &cluster.bootstrap(),
-            topic,
-            &dataset.path(),
-            &zstd_producer(),
-        )
-        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
-    let dumps = cluster.dump_partition_0(&[topic]).expect("DumpLogSegments");
+    let expected = scene.zstd_topic(topic, Dataset::ApacheAccessLog);
+    let dumps = scene
+        .cluster
+        .dump_partition_0(&[topic])
+        .expect("DumpLogSegments");
     let batches = dumps[0].batches.len() as u64;
     let options = ConsumeOptions {
         timeout: Duration::from_secs(180),
         ..ConsumeOptions::default()
     };
-    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
     let results: Vec<anyhow::Result<Vec<String>>> = std::thread::scope(|scope| {
         let readers: Vec<_> = (0..CONSUMERS)
             .map(|i| {
-                let (old, proxy, expected, options) = (&old, &proxy, &expected, &options);
+                let (expected, options) = (&expected, &options);
                 let name = format!("{old_name} #{i}");
                 scope.spawn(move || {
                     old.read_back_problems(&proxy.bootstrap(), &[topic], expected, options, &name)
@@ -428,11 +454,8 @@ fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
             Err(e) => problems.push(format!("{old_name} #{i} reading through kpress: {e:#}")),
         }
     }
-    let counter = |name: &str, labels: &[(&str, &str)]| {
-        proxy.counter(name, labels).expect("kpress metrics") as u64
-    };
-    let reencoded = counter(REENCODED, &[("from", "zstd"), ("topic", topic)]);
-    let hits = counter(CACHE_HITS, &[]);
+    let reencoded = scene.counter(REENCODED, &[("from", "zstd"), ("topic", topic)]);
+    let hits = scene.counter(CACHE_HITS, &[]);
     eprintln!(
         "{CONSUMERS} consumers of {batches} zstd batches: {reencoded} re-encoded, \
          {hits} cache hits"
@@ -446,13 +469,7 @@ fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
              saved none"
         ));
     }
-    assert!(
-        problems.is_empty(),
-        "{}\n{}\n{}",
-        problems.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    scene.assert_none(&problems);
 }
 
 /// A zstd batch the broker stores but kpress will not decompress: one record of
@@ -465,33 +482,18 @@ fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
 #[test]
 fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
     const PASSED: &str = "kpress_fetch_batches_passed_total";
-    let version = kafka_version();
-    let cluster = KafkaCluster::start(version, 1).expect("starting Kafka");
-    let proxy = KpressProxy::start_in_front_of(&cluster, RULES)
-        .unwrap_or_else(|e| panic!("starting kpress: {e:#}"));
-    let current = JavaClient::new(version);
-    let old = pre_zstd_java_client();
-    let old_name = format!("kafka-clients {}", pre_zstd_clients_version());
+    let scene = Scene::start(kafka_version(), RULES);
+    let (version, cluster, proxy) = (scene.version, &scene.cluster, &scene.proxy);
+    let (current, old, old_name) = (&scene.current, &scene.old, &scene.old_name);
     let topic = "zstd-bomb";
-    current
-        .create_producer_codec_topics(&cluster.bootstrap(), &[topic], 1)
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    scene.create_topics(&[topic]);
     let scratch = tempfile::tempdir().expect("temp dir");
     let bomb_file = scratch.path().join("bomb.txt");
     let bomb = vec![b'a'; 900_000];
     std::fs::write(&bomb_file, [&bomb[..], b"\n"].concat()).expect("writing the bomb");
-    current
-        .produce_file(&cluster.bootstrap(), topic, &bomb_file, &zstd_producer())
-        .unwrap_or_else(|e| panic!("producing the bomb: {e:#}"));
+    scene.produce(topic, &bomb_file, &zstd_producer());
     let dataset = Dataset::ApacheAccessLog;
-    current
-        .produce_file(
-            &cluster.bootstrap(),
-            topic,
-            &dataset.path(),
-            &zstd_producer(),
-        )
-        .unwrap_or_else(|e| panic!("producing zstd with kafka-clients {version}: {e:#}"));
+    scene.produce(topic, &dataset.path(), &zstd_producer());
     let expected: Vec<Vec<u8>> = std::iter::once(bomb.clone())
         .chain(dataset.records())
         .collect();
@@ -532,11 +534,8 @@ fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
             }
         }
     }
-    let counter = |name: &str, labels: &[(&str, &str)]| {
-        proxy.counter(name, labels).expect("kpress metrics") as u64
-    };
-    let passed = counter(PASSED, &[("topic", topic), ("reason", "decompress_ratio")]);
-    let cut = counter(CUT, &[("topic", topic)]);
+    let passed = scene.counter(PASSED, &[("topic", topic), ("reason", "decompress_ratio")]);
+    let cut = scene.counter(CUT, &[("topic", topic)]);
     eprintln!("through kpress: {passed} bombs passed as stored, {cut} partitions cut");
     if passed == 0 {
         problems.push(format!("{PASSED}{{reason=\"decompress_ratio\"}} is 0"));
@@ -557,11 +556,5 @@ fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
         Ok(found) => problems.extend(found),
         Err(e) => problems.push(format!("{name} reading through kpress: {e:#}")),
     }
-    assert!(
-        problems.is_empty(),
-        "{}\n{}\n{}",
-        problems.join("\n"),
-        proxy.log(),
-        cluster.describe_logs()
-    );
+    scene.assert_none(&problems);
 }
