@@ -41,15 +41,17 @@ pub(super) fn request_step(
     if reads == CodecSet::ALL {
         return Message::original(frame);
     }
+    // What the response step needs, the request having gone upstream at that version.
+    let kept = |upstream_version| Upgraded {
+        client_version: version,
+        upstream_version,
+        reads,
+        consumers: Arc::clone(&consumers),
+    };
     if !upgrades(&consumers, reads, version) {
         if (FETCH_MIN_VERSION..=FETCH_LAST_CLASSIC_VERSION).contains(&version) {
             // Already at a version that may carry every codec: only the answer changes.
-            request.keep(Upgraded {
-                client_version: version,
-                upstream_version: version,
-                reads,
-                consumers,
-            });
+            request.keep(kept(version));
         } else {
             metrics::not_reencoded("version");
         }
@@ -74,21 +76,11 @@ pub(super) fn request_step(
             correlation_id = header.correlation_id,
             "no in-flight budget for an upgraded Fetch request; forwarding it as sent"
         );
-        request.keep(Upgraded {
-            client_version: version,
-            upstream_version: version,
-            reads,
-            consumers: Arc::clone(&consumers),
-        });
+        request.keep(kept(version));
         return Message::original(frame);
     };
     metrics::upgraded(version);
-    request.keep(Upgraded {
-        client_version: version,
-        upstream_version: FETCH_FIRST_ZSTD_VERSION,
-        reads,
-        consumers,
-    });
+    request.keep(kept(FETCH_FIRST_ZSTD_VERSION));
     drop(frame);
     Message::rewritten(upgraded, permit)
 }
