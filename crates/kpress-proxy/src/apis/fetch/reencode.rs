@@ -85,14 +85,25 @@ impl<'a> Reencoder<'a> {
         policy: &RewritePolicy,
         needs: impl Fn(Codec) -> bool,
     ) -> Option<Bytes> {
-        if !needs_work(records, &needs) {
-            return None;
-        }
+        // One walk: the batches before the first that needs work are kept as stored,
+        // and the loop below starts at it.
+        let mut iter = batches(records);
+        let start = loop {
+            let before = iter.remainder();
+            match iter.next()? {
+                Ok(batch) if batch.codec().is_some_and(&needs) => {
+                    break records.len() - before.len()
+                }
+                Ok(_) | Err(BatchError::NotMagicV2 { .. }) => {}
+                Err(_) => return None,
+            }
+        };
         let mut out = Vec::with_capacity(records.len());
+        out.extend_from_slice(&records[..start]);
         let mut reencoded = Vec::new();
         let mut passed = Vec::new();
         let mut cut = None;
-        let mut iter = batches(records);
+        let mut iter = batches(&records[start..]);
         loop {
             let before = iter.remainder();
             let Some(item) = iter.next() else { break };
