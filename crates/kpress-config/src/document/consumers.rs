@@ -19,21 +19,17 @@ use crate::settings::{
 };
 
 pub(super) const KEYS: [&str; 4] = ["reencode", "codec", "cache_bytes", "compression"];
-/// `[consumers] compression.<codec>.level`: the levels of the codecs that have one.
-pub(super) const LEVEL_KEYS: [&str; 3] = [
-    kpress_codec::options::GZIP_LEVEL,
-    kpress_codec::options::LZ4_LEVEL,
-    kpress_codec::options::ZSTD_LEVEL,
-];
 pub(super) const CLIENT_KEYS: [&str; 4] = ["match", "software", "listener", "accept"];
-const CODECS: [(&str, Codec); 5] = [
-    ("none", Codec::None),
-    ("gzip", Codec::Gzip),
-    ("snappy", Codec::Snappy),
-    ("lz4", Codec::Lz4),
-    ("zstd", Codec::Zstd),
-];
-const CODECS_ALLOWED: &str = "\"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\"";
+
+/// Every codec under its Kafka name, for [`Walk::choice`].
+fn codecs() -> [(&'static str, Codec); 5] {
+    Codec::ALL.map(|c| (c.name(), c))
+}
+
+/// `"none", "gzip", ...`: the allowed values of `consumers.codec` and `accept`.
+fn codecs_allowed() -> String {
+    Codec::ALL.map(|c| format!("\"{}\"", c.name())).join(", ")
+}
 
 impl Walk<'_> {
     /// `[consumers]`, read over `settings` (whose `clients` it leaves alone).
@@ -48,7 +44,7 @@ impl Walk<'_> {
             None => Some(true),
         };
         let codec = match keys.get("codec") {
-            Some((_, v)) => self.choice("consumers.codec", v, "codec", &CODECS),
+            Some((_, v)) => self.choice("consumers.codec", v, "codec", &codecs()),
             None => Some(CONSUMERS_CODEC_DEFAULT),
         };
         let cache_bytes = match keys.get("cache_bytes") {
@@ -212,15 +208,16 @@ impl Walk<'_> {
                     "must be an array of codec names, not {}",
                     value.get_ref().type_str()
                 ),
-                Some(CODECS_ALLOWED.to_owned()),
+                Some(codecs_allowed()),
             );
             return None;
         };
         let mut set = CodecSet::NONE_ONLY;
-        let mut seen = Vec::with_capacity(items.len().min(CODECS.len()));
+        let codecs = codecs();
+        let mut seen = Vec::with_capacity(items.len().min(codecs.len()));
         let mut ok = true;
         for item in items.iter() {
-            let Some(codec) = self.choice(KEY, item, "codec", &CODECS) else {
+            let Some(codec) = self.choice(KEY, item, "codec", &codecs) else {
                 ok = false;
                 continue;
             };
@@ -229,7 +226,7 @@ impl Walk<'_> {
                     KEY,
                     &item.span(),
                     format!("repeats {}", codec.name()),
-                    Some(CODECS_ALLOWED.to_owned()),
+                    Some(codecs_allowed()),
                 );
                 ok = false;
             }

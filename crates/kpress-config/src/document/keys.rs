@@ -47,7 +47,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
                 let keys: Vec<&str> = consumers::KEYS
                     .into_iter()
                     .filter(|k| *k != "compression")
-                    .chain(consumers::LEVEL_KEYS)
+                    .chain(crate::overload::LEVEL_KEYS)
                     .collect();
                 add(&keys, &[])
             }
