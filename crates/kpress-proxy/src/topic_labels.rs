@@ -1,6 +1,6 @@
 //! The bounded set of `topic` label values every slice's metrics share.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::metrics::OTHER_TOPICS;
@@ -13,7 +13,7 @@ use crate::metrics::OTHER_TOPICS;
 #[derive(Debug)]
 pub(crate) struct TopicLabels {
     cap: usize,
-    labelled: RwLock<HashMap<Box<str>, Arc<str>>>,
+    labelled: RwLock<HashSet<Arc<str>>>,
     other: Arc<str>,
 }
 
@@ -33,7 +33,7 @@ impl TopicLabels {
         self.labelled
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|topic, _| known(topic));
+            .retain(|topic| known(topic));
     }
 
     /// The `topic` label of `topic`; `known` says whether a rule or the brokers name it.
@@ -56,7 +56,7 @@ impl TopicLabels {
             }
             if labelled.len() < self.cap {
                 let label: Arc<str> = Arc::from(topic);
-                labelled.insert(topic.into(), Arc::clone(&label));
+                labelled.insert(Arc::clone(&label));
                 return label;
             }
         }

@@ -47,7 +47,7 @@ impl ClientSoftware {
 
 impl fmt::Debug for ClientSoftware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.name, self.version)
+        fmt::Display::fmt(self, f)
     }
 }
 
