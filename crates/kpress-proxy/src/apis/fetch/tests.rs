@@ -334,6 +334,30 @@ fn records_without_zstd_are_left_alone() {
 }
 
 #[test]
+fn batches_before_the_first_to_reencode_are_kept_byte_for_byte() {
+    let stored = [batch(Codec::Gzip, 0, 5), control_batch(5)].concat();
+    let records = [&stored[..], &batch(Codec::Zstd, 6, 5)].concat();
+    let mut recompressor = Recompressor::new();
+    let mut reencoder = Reencoder::new(&mut recompressor, limits(), records.len());
+    let out = reencoder
+        .partition("t", 0, &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .expect("changed");
+    assert_eq!(&out[..stored.len()], &stored[..]);
+    let last = RecordBatch::parse(&out[stored.len()..]).unwrap();
+    assert_eq!(last.codec(), Some(Codec::Lz4));
+    assert_eq!(last.bytes().len(), out.len() - stored.len());
+    assert_eq!(reencoder.report.partitions[0].bytes_in, records.len());
+    assert_eq!(reencoder.report.partitions[0].reencoded.len(), 1);
+
+    // A zstd batch cut by the fetch size is never reached: nothing to do.
+    let partial = &batch(Codec::Zstd, 6, 30)[..70];
+    let records = [&stored[..], partial].concat();
+    assert!(reencoder
+        .partition("t", 1, &records, &consumer_policy(Codec::Lz4), is_zstd)
+        .is_none());
+}
+
+#[test]
 fn a_damaged_zstd_batch_is_passed_as_stored_counted() {
     let good = batch(Codec::Zstd, 0, 20);
     let mut corrupt = batch(Codec::Zstd, 20, 20);
