@@ -13,10 +13,7 @@ use crate::client_rules::{
     is_legal_client_id_char, ClientRule, ClientRules, CodecSet, NamePattern, SoftwarePattern,
 };
 use crate::problem::line_column;
-use crate::settings::{
-    ConsumerSettings, CONSUMERS_CACHE_BYTES_DEFAULT, CONSUMERS_CACHE_BYTES_MAX,
-    CONSUMERS_CODEC_DEFAULT,
-};
+use crate::settings::{ConsumerSettings, CONSUMERS_CACHE_BYTES_MAX};
 
 pub(super) const KEYS: [&str; 4] = ["reencode", "codec", "cache_bytes", "compression"];
 pub(super) const CLIENT_KEYS: [&str; 4] = ["match", "software", "listener", "accept"];
@@ -32,7 +29,8 @@ fn codecs_allowed() -> String {
 }
 
 impl Walk<'_> {
-    /// `[consumers]`, read over `settings` (whose `clients` it leaves alone).
+    /// `[consumers]`, read over `settings`: a key left unset keeps its value there,
+    /// and `clients` is left alone.
     pub(super) fn consumers(
         &mut self,
         table: &DeTable<'_>,
@@ -41,11 +39,11 @@ impl Walk<'_> {
         let keys = self.known_keys("consumers", table, &KEYS);
         let reencode = match keys.get("reencode") {
             Some((_, v)) => self.boolean("consumers.reencode", v),
-            None => Some(true),
+            None => Some(settings.reencode),
         };
         let codec = match keys.get("codec") {
             Some((_, v)) => self.choice("consumers.codec", v, "codec", &codecs()),
-            None => Some(CONSUMERS_CODEC_DEFAULT),
+            None => Some(settings.codec),
         };
         let cache_bytes = match keys.get("cache_bytes") {
             Some((_, v)) => self
@@ -57,11 +55,11 @@ impl Walk<'_> {
                     &format!("0 (no cache)..{CONSUMERS_CACHE_BYTES_MAX}"),
                 )
                 .map(|n| n as usize),
-            None => Some(CONSUMERS_CACHE_BYTES_DEFAULT),
+            None => Some(settings.cache_bytes),
         };
         let options = match keys.get("compression") {
             Some((_, v)) => self.consumer_levels(v),
-            None => Some(CompressionOptions::default()),
+            None => Some(settings.options.clone()),
         };
         Some(ConsumerSettings {
             reencode: reencode?,
