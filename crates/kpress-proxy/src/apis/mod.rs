@@ -7,6 +7,7 @@
 mod addresses;
 mod api_versions;
 mod fetch;
+mod log_limiter;
 pub(crate) mod metrics;
 pub(crate) mod produce;
 mod sasl_handshake;

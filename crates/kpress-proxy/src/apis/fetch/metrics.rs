@@ -3,12 +3,14 @@
 //! brokers name, up to `[limits] max_topic_labels`, the rest under `_other`).
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use kpress_batch::PassReason;
 use kpress_codec::Codec;
 use metrics::Counter;
 
 use super::report::{CutReason, ResponseReport};
+use crate::apis::log_limiter::LogLimiter;
 use crate::handler::ConnectionContext;
 use crate::metrics::{pair_index, CODEC_PAIRS};
 
@@ -99,6 +101,7 @@ pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
             let count = partition.passed.iter().filter(|&&r| r == reason).count();
             if count > 0 {
                 passed(label.clone(), reason, count as u64);
+                log_passed(conn, topic, reason, count);
             }
         }
         if let Some(reason) = partition.cut {
@@ -125,4 +128,26 @@ fn passed(topic: metrics::SharedString, reason: PassReason, count: u64) {
 fn cut(topic: metrics::SharedString, reason: CutReason) {
     metrics::counter!(FETCH_PARTITIONS_CUT, "topic" => topic, "reason" => reason.as_str())
         .increment(1);
+}
+
+/// One line per reason per 10 s: a consumer sitting at a damaged batch or a bomb
+/// fetches it again and again.
+static PASSED_LOG: LogLimiter = LogLimiter::new(Duration::from_secs(10));
+
+/// Says why a consumer got batches it cannot read: an operator looking at its error
+/// finds the cause here, and that the same batch comes straight from the broker.
+fn log_passed(conn: &ConnectionContext, topic: &str, reason: PassReason, count: usize) {
+    if let Some(held_back) = PASSED_LOG.admit(reason, Instant::now()) {
+        tracing::warn!(
+            client = %conn.client(),
+            topic,
+            reason = reason.as_str(),
+            batches = count,
+            held_back,
+            "Fetch: batches the consumer cannot read passed as stored: kpress will not \
+             re-encode them (damaged, or past [limits] max_decompressed_bytes or \
+             max_decompression_ratio); the consumer meets them as it would straight from \
+             the broker"
+        );
+    }
 }

@@ -23,7 +23,6 @@
 //! Its response carries broker addresses from v10 (KIP-951), rewritten like
 //! Metadata's.
 
-mod log_limiter;
 pub(crate) mod metrics;
 mod reports;
 mod rewrite;

@@ -17,8 +17,8 @@ use kpress_batch::{
 };
 use kpress_protocol::{produce_allows_zstd, rewrite_produce_with, ProtocolError, RecordsRewriter};
 
-use super::log_limiter::LogLimiter;
 use super::reports::{BatchReport, BatchReports, ShadowSamples};
+use crate::apis::log_limiter::LogLimiter;
 use crate::policy::PolicySnapshot;
 
 thread_local! {

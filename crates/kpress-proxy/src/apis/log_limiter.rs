@@ -1,4 +1,5 @@
-//! A log line per reason per interval, the rest counted.
+//! A log line per pass reason per interval, the rest counted: Produce's codec failures
+//! and the batches Fetch passes to consumers as stored.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
