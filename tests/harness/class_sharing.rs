@@ -20,7 +20,12 @@ const STALE_CLAIM: Duration = Duration::from_secs(600);
 
 /// JVM warnings (an archive that does not fit, say) go to stderr: tools' stdout is
 /// parsed.
-const WARNINGS_TO_STDERR: [&str; 2] = ["-Xlog:disable", "-Xlog:all=warning:stderr"];
+fn warnings_to_stderr() -> Vec<String> {
+    vec![
+        "-Xlog:disable".to_string(),
+        "-Xlog:all=warning:stderr".to_string(),
+    ]
+}
 
 /// What a JVM runs as; each kind has its own archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,18 @@ impl JvmKind<'_> {
 /// `KPRESS_CLASS_SHARING=0` turns class sharing off (JVMs load every class themselves).
 fn enabled() -> bool {
     std::env::var_os("KPRESS_CLASS_SHARING").is_none_or(|v| v != "0")
+}
+
+/// A line for the message of a JVM that failed to start: how to rule class sharing
+/// out. Empty when it is off.
+pub fn off_hint() -> &'static str {
+    if enabled() {
+        "\nIf the JVM's output names a shared archive (SharedArchiveFile, \
+         ArchiveClassesAtExit), rerun with KPRESS_CLASS_SHARING=0 or delete \
+         target/kpress-tests/class-sharing/."
+    } else {
+        ""
+    }
 }
 
 /// `(len, mtime)` of `path`, as the JVM checks a classpath jar.
@@ -131,7 +148,7 @@ pub fn use_archive(
     options: &[&str],
     extra_classpath: &[&Path],
 ) -> Vec<String> {
-    let mut args: Vec<String> = WARNINGS_TO_STDERR.iter().map(|s| s.to_string()).collect();
+    let mut args = warnings_to_stderr();
     if !enabled() {
         return args;
     }
@@ -195,7 +212,7 @@ impl ArchiveDump {
     /// The JVM options that dump the archive at the JVM's exit (instead of
     /// [`use_archive`]'s).
     pub fn args(&self) -> Vec<String> {
-        let mut args: Vec<String> = WARNINGS_TO_STDERR.iter().map(|s| s.to_string()).collect();
+        let mut args = warnings_to_stderr();
         args.push(format!(
             "-XX:ArchiveClassesAtExit={}",
             self.partial.display()
@@ -221,9 +238,7 @@ impl ArchiveDump {
         }
         let _ = std::fs::remove_file(&self.claim);
     }
-}
 
-impl ArchiveDump {
     /// Records that making this archive failed, so no later JVM tries again: for a kind
     /// whose attempt is dear (a broker started and stopped only for it).
     pub fn give_up(mut self) {

@@ -578,8 +578,9 @@ impl KafkaCluster {
                     node.process = None;
                     let id = node.id;
                     bail!(
-                        "Kafka node {id} exited during startup ({status})\n{}",
-                        self.describe_logs()
+                        "Kafka node {id} exited during startup ({status})\n{}{}",
+                        self.describe_logs(),
+                        class_sharing::off_hint()
                     );
                 }
                 let addr = node.addr();
