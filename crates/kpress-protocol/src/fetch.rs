@@ -24,6 +24,9 @@ pub const FETCH_MIN_VERSION: i16 = api::parsed(api_key::FETCH).min;
 /// only between non-flexible versions, whose headers are alike (request header v1,
 /// response header v0).
 pub const FETCH_LAST_CLASSIC_VERSION: i16 = api::first_flexible(api_key::FETCH) - 1;
+/// The first Fetch version with fetch sessions (KIP-227): from it to v10 responses are
+/// laid out alike, so an answer at v10 is also one at v7-v9.
+pub const FETCH_FIRST_SESSION_VERSION: i16 = 7;
 
 /// The request frame (size prefix, header, body) of `body` (a Fetch request's frame
 /// body: header of `header_len` bytes, then the message) re-encoded from its

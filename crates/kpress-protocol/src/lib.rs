@@ -112,7 +112,7 @@ pub use describe_configs::{
 pub use error::{Fault, ProtocolError, WireError};
 pub use fetch::{
     fetch_response_records, upgrade_fetch_request, DecodedFetchResponse,
-    FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION,
+    FETCH_FIRST_SESSION_VERSION, FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION,
 };
 pub use metadata::metadata_request;
 pub use produce::{

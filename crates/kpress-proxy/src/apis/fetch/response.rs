@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use kpress_batch::{RecompressMode, Recompressor, RewritePolicy, Target};
 use kpress_protocol::frame::SIZE_PREFIX_LEN;
-use kpress_protocol::{fetch_response_records, DecodedFetchResponse, ProtocolError};
+use kpress_protocol::{
+    fetch_response_records, DecodedFetchResponse, ProtocolError, FETCH_FIRST_SESSION_VERSION,
+};
 
 use super::cache::ReencodedCache;
 use super::reencode::{needs_work, ReencodeLimits, Reencoder};
@@ -55,8 +57,8 @@ pub(super) fn response_step(
             *work.entry(topic).or_default() += records.len();
         }
     });
-    let same_envelope =
-        upgraded.client_version >= 7 || upgraded.client_version == upgraded.upstream_version;
+    let same_envelope = upgraded.client_version >= FETCH_FIRST_SESSION_VERSION
+        || upgraded.client_version == upgraded.upstream_version;
     if let Err(err) = surveyed {
         return if same_envelope {
             // The client reads these bytes as it would without kpress.
