@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 
-use kpress_codec::options::allowed_values;
 use kpress_codec::{Codec, CompressionOptions};
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
@@ -91,18 +90,7 @@ impl Walk<'_> {
                 continue;
             };
             let key = format!("compression.{codec}.level");
-            let shown = format!("consumers.{key}");
-            let allowed = allowed_values(&key).map(|a| a.to_string());
-            let set = self.integer(&shown, level, allowed.clone()).and_then(|n| {
-                match options.set_int(&key, n) {
-                    Ok(()) => Some(()),
-                    Err(_) => {
-                        self.sink
-                            .bad_value(&shown, &level.span(), "out of range", allowed);
-                        None
-                    }
-                }
-            });
+            let set = self.codec_level(&format!("consumers.{key}"), &key, level, &mut options);
             ok &= set.is_some();
         }
         ok.then_some(options)

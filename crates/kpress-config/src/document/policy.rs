@@ -259,15 +259,7 @@ impl Walk<'_> {
                         .is_some_and(|option| LEVEL_KEYS.contains(&option)) =>
                 {
                     let option = &level[OVERLOAD_PREFIX.len()..];
-                    let allowed = allowed_values(option).map(|a| a.to_string());
-                    self.integer(name, value, allowed.clone()).and_then(|n| {
-                        if policy.overload.levels.set_int(option, n).is_ok() {
-                            Some(())
-                        } else {
-                            self.sink.bad_value(name, &span, "out of range", allowed);
-                            None
-                        }
-                    })
+                    self.codec_level(name, option, value, &mut policy.overload.levels)
                 }
                 OVERLOAD_MIN_LEVEL => self
                     .integer(name, value, Some(MIN_LEVEL_ALLOWED.to_owned()))

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use kpress_codec::options::allowed_values;
+use kpress_codec::CompressionOptions;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
@@ -69,6 +71,25 @@ impl Walk<'_> {
                 None
             }
         }
+    }
+
+    /// The integer codec option `option` (`compression.zstd.level`, ...), written as
+    /// `key`, set in `options`; a value out of the codec's range names the range.
+    pub(super) fn codec_level(
+        &mut self,
+        key: &str,
+        option: &str,
+        value: &Spanned<DeValue<'_>>,
+        options: &mut CompressionOptions,
+    ) -> Option<()> {
+        let allowed = allowed_values(option).map(|a| a.to_string());
+        let n = self.integer(key, value, allowed.clone())?;
+        if options.set_int(option, n).is_ok() {
+            return Some(());
+        }
+        self.sink
+            .bad_value(key, &value.span(), "out of range", allowed);
+        None
     }
 
     pub(super) fn integer_in(
