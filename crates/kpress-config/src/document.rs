@@ -210,15 +210,11 @@ impl Walk<'_> {
                 rules
             });
         }
-        // [consumers] holds the [[clients]] rules, whatever the file order.
-        let mut consumers = clients.map(|clients| ConsumerSettings {
-            clients,
-            ..ConsumerSettings::default()
-        });
+        let mut consumers = Some(ConsumerSettings::default());
         if let Some((key, value)) = consumers_value {
-            let base = consumers.clone().unwrap_or_default();
-            let read = self.table(key, value).and_then(|t| self.consumers(t, base));
-            consumers = consumers.and(read);
+            consumers = self
+                .table(key, value)
+                .and_then(|t| self.consumers(t, ConsumerSettings::default()));
         }
         let listener = listener?;
         let upstream = upstream?;
@@ -261,7 +257,11 @@ impl Walk<'_> {
             log,
             shadow,
             overload,
-            consumers: consumers?,
+            // [consumers] holds the [[clients]] rules, whatever the file order.
+            consumers: ConsumerSettings {
+                clients: clients?,
+                ..consumers?
+            },
         };
         Some((config, keys))
     }

@@ -319,6 +319,23 @@ mod tests {
     }
 
     #[test]
+    fn clients_and_consumers_are_read_in_either_order() {
+        let c = config(&format!(
+            "{HEAD}[[clients]]\nmatch = \"a\"\naccept = [\"gzip\"]\n[consumers]\ncodec = \"zstd\"\n"
+        ));
+        assert_eq!(c.consumers.codec, Codec::Zstd);
+        assert_eq!(c.consumers.clients.rules().len(), 1);
+        // A broken section does not hide the other's problems.
+        assert_eq!(
+            problems(&format!(
+                "{HEAD}[consumers]\ncodec = \"x\"\n[[clients]]\nmatch = \"a\"\naccept = [\"y\"]\n"
+            ))
+            .len(),
+            2
+        );
+    }
+
+    #[test]
     fn client_rule_problems_name_file_line_key_value_and_allowed() {
         assert_eq!(
             one_problem(&format!(
