@@ -212,9 +212,7 @@ impl Walk<'_> {
         }
         let mut consumers = Some(ConsumerSettings::default());
         if let Some((key, value)) = consumers_value {
-            consumers = self
-                .table(key, value)
-                .and_then(|t| self.consumers(t, ConsumerSettings::default()));
+            consumers = self.table(key, value).and_then(|t| self.consumers(t));
         }
         let listener = listener?;
         let upstream = upstream?;

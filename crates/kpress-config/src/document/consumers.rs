@@ -28,13 +28,10 @@ fn codecs_allowed() -> String {
 }
 
 impl Walk<'_> {
-    /// `[consumers]`, read over `settings`: a key left unset keeps its value there,
-    /// and `clients` is left alone.
-    pub(super) fn consumers(
-        &mut self,
-        table: &DeTable<'_>,
-        settings: ConsumerSettings,
-    ) -> Option<ConsumerSettings> {
+    /// `[consumers]`; a key left unset keeps its default, and `clients` is empty
+    /// (the walk adds the `[[clients]]` rules).
+    pub(super) fn consumers(&mut self, table: &DeTable<'_>) -> Option<ConsumerSettings> {
+        let settings = ConsumerSettings::default();
         let keys = self.known_keys("consumers", table, &KEYS);
         let reencode = match keys.get("reencode") {
             Some((_, v)) => self.boolean("consumers.reencode", v),
