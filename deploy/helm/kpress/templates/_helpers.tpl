@@ -265,15 +265,15 @@ true
 
 {{/* A checksum of the policy's sections kpress fixes at start ([listener], [upstream],
      [limits], [admin]), for the pod template: a change there rolls the pods, while the
-     sections a reload applies ([defaults], [[topics]], [shadow], [overload], [log])
-     change nothing in it. A policy Helm cannot read as TOML is summed whole. */}}
+     sections a reload applies ([defaults], [[topics]], [log], [shadow], [overload],
+     [consumers], [[clients]]) change nothing in it. A policy Helm cannot read as TOML is summed whole. */}}
 {{- define "kpress.restartChecksum" -}}
 {{- $policy := include "kpress.policy" . -}}
 {{- $document := fromToml $policy -}}
 {{- if hasKey $document "Error" -}}
 {{- sha256sum $policy -}}
 {{- else -}}
-{{- omit $document "defaults" "topics" "shadow" "overload" "log" | toJson | sha256sum -}}
+{{- omit $document "defaults" "topics" "log" "shadow" "overload" "consumers" "clients" | toJson | sha256sum -}}
 {{- end -}}
 {{- end -}}
 
