@@ -9,6 +9,7 @@ pub const FETCH: i16 = ApiKey::Fetch as i16;
 pub const METADATA: i16 = ApiKey::Metadata as i16;
 pub const FIND_COORDINATOR: i16 = ApiKey::FindCoordinator as i16;
 pub const DESCRIBE_CONFIGS: i16 = ApiKey::DescribeConfigs as i16;
+pub const CREATE_TOPICS: i16 = ApiKey::CreateTopics as i16;
 pub const SASL_HANDSHAKE: i16 = ApiKey::SaslHandshake as i16;
 pub const API_VERSIONS: i16 = ApiKey::ApiVersions as i16;
 pub const SASL_AUTHENTICATE: i16 = ApiKey::SaslAuthenticate as i16;

@@ -127,7 +127,7 @@ pub fn fetch_response_records<'a>(
 
 /// Bounds-checked walk of a non-flexible Fetch response, visiting every partition's
 /// records: the guard before decoding, and the survey of what a response holds.
-fn walk_fetch_response<'a>(
+pub(crate) fn walk_fetch_response<'a>(
     body: &'a [u8],
     v: i16,
     mut visit: impl FnMut(&'a str, i32, &'a [u8]),

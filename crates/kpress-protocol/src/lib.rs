@@ -51,7 +51,10 @@
 //!   calls (learning brokers, naming v13 topic ids).
 //! - [`request_frame`] and [`decode_response`]: any other request of kpress's
 //!   own as its kafka-protocol type, and its answer decoded once a walk has
-//!   checked its counts ([`GuardedResponse`]: ApiVersions, DescribeConfigs).
+//!   checked its counts ([`GuardedResponse`]: ApiVersions, DescribeConfigs, and for
+//!   kpress's own topics CreateTopics ([`create_topic_request`]), Metadata
+//!   ([`metadata_topics_request`]), Produce v3-v8 ([`produce_request`]) and Fetch
+//!   v4-v11 ([`fetch_partition_request`])).
 //!
 //! # Node addresses kpress leaves alone
 //!
@@ -86,6 +89,7 @@ pub mod api_key;
 mod api_versions;
 mod cluster;
 mod coordinator;
+mod create_topics;
 mod describe_configs;
 mod endpoints;
 mod error;
@@ -93,7 +97,9 @@ pub mod error_code;
 mod fetch;
 pub mod frame;
 mod metadata;
+mod partition_requests;
 mod produce;
+mod produce_response;
 mod response;
 mod rewriting;
 pub mod sasl;
@@ -103,6 +109,9 @@ mod wire;
 pub use api_versions::{
     answer_unsupported_api_versions, api_versions_body_version, api_versions_client_software,
     API_VERSIONS_MAX_VERSION, PARSED_MAX_VERSIONS,
+};
+pub use create_topics::{
+    create_topic_request, CREATE_TOPICS_MAX_VERSION, CREATE_TOPICS_MIN_VERSION,
 };
 pub use describe_configs::{
     describe_configs_version, describe_topic_configs_request, parse_describe_configs_response,
@@ -115,10 +124,12 @@ pub use fetch::{
     FETCH_FIRST_SESSION_VERSION, FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION,
 };
 pub use metadata::metadata_request;
+pub use partition_requests::{fetch_partition_request, metadata_topics_request};
 pub use produce::{
     produce_acks, produce_allows_zstd, rewrite_produce_with, ProduceSplice, RecordsRewriter,
     MAX_UNKNOWN_TOPIC_IDS, PRODUCE_MAX_VERSION, PRODUCE_MIN_VERSION,
 };
+pub use produce_response::{produce_request, PRODUCE_LAST_CLASSIC_VERSION};
 pub use response::{rewrite_response, rewrites_response};
 pub use rewriting::ResponseObserver;
 pub use typed::{decode_response, request_frame, GuardedResponse};

@@ -152,6 +152,11 @@ impl<'a> MetadataVisitor<'a> for Splicer<'a, '_> {
     }
 }
 
+/// The walk as a guard before kafka-protocol decodes one of kpress's own answers.
+pub(crate) fn guard_metadata_response(body: &[u8], v: i16) -> Result<(), WireError> {
+    walk_metadata_response(body, v, &mut CheckOnly).map(|_| ())
+}
+
 fn utf8<'a>(bytes: &'a [u8], at: usize, field: &'static str) -> Result<&'a str, WireError> {
     std::str::from_utf8(bytes).map_err(|_| WireError::NotUtf8 { at, field })
 }
