@@ -253,7 +253,7 @@ const API_VERSIONS: ResponseRewrite = ResponseRewrite::ApiVersions;
 #[rustfmt::skip]
 static APIS: [ApiFacts; 93] = [
     flex(9).parsed(3, 13).endpoints_from(10).topic_ids_from(13).zstd_from(7), // 0 Produce
-    flex(12).parsed(4, 18).endpoints_from(16).zstd_from(10), // 1 Fetch
+    flex(12).parsed(4, 18).endpoints_from(16).topic_ids_from(13).zstd_from(10), // 1 Fetch
     flex(6),                                       // 2 ListOffsets
     flex(9).parsed(0, 13).addresses_as(0, METADATA).topic_ids_from(10), // 3 Metadata
     flex(4),                                       // 4 LeaderAndIsr (3.9)

@@ -1,10 +1,14 @@
 //! Fetch at another version than the client's: a v4-v11 request (non-flexible) sent
 //! on at a later non-flexible version with Kafka's defaults for the fields it lacks,
 //! and the answer's envelope read (each partition's records as a slice, no copy) and
-//! written back at the client's version. Records are never parsed here.
+//! written back at the client's version. Flexible answers (v12 on, [`flexible`]) are
+//! walked instead and written back at their own version, every byte but the records
+//! replaced as read. Records are never parsed here.
 //!
 //! Requests come from clients and responses from brokers: both are walked with every
 //! count checked against the bytes present before kafka-protocol sizes anything.
+
+mod flexible;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
@@ -16,17 +20,32 @@ use crate::frame::SIZE_PREFIX_LEN;
 use crate::rewriting::encode_failed;
 use crate::wire::{LengthPrefix, Reader};
 use crate::{api, api_key};
+use flexible::FlexibleResponse;
 
 const API: &str = "Fetch";
 /// The lowest Fetch version kpress parses (Kafka 4.0 removed v0-v3, KIP-896).
 pub const FETCH_MIN_VERSION: i16 = api::parsed(api_key::FETCH).min;
+/// The highest Fetch version kpress parses (and caps clients to).
+pub const FETCH_MAX_VERSION: i16 = api::parsed(api_key::FETCH).max;
+/// The first Fetch version with tagged fields: its responses are walked, not decoded,
+/// and written back at the version they were read at.
+pub const FETCH_FIRST_FLEXIBLE_VERSION: i16 = api::first_flexible(api_key::FETCH);
 /// The last Fetch version without tagged fields: requests and responses are re-encoded
 /// only between non-flexible versions, whose headers are alike (request header v1,
 /// response header v0).
-pub const FETCH_LAST_CLASSIC_VERSION: i16 = api::first_flexible(api_key::FETCH) - 1;
+pub const FETCH_LAST_CLASSIC_VERSION: i16 = FETCH_FIRST_FLEXIBLE_VERSION - 1;
 /// The first Fetch version with fetch sessions (KIP-227): from it to v10 responses are
 /// laid out alike, so an answer at v10 is also one at v7-v9.
 pub const FETCH_FIRST_SESSION_VERSION: i16 = 7;
+/// The first Fetch version that names topics by id, not by name (KIP-516).
+pub const FETCH_FIRST_TOPIC_ID_VERSION: i16 = flexible::FIRST_TOPIC_ID;
+
+/// How a Fetch response names a topic: by name up to v12, by id from v13.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchTopic<'a> {
+    Name(&'a str),
+    Id([u8; 16]),
+}
 
 /// The request frame (size prefix, header, body) of `body` (a Fetch request's frame
 /// body: header of `header_len` bytes, then the message) re-encoded from its
@@ -114,15 +133,32 @@ fn walk_fetch_request(body: &[u8], v: i16) -> Result<(), WireError> {
     r.finish()
 }
 
-/// Calls `visit(topic, partition, records)` for each partition of a non-flexible Fetch
-/// response body (after the response header), in order; null records are empty.
+/// Fails unless `api_version` is a Fetch version kpress parses.
+fn check_parsed(api_version: i16) -> Result<(), ProtocolError> {
+    check_version(API, api_version, FETCH_MIN_VERSION, FETCH_MAX_VERSION)
+}
+
+fn is_flexible(api_version: i16) -> bool {
+    api_version >= FETCH_FIRST_FLEXIBLE_VERSION
+}
+
+/// Calls `visit(topic, partition, records)` for each partition of a Fetch response
+/// body (after the response header) at any version kpress parses, in order; null
+/// records are empty.
 pub fn fetch_response_records<'a>(
     body: &'a [u8],
     api_version: i16,
-    visit: impl FnMut(&'a str, i32, &'a [u8]),
+    mut visit: impl FnMut(FetchTopic<'a>, i32, &'a [u8]),
 ) -> Result<(), ProtocolError> {
-    check_classic(api_version)?;
-    walk_fetch_response(body, api_version, visit).map_err(malformed_response(API, api_version))
+    check_parsed(api_version)?;
+    if is_flexible(api_version) {
+        flexible::visit_records(body, api_version, visit)
+    } else {
+        walk_fetch_response(body, api_version, |topic, partition, records| {
+            visit(FetchTopic::Name(topic), partition, records)
+        })
+    }
+    .map_err(malformed_response(API, api_version))
 }
 
 /// Bounds-checked walk of a non-flexible Fetch response, visiting every partition's
@@ -168,41 +204,65 @@ pub(crate) fn walk_fetch_response<'a>(
     r.finish()
 }
 
-/// A non-flexible Fetch response decoded for its records to be replaced: each
-/// partition's records share the bytes it was decoded from.
+/// A Fetch response read for its records to be replaced. Non-flexible ones are
+/// decoded (each partition's records share the bytes they were decoded from) and may
+/// be written at another non-flexible version; flexible ones are walked and written at
+/// their own version, every byte but the replaced records as read.
 #[derive(Debug)]
 pub struct DecodedFetchResponse {
-    response: FetchResponse,
+    read_at: i16,
+    response: Decoded,
+}
+
+#[derive(Debug)]
+enum Decoded {
+    Classic(FetchResponse),
+    Flexible(FlexibleResponse),
 }
 
 impl DecodedFetchResponse {
-    /// Decodes `body` (after the response header) of a response at `api_version`.
+    /// Reads `body` (after the response header) of a response at `api_version`.
     pub fn decode(body: Bytes, api_version: i16) -> Result<Self, ProtocolError> {
-        check_classic(api_version)?;
+        check_parsed(api_version)?;
         let malformed = malformed_response(API, api_version);
-        walk_fetch_response(&body, api_version, |_, _, _| {}).map_err(&malformed)?;
-        let mut buf = body;
-        let response = FetchResponse::decode(&mut buf, api_version)
-            .map_err(|e| malformed(WireError::Decode(e.to_string())))?;
-        Ok(DecodedFetchResponse { response })
+        let response = if is_flexible(api_version) {
+            Decoded::Flexible(FlexibleResponse::read(body, api_version).map_err(&malformed)?)
+        } else {
+            walk_fetch_response(&body, api_version, |_, _, _| {}).map_err(&malformed)?;
+            let mut buf = body;
+            Decoded::Classic(
+                FetchResponse::decode(&mut buf, api_version)
+                    .map_err(|e| malformed(WireError::Decode(e.to_string())))?,
+            )
+        };
+        Ok(DecodedFetchResponse {
+            read_at: api_version,
+            response,
+        })
     }
 
     /// Calls `f(topic, partition, records)` for each partition, in order; `records`
     /// may be replaced (`None` is null records, which Kafka reads as empty).
-    pub fn for_each_records(&mut self, mut f: impl FnMut(&str, i32, &mut Option<Bytes>)) {
-        for topic in &mut self.response.responses {
-            for partition in &mut topic.partitions {
-                f(
-                    &topic.topic,
-                    partition.partition_index,
-                    &mut partition.records,
-                );
+    pub fn for_each_records(&mut self, mut f: impl FnMut(FetchTopic<'_>, i32, &mut Option<Bytes>)) {
+        match &mut self.response {
+            Decoded::Classic(response) => {
+                for topic in &mut response.responses {
+                    for partition in &mut topic.partitions {
+                        f(
+                            FetchTopic::Name(&topic.topic),
+                            partition.partition_index,
+                            &mut partition.records,
+                        );
+                    }
+                }
             }
+            Decoded::Flexible(response) => response.for_each_records(f),
         }
     }
 
-    /// The whole response frame at `api_version` (v4-v11): size prefix, `header` (the
-    /// response header, as read), then the body, written once.
+    /// The whole response frame at `api_version`: size prefix, `header` (the response
+    /// header, as read), then the body, written once. A flexible response is written
+    /// only at the version it was read at.
     pub fn encode_frame(&self, api_version: i16, header: &[u8]) -> Result<BytesMut, ProtocolError> {
         self.encode_after(api_version, |size| {
             let frame_len = header.len() + size;
@@ -213,8 +273,9 @@ impl DecodedFetchResponse {
         })
     }
 
-    /// The body at `api_version` (v4-v11): fields it lacks are left out (a session id
-    /// kpress asked for none of is 0).
+    /// The body at `api_version`: for a non-flexible response fields it lacks are left
+    /// out (a session id kpress asked for none of is 0); a flexible one only at the
+    /// version it was read at.
     pub fn encode(&self, api_version: i16) -> Result<BytesMut, ProtocolError> {
         self.encode_after(api_version, |size| Ok(BytesMut::with_capacity(size)))
     }
@@ -226,16 +287,40 @@ impl DecodedFetchResponse {
         api_version: i16,
         head: impl FnOnce(usize) -> Result<BytesMut, ProtocolError>,
     ) -> Result<BytesMut, ProtocolError> {
-        check_classic(api_version)?;
-        let size = self
-            .response
-            .compute_size(api_version)
-            .map_err(encode_failed(API, api_version))?;
-        let mut out = head(size)?;
-        self.response
-            .encode(&mut out, api_version)
-            .map_err(encode_failed(API, api_version))?;
-        Ok(out)
+        match &self.response {
+            Decoded::Classic(response) => {
+                check_classic(api_version)?;
+                let size = response
+                    .compute_size(api_version)
+                    .map_err(encode_failed(API, api_version))?;
+                let mut out = head(size)?;
+                response
+                    .encode(&mut out, api_version)
+                    .map_err(encode_failed(API, api_version))?;
+                Ok(out)
+            }
+            Decoded::Flexible(response) => {
+                if api_version != self.read_at {
+                    return Err(ProtocolError::Encode {
+                        api: API,
+                        version: api_version,
+                        reason: format!(
+                            "a flexible Fetch response read at v{} is written at that version only",
+                            self.read_at
+                        ),
+                    });
+                }
+                let mut out = head(response.size())?;
+                response
+                    .write(&mut out)
+                    .map_err(|reason| ProtocolError::Encode {
+                        api: API,
+                        version: api_version,
+                        reason,
+                    })?;
+                Ok(out)
+            }
+        }
     }
 }
 
@@ -412,12 +497,15 @@ mod tests {
             })
             .collect();
         DecodedFetchResponse {
-            response: FetchResponse::default()
-                .with_throttle_time_ms(12)
-                .with_session_id(session_id)
-                .with_responses(vec![FetchableTopicResponse::default()
-                    .with_topic(name("orders"))
-                    .with_partitions(partitions)]),
+            read_at: 10,
+            response: Decoded::Classic(
+                FetchResponse::default()
+                    .with_throttle_time_ms(12)
+                    .with_session_id(session_id)
+                    .with_responses(vec![FetchableTopicResponse::default()
+                        .with_topic(name("orders"))
+                        .with_partitions(partitions)]),
+            ),
         }
     }
 
@@ -431,6 +519,9 @@ mod tests {
         let body = response_with(0, &records).encode(10).unwrap().freeze();
         let mut seen = Vec::new();
         fetch_response_records(&body, 10, |topic, partition, records| {
+            let super::FetchTopic::Name(topic) = topic else {
+                panic!("v10 names topics")
+            };
             seen.push((topic.to_owned(), partition, records.to_vec()))
         })
         .unwrap();
@@ -495,6 +586,6 @@ mod tests {
         let mut cut = good.to_vec();
         cut.truncate(cut.len() - 1);
         assert!(DecodedFetchResponse::decode(Bytes::from(cut), 10).is_err());
-        assert!(DecodedFetchResponse::decode(good.freeze(), 12).is_err());
+        assert!(DecodedFetchResponse::decode(good.freeze(), FETCH_MAX_VERSION + 1).is_err());
     }
 }

@@ -45,8 +45,10 @@
 //!   response header v0, and a broker refusing the requested ApiVersions
 //!   version answers in the v0 body format ([`api_versions_body_version`]).
 //! - [`fetch_response_records`], [`DecodedFetchResponse`]: each partition's
-//!   records of a non-flexible Fetch response, and the response written back at
-//!   another non-flexible version with some records replaced.
+//!   records of a Fetch response (v4 up, topics by name or by id), and the
+//!   response written back with some records replaced: a non-flexible one at
+//!   another non-flexible version, a flexible one at its own, every other byte
+//!   as read.
 //! - [`metadata_request`]: a whole Metadata request frame for kpress's own
 //!   calls (learning brokers, naming v13 topic ids).
 //! - [`request_frame`] and [`decode_response`]: any other request of kpress's
@@ -120,8 +122,9 @@ pub use describe_configs::{
 };
 pub use error::{Fault, ProtocolError, WireError};
 pub use fetch::{
-    fetch_response_records, upgrade_fetch_request, DecodedFetchResponse,
-    FETCH_FIRST_SESSION_VERSION, FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION,
+    fetch_response_records, upgrade_fetch_request, DecodedFetchResponse, FetchTopic,
+    FETCH_FIRST_FLEXIBLE_VERSION, FETCH_FIRST_SESSION_VERSION, FETCH_FIRST_TOPIC_ID_VERSION,
+    FETCH_LAST_CLASSIC_VERSION, FETCH_MAX_VERSION, FETCH_MIN_VERSION,
 };
 pub use metadata::metadata_request;
 pub use partition_requests::{fetch_partition_request, metadata_topics_request};

@@ -49,7 +49,7 @@ pub(crate) fn rewrite(
 
 /// The response with every broker address replaced by kpress's, or `None` if it needs
 /// no change. Listeners for newly seen nodes are bound before it is relayed.
-fn rewrite_addresses(
+pub(crate) fn rewrite_addresses(
     frame: &Frame,
     request: &RequestHeader,
     conn: &ConnectionContext,

@@ -19,7 +19,7 @@ use crate::metrics::{pair_index, CODEC_PAIRS};
 pub(crate) const FETCH_UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
 /// Fetch requests from clients that do not read every codec, forwarded with nothing
 /// re-encoded in their answers, labelled `reason` (`version`: a Fetch version whose
-/// responses kpress does not read, v12 and later or before v4).
+/// responses kpress does not read, outside the versions it parses).
 pub(crate) const FETCH_NOT_REENCODED: &str = "kpress_fetch_requests_not_reencoded_total";
 /// Fetch responses whose records kpress re-encoded for such a consumer.
 pub(crate) const FETCH_REENCODED_RESPONSES: &str = "kpress_fetch_responses_reencoded_total";

@@ -9,9 +9,13 @@
 //! 1. Request ([`upgrade`]): a Fetch v4-v9 goes to the broker at v10 (the same fields
 //!    as v9), with Kafka's defaults for the fields the client's version lacks; fetch
 //!    sessions, isolation level and sizes go on as sent. The client's version is kept
-//!    for the response. A v10-v11 Fetch from a client a rule limits goes on as read,
-//!    its answer rewritten at that version; v12+ ones are relayed both ways, counted
-//!    (kpress reads Fetch answers up to v11). Any other Fetch goes on as read.
+//!    for the response. A v10 or later Fetch from a client a rule limits goes on as
+//!    read, its answer rewritten at that version: up to v11 decoded and encoded
+//!    again, from v12 (flexible) walked and written back with every byte but the
+//!    records as read; v13+ name topics by id, which the metrics and the cache know
+//!    by the name kpress learned from Metadata ([`response::topic_key`]). Versions
+//!    kpress does not parse are relayed both ways, counted. Any other Fetch goes on
+//!    as read.
 //! 2. Response ([`response`]): the answer's partitions are surveyed on the
 //!    connection's task (envelope and batch headers only). With no batch the consumer
 //!    cannot read, it goes back as read (v7-v9 are v10 on the wire) or with its
@@ -27,7 +31,9 @@
 //!    budget) ends the partition's records, counted by reason, and the consumer
 //!    fetches from it again.
 //!
-//! Fetch v16+ responses carry broker addresses (KIP-951), rewritten like Metadata's.
+//! Fetch v16+ responses carry broker addresses (KIP-951), rewritten like Metadata's:
+//! for a client whose records are re-encoded, addresses first, then records, both on
+//! the one response.
 
 mod cache;
 mod metrics;
@@ -165,8 +171,8 @@ impl ApiHandler for Fetch {
         request: &mut RequestContext,
         frame: Frame,
     ) -> Result<ResponseStep, HandlerError> {
-        match request.kept::<Upgraded>() {
-            Some(upgraded) => response::response_step(conn, upgraded.clone(), frame),
+        match request.kept::<Upgraded>().cloned() {
+            Some(upgraded) => response::response_step(conn, request, upgraded, frame),
             None => addresses::rewrite(conn, request, frame),
         }
     }

@@ -1,6 +1,9 @@
-//! The response step of a Fetch from a client that cannot read zstd: surveyed on the
-//! connection's task, re-encoded under a work slot when a partition needs it, and
-//! written back at the client's version.
+//! The response step of a Fetch from a client that cannot read every codec: broker
+//! addresses first (KIP-951 node endpoints of v16+, on the connection's task, where
+//! the listeners they name are bound), then the records: surveyed on the connection's
+//! task, re-encoded under a work slot when a partition needs it, and written back at
+//! the client's version (a flexible response at its own, every byte but the records
+//! replaced as read).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -9,23 +12,22 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use kpress_batch::{RecompressMode, Recompressor, RewritePolicy, Target};
-use kpress_protocol::frame::SIZE_PREFIX_LEN;
+use kpress_protocol::frame::{response_header_len, SIZE_PREFIX_LEN};
 use kpress_protocol::{
-    fetch_response_records, DecodedFetchResponse, ProtocolError, FETCH_FIRST_SESSION_VERSION,
+    api_key, fetch_response_records, DecodedFetchResponse, FetchTopic, ProtocolError,
+    FETCH_FIRST_SESSION_VERSION,
 };
 
 use super::cache::ReencodedCache;
 use super::reencode::{needs_work, ReencodeLimits, Reencoder};
 use super::report::ResponseReport;
 use super::{metrics, Upgraded};
+use crate::apis::addresses;
 use crate::error::ConnectionError;
 use crate::frame_io::Frame;
-use crate::handler::{ConnectionContext, HandlerError, Message, ResponseStep};
+use crate::handler::{ConnectionContext, HandlerError, Message, RequestContext, ResponseStep};
 use crate::policy::PolicySnapshot;
 use crate::scheduler::Overloaded;
-
-/// Response header v0 (the correlation id): every non-flexible Fetch version's.
-const RESPONSE_HEADER_LEN: usize = 4;
 
 /// The largest response whose envelope alone is rewritten on the connection's task;
 /// larger ones are copied on the blocking pool, so the reactor thread is never held
@@ -45,13 +47,35 @@ thread_local! {
 
 pub(super) fn response_step(
     conn: &Arc<ConnectionContext>,
+    request: &RequestContext,
     upgraded: Upgraded,
-    frame: Frame,
+    mut frame: Frame,
 ) -> Result<ResponseStep, HandlerError> {
-    let body = frame.body().get(RESPONSE_HEADER_LEN..).unwrap_or_default();
+    // Addresses before records: whatever happens to the records, the client never sees
+    // a broker's own address, and the records step works on the frame as rewritten.
+    let addressed = match addresses::rewrite_addresses(&frame, request.header(), conn)? {
+        Some(bytes) => {
+            frame.bytes = bytes;
+            true
+        }
+        None => false,
+    };
+    // The frame as it stands: as read, or with kpress's addresses (a new frame, whose
+    // budget is taken before it is written).
+    let as_it_stands = |frame: Frame| {
+        if addressed {
+            ResponseStep::Replace(frame.bytes)
+        } else {
+            ResponseStep::Relay(Message::original(frame))
+        }
+    };
+    let body = match header_len(&frame, upgraded.upstream_version) {
+        Some(len) => &frame.body()[len..],
+        None => &[],
+    };
     let needs = |codec| upgraded.target(codec).is_some();
     // Records bytes that need re-encoding, by topic: the work's lane is the largest.
-    let mut work: HashMap<&str, usize> = HashMap::new();
+    let mut work: HashMap<FetchTopic<'_>, usize> = HashMap::new();
     let surveyed = fetch_response_records(body, upgraded.upstream_version, |topic, _, records| {
         if needs_work(records, &needs) {
             *work.entry(topic).or_default() += records.len();
@@ -64,7 +88,7 @@ pub(super) fn response_step(
             // The client reads these bytes as it would without kpress.
             metrics::unreadable("relayed");
             tracing::debug!(error = %err, "Fetch response not parsed; relayed as read");
-            Ok(ResponseStep::Relay(Message::original(frame)))
+            Ok(as_it_stands(frame))
         } else {
             metrics::unreadable("closed");
             Err(ConnectionError::Response(err).into())
@@ -72,7 +96,7 @@ pub(super) fn response_step(
     }
     if work.is_empty() {
         if same_envelope {
-            return Ok(ResponseStep::Relay(Message::original(frame)));
+            return Ok(as_it_stands(frame));
         }
         if frame.bytes.len() <= MAX_INLINE_FRAME_BYTES {
             let bytes = envelope_only(frame, &upgraded).map_err(ConnectionError::Response)?;
@@ -91,11 +115,42 @@ pub(super) fn response_step(
     let lane = work
         .iter()
         .max_by_key(|(_, bytes)| **bytes)
-        .map(|(topic, _)| Arc::<str>::from(*topic));
+        .map(|(topic, _)| topic_key(conn, *topic));
     let task = Arc::clone(conn);
     Ok(ResponseStep::Later(conn.spawn(async move {
         reencode_response(&task, upgraded, frame, lane).await
     })))
+}
+
+/// The length of the response header of `frame`, a Fetch response at `version`:
+/// `None` when the frame is too short to hold one (the survey then finds it
+/// malformed).
+fn header_len(frame: &Frame, version: i16) -> Option<usize> {
+    response_header_len(api_key::FETCH, version, frame.body())
+        .ok()
+        .flatten()
+}
+
+/// What a Fetch response's topic goes by in the metrics, the cache of re-encoded
+/// batches and the policy: its name; for an id (v13+), the name kpress learned from a
+/// Metadata response, looked up in memory (a consumer fetches topics it asked Metadata
+/// about, through kpress), else `id:` and the id in hex, which no topic name can be
+/// (':' is not a topic name character) and which no rule or label names.
+pub(super) fn topic_key(conn: &ConnectionContext, topic: FetchTopic<'_>) -> Arc<str> {
+    match topic {
+        FetchTopic::Name(name) => Arc::from(name),
+        FetchTopic::Id(id) => conn.topic_name(&id).unwrap_or_else(|| unnamed_topic(&id)),
+    }
+}
+
+/// The key of a topic id kpress has no name for.
+pub(super) fn unnamed_topic(id: &[u8; 16]) -> Arc<str> {
+    let mut key = String::with_capacity(3 + 32);
+    key.push_str("id:");
+    for byte in id {
+        key.push_str(&format!("{byte:02x}"));
+    }
+    Arc::from(key)
 }
 
 /// The response with only its envelope written at the client's version.
@@ -107,8 +162,18 @@ fn envelope_only(frame: Frame, upgraded: &Upgraded) -> Result<BytesMut, Protocol
         overloaded: true,
     };
     let never = |_: &str| -> RewritePolicy { RewritePolicy::default() };
+    let no_key = |_: FetchTopic<'_>| -> Arc<str> { Arc::from("") };
     let mut recompressor = Recompressor::new();
-    rebuild(frame, upgraded, limits, &never, &mut recompressor, None).map(|(bytes, _)| bytes)
+    rebuild(
+        frame,
+        upgraded,
+        limits,
+        &never,
+        &no_key,
+        &mut recompressor,
+        None,
+    )
+    .map(|(bytes, _)| bytes)
 }
 
 /// Re-encodes under a work slot taken in the turn of `lane` (the topic with the most
@@ -135,10 +200,20 @@ async fn reencode_response(
         max_frame_bytes: conn.max_frame_bytes(),
         overloaded: false,
     };
+    let names = Arc::clone(conn);
     let job = move |limits: ReencodeLimits| {
         let for_topic = |topic: &str| consumer_policy(&policy, &upgraded, topic);
+        let key = |topic: FetchTopic<'_>| topic_key(&names, topic);
         RECOMPRESSOR.with_borrow_mut(|recompressor| {
-            rebuild(frame, &upgraded, limits, &for_topic, recompressor, cache)
+            rebuild(
+                frame,
+                &upgraded,
+                limits,
+                &for_topic,
+                &key,
+                recompressor,
+                cache,
+            )
         })
     };
     let result = match slot {
@@ -183,19 +258,32 @@ fn consumer_policy(policy: &PolicySnapshot, upgraded: &Upgraded, topic: &str) ->
 }
 
 /// The whole new frame (size prefix, header, body at the client's version) and what
-/// was done to each partition.
+/// was done to each partition; `topic_key` names each topic for `policy_for`, the
+/// cache and the report.
 fn rebuild(
     frame: Frame,
     upgraded: &Upgraded,
     limits: ReencodeLimits,
     policy_for: &dyn Fn(&str) -> RewritePolicy,
+    topic_key: &dyn Fn(FetchTopic<'_>) -> Arc<str>,
     recompressor: &mut Recompressor,
     cache: Option<&ReencodedCache>,
 ) -> Result<(BytesMut, ResponseReport), ProtocolError> {
+    let header_len = header_len(&frame, upgraded.upstream_version).ok_or_else(|| {
+        ProtocolError::MalformedResponse {
+            api: "Fetch",
+            version: upgraded.upstream_version,
+            source: kpress_protocol::WireError::Truncated {
+                at: 0,
+                needed: 4,
+                remaining: frame.body().len(),
+            },
+        }
+    })?;
     let Frame { bytes, _permit } = frame;
     let frame_len = bytes.len();
     let bytes = bytes.freeze();
-    let header_end = SIZE_PREFIX_LEN + RESPONSE_HEADER_LEN;
+    let header_end = SIZE_PREFIX_LEN + header_len;
     let mut decoded =
         DecodedFetchResponse::decode(bytes.slice(header_end..), upgraded.upstream_version)?;
     let needs = |codec| upgraded.target(codec).is_some();
@@ -210,8 +298,9 @@ fn rebuild(
         if !needs_work(current, &needs) {
             return;
         }
-        let policy = policy_for(topic);
-        if let Some(new) = reencoder.partition(topic, index, current, &policy, needs) {
+        let topic = topic_key(topic);
+        let policy = policy_for(&topic);
+        if let Some(new) = reencoder.partition(&topic, index, current, &policy, needs) {
             *records = Some(new);
         }
     });

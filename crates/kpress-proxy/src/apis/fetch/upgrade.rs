@@ -2,14 +2,14 @@
 //! `[[clients]]` rules). A Fetch from a consumer that cannot read zstd goes to the
 //! broker at the first version that may carry zstd, so brokers before 4.0 answer with
 //! the batches (not UNSUPPORTED_COMPRESSION_TYPE) and kpress can re-encode them. A
-//! Fetch v10-v11 from a client a rule limits goes on as sent, its answer re-encoded at
-//! the same version. Later versions go on as sent, counted: kpress does not read
-//! their responses.
+//! Fetch v10 or later from a client a rule limits goes on as sent, its answer
+//! re-encoded at the same version. Versions kpress does not parse go on as sent,
+//! counted: kpress does not read their responses.
 
 use std::sync::Arc;
 
 use kpress_config::CodecSet;
-use kpress_protocol::{upgrade_fetch_request, FETCH_LAST_CLASSIC_VERSION, FETCH_MIN_VERSION};
+use kpress_protocol::{upgrade_fetch_request, FETCH_MAX_VERSION, FETCH_MIN_VERSION};
 
 use super::{client_reads, metrics, upgrades, Upgraded, FETCH_FIRST_ZSTD_VERSION};
 use crate::handler::{ConnectionContext, Frame, Message, RequestContext};
@@ -49,7 +49,7 @@ pub(super) fn request_step(
         consumers: Arc::clone(&consumers),
     };
     if !upgrades(&consumers, reads, version) {
-        if (FETCH_MIN_VERSION..=FETCH_LAST_CLASSIC_VERSION).contains(&version) {
+        if (FETCH_MIN_VERSION..=FETCH_MAX_VERSION).contains(&version) {
             // Already at a version that may carry every codec: only the answer changes.
             request.keep(kept(version));
         } else {
