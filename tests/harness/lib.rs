@@ -44,6 +44,7 @@ pub mod secure_stream;
 pub mod steady_producer;
 pub mod timed_producer;
 pub mod tls;
+pub mod workloads;
 mod wire_reader;
 
 pub use cluster::KafkaCluster;
