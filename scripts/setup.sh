@@ -114,6 +114,20 @@ python_clients() {
     die "pip could not install confluent-kafka==$CONFLUENT_KAFKA_VERSION into $venv (errors above): check access to PyPI (PIP_INDEX_URL for a mirror), then run $0 again"
 }
 
+# KafkaJS from the npm registry into .cache/node (no codec plug-ins, so it reads gzip
+# only), for tests/node's consumer.
+node_clients() {
+  local dir=$CACHE/node
+  [ "$(node -p 'require(process.argv[1]).version' "$dir/node_modules/kafkajs/package.json" 2>/dev/null)" = "$KAFKAJS_VERSION" ] && return 0
+  command -v node >/dev/null && command -v npm >/dev/null || apt_install nodejs npm
+  need node "install Node.js 14 or later for KafkaJS"
+  need npm "install npm to fetch KafkaJS"
+  log "npm install kafkajs@$KAFKAJS_VERSION into $dir"
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --save-exact --no-audit --no-fund --loglevel=error "kafkajs@$KAFKAJS_VERSION" >&2 ||
+    die "npm could not install kafkajs@$KAFKAJS_VERSION into $dir (errors above): check access to the npm registry (npm config set registry for a mirror), then run $0 again"
+}
+
 # The real QATzip library from Debian trixie, unpacked into .cache/qatzip/root without
 # touching the system: the same library a QAT host installs, run in its software backup.
 qatzip() {
@@ -223,6 +237,7 @@ case $what in
       java_clients "$KAFKA_CLIENTS_PRE_ZSTD_VERSION" tests/java-old
     fi
     python_clients
+    node_clients
     qatzip
     container_tools
     go_msk_signer_modules

@@ -16,6 +16,7 @@
 use kpress_tests::compression::Compression;
 use kpress_tests::data::{diff_records, Dataset};
 use kpress_tests::java_client::{values_of, ConsumeOptions, JavaClient, ProduceOptions};
+use kpress_tests::kafkajs;
 use kpress_tests::kpress::KpressProxy;
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::{kafka_old_version, kafka_version, KafkaCluster};
@@ -555,6 +556,144 @@ fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
     match current.read_back_problems(&proxy.bootstrap(), &[topic], &expected, &through, &name) {
         Ok(found) => problems.extend(found),
         Err(e) => problems.push(format!("{name} reading through kpress: {e:#}")),
+    }
+    scene.assert_none(&problems);
+}
+
+/// KafkaJS with no codec plug-ins reads gzip only: straight from the broker it fails on
+/// each lz4, snappy and zstd topic ("LZ4 compression not implemented", …). It sends
+/// ApiVersions v0-v2 (no client software name) and Fetch v11, so a `[[clients]]` rule
+/// matches it by `client.id`; through kpress under that rule it reads all three topics
+/// byte for byte, every batch re-encoded to gzip.
+#[test]
+fn kafkajs_without_codec_plugins_reads_every_codec_through_kpress() {
+    let rules = format!("{RULES}\n[[clients]]\nmatch = \"kafkajs-*\"\naccept = [\"gzip\"]\n");
+    let scene = Scene::start(kafka_version(), &rules);
+    let (cluster, proxy) = (&scene.cluster, &scene.proxy);
+    let reader = format!("KafkaJS {}", kafkajs::kafkajs_version());
+    let codecs = [Compression::Lz4, Compression::Snappy, Compression::Zstd];
+    let topics: Vec<String> = codecs
+        .iter()
+        .map(|c| format!("kafkajs-{}", c.name()))
+        .collect();
+    let topic_names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    scene.create_topics(&topic_names);
+    let dataset = Dataset::ApacheAccessLog;
+    let expected = dataset.records();
+    std::thread::scope(|scope| {
+        for (codec, topic) in codecs.iter().zip(&topic_names) {
+            let scene = &scene;
+            scope.spawn(move || {
+                let options = ProduceOptions {
+                    compression: *codec,
+                    ..zstd_producer()
+                };
+                scene.produce(topic, &dataset.path(), &options);
+            });
+        }
+    });
+    let mut problems = Vec::new();
+    let dumps = cluster
+        .dump_partition_0(&topic_names)
+        .expect("DumpLogSegments");
+    for ((codec, topic), dump) in codecs.iter().zip(&topic_names).zip(&dumps) {
+        if dump.batches.is_empty()
+            || dump
+                .batches
+                .iter()
+                .any(|b| b.compresscodec != codec.dump_name())
+        {
+            problems.push(format!(
+                "{topic}: not every batch is stored in {}",
+                codec.name()
+            ));
+        }
+    }
+
+    // Straight from the broker: KafkaJS crashes on the first batch of each topic.
+    let direct = ConsumeOptions {
+        timeout: DIRECT_TIMEOUT,
+        properties: vec!["client.id=kafkajs-direct".to_string()],
+        ..ConsumeOptions::default()
+    };
+    let direct_results: Vec<_> = std::thread::scope(|scope| {
+        let runs: Vec<_> = topic_names
+            .iter()
+            .map(|topic| {
+                let (direct, count) = (&direct, expected.len());
+                scope.spawn(move || kafkajs::consume(&cluster.bootstrap(), &[topic], count, direct))
+            })
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().expect("a reader thread"))
+            .collect()
+    });
+    for ((codec, topic), result) in codecs.iter().zip(&topic_names).zip(direct_results) {
+        let failure = format!(
+            "{} compression not implemented",
+            match codec {
+                Compression::Lz4 => "LZ4",
+                Compression::Snappy => "Snappy",
+                _ => "ZSTD",
+            }
+        );
+        match result {
+            Ok(records) => problems.push(format!(
+                "{reader} read {} records of {topic} straight from the broker; expected it \
+                 to fail with {failure:?}",
+                records.len()
+            )),
+            Err(e) => {
+                let text = format!("{e:#}");
+                match text.lines().find(|line| line.contains(&failure)) {
+                    Some(line) => eprintln!("{reader} on {topic} straight: {}", line.trim()),
+                    None => problems.push(format!(
+                        "{reader} on {topic} straight from the broker failed without \
+                         {failure:?}: {text}"
+                    )),
+                }
+            }
+        }
+    }
+
+    // Through kpress, under the rule: every record of the three topics.
+    let through = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        properties: vec!["client.id=kafkajs-gzip-reader".to_string()],
+        ..ConsumeOptions::default()
+    };
+    match kafkajs::consume(
+        &proxy.bootstrap(),
+        &topic_names,
+        expected.len() * topic_names.len(),
+        &through,
+    ) {
+        Ok(consumed) => {
+            for topic in &topic_names {
+                if let Some(diff) = diff_records(&expected, &values_of(&consumed, topic)) {
+                    problems.push(format!("{topic}: {reader} through kpress: {diff}"));
+                }
+            }
+        }
+        Err(e) => problems.push(format!("{reader} reading through kpress: {e:#}")),
+    }
+    for ((codec, topic), dump) in codecs.iter().zip(&topic_names).zip(&dumps) {
+        let labels = [("from", codec.name()), ("to", "gzip"), ("topic", *topic)];
+        let reencoded = scene.counter(REENCODED, &labels);
+        eprintln!(
+            "{topic}: {} {} batches stored; {reencoded} re-encoded {} -> gzip for {reader}",
+            dump.batches.len(),
+            codec.name(),
+            codec.name()
+        );
+        if reencoded < dump.batches.len() as u64 {
+            problems.push(format!(
+                "{REENCODED}{{from=\"{}\",to=\"gzip\",topic=\"{topic}\"}} is {reencoded}; \
+                 expected at least the {} batches stored",
+                codec.name(),
+                dump.batches.len()
+            ));
+        }
     }
     scene.assert_none(&problems);
 }

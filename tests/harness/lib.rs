@@ -24,6 +24,7 @@ pub mod hosts;
 pub mod java;
 pub mod java_client;
 pub mod java_recompression;
+pub mod kafkajs;
 pub mod kcat;
 pub mod kpress;
 pub mod kpress_fleet;
