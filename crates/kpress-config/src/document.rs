@@ -19,6 +19,7 @@ use crate::settings::{
 };
 
 mod admin;
+mod auto;
 mod consumers;
 mod keys;
 mod limits;
@@ -33,7 +34,7 @@ mod warnings;
 
 pub(crate) use keys::accepted_keys;
 
-const SECTIONS: [&str; 11] = [
+const SECTIONS: [&str; 12] = [
     "listener",
     "upstream",
     "limits",
@@ -45,6 +46,7 @@ const SECTIONS: [&str; 11] = [
     "topics",
     "consumers",
     "clients",
+    "autopilot",
 ];
 /// Sections people write that kpress does not take, with what to write instead.
 const RENAMED_SECTIONS: [(&str, &str); 1] = [(
@@ -136,6 +138,7 @@ impl Walk<'_> {
         let mut defaults_value = None;
         let mut consumers_value = None;
         let mut clients = Some(Default::default());
+        let mut autopilot = Some(Default::default());
         // A declared SASL cluster changes listener.rewrite_before_auth's default.
         let upstream_sasl = root
             .get("upstream")
@@ -164,6 +167,7 @@ impl Walk<'_> {
                 "topics" => topics_value = Some((key, value)),
                 "consumers" => consumers_value = Some((key, value)),
                 "clients" => clients = self.clients(key, value),
+                "autopilot" => autopilot = self.table(key, value).and_then(|t| self.autopilot(t)),
                 other => match RENAMED_SECTIONS.iter().find(|(name, _)| *name == other) {
                     Some((_, instead)) => self.sink.report(
                         &key.span(),
@@ -214,6 +218,9 @@ impl Walk<'_> {
         if let Some((key, value)) = consumers_value {
             consumers = self.table(key, value).and_then(|t| self.consumers(t));
         }
+        if let (Some(shadow), Some(defaults), Some(topics)) = (&shadow, &defaults, &topics) {
+            self.trial_cap(shadow.as_ref(), defaults, topics, &keys);
+        }
         let listener = listener?;
         let upstream = upstream?;
         if root.contains_key("admin") && admin.is_none() {
@@ -260,6 +267,7 @@ impl Walk<'_> {
                 clients: clients?,
                 ..consumers?
             },
+            autopilot: autopilot?,
         };
         Some((config, keys))
     }

@@ -16,6 +16,7 @@
 //! reference, `docs/policy.md`, whose TOML examples the docs test parses and checks:
 //! that page is the one description of the file, and this crate the one reader of it.
 
+mod auto;
 mod client_rules;
 mod document;
 mod host_name;
@@ -27,6 +28,15 @@ mod settings;
 mod topic_match;
 mod topic_mode;
 
+pub use auto::{
+    default_candidates, AutoBudget, AutoObjective, AutoPolicy, AutoPrices, AutopilotSettings,
+    AUTOPILOT_REPLICATION_FACTOR_DEFAULT, AUTOPILOT_SHARE_DEFAULT, AUTOPILOT_TOPIC_DEFAULT,
+    AUTOPILOT_WINDOW_MS_DEFAULT, AUTOPILOT_WINDOW_MS_MAX, AUTOPILOT_WINDOW_MS_MIN,
+    AUTO_CANDIDATES_DEFAULT, AUTO_MARGIN_DEFAULT, AUTO_MAX_CHANGES_PER_HOUR_DEFAULT,
+    AUTO_MAX_CHANGES_PER_HOUR_MAX, AUTO_MAX_CORES_MAX, AUTO_MIN_SAMPLES_DEFAULT,
+    AUTO_MIN_SAMPLES_MAX, AUTO_OBJECTIVE_DEFAULT, AUTO_PRICE_MAX, AUTO_PRICE_PER_CORE_HOUR_DEFAULT,
+    AUTO_PRICE_PER_GB_MOVED_DEFAULT, AUTO_PRICE_PER_GB_STORED_DEFAULT,
+};
 pub use client_rules::{
     is_legal_client_id_char, is_legal_software_char, ClientRule, ClientRules, ClientSoftware,
     CodecSet, NamePattern, SoftwarePattern,
@@ -35,7 +45,8 @@ pub use host_name::{
     check_dns_name, HostNameError, HostPattern, DNS_LABEL_MAX_CHARS, DNS_NAME_MAX_CHARS,
 };
 pub use policy_set::{
-    rewrite_policy, LevelChange, PolicySet, RuleLevel, CACHE_CAPACITY, DEFAULTS_RULE,
+    rewrite_policy, AutoChoiceSource, LevelChange, PolicySet, RuleLevel, CACHE_CAPACITY,
+    DEFAULTS_RULE,
 };
 pub use problem::{ConfigError, Problem};
 pub use restart::{RestartKeys, LIVE_SECTIONS, RESTART_SECTIONS};

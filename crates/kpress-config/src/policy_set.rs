@@ -13,6 +13,7 @@ use std::time::Duration;
 use kpress_batch::{PassReason, PolicyLookup, RewritePolicy, Target, TargetSource};
 use kpress_codec::{Codec, CompressionOptions};
 
+use crate::auto::AutoPolicy;
 use crate::overload::{ladder, level_key, level_of, StepReason, Stepper, Window};
 use crate::settings::{Compression, Config, CpuShare, Limits, OverloadSettings, TopicPolicy};
 use crate::topic_match::TopicPattern;
@@ -40,12 +41,91 @@ pub struct PolicySet {
     /// Where topic mode learns topics' configurations; without one, topic-mode topics
     /// pass as sent (counted `topic_config_unavailable`).
     topic_configs: Option<Arc<dyn TopicConfigSource>>,
+    /// Where auto rules learn each topic's chosen candidate; without one, their topics
+    /// stay undecided.
+    auto: Option<Arc<dyn AutoChoiceSource>>,
 }
 
 impl std::fmt::Debug for dyn TopicConfigSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("TopicConfigSource")
     }
+}
+
+/// Where auto rules learn the candidate chosen for each topic (the autopilot). Asked
+/// once per partition of every Produce request: it must answer from memory.
+pub trait AutoChoiceSource: Send + Sync {
+    /// The candidate chosen for `topic` (by its canonical spec label, as
+    /// `Candidate::to_string()` prints it), or None while undecided.
+    fn auto_choice(&self, topic: &str) -> Option<Arc<str>>;
+}
+
+impl std::fmt::Debug for dyn AutoChoiceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AutoChoiceSource")
+    }
+}
+
+/// An auto rule's policies, compiled: one per candidate and the undecided one, each
+/// keeping the original batch when the rewrite is not smaller, and topic mode's for
+/// topics whose own configuration sets `compression.type`.
+#[derive(Debug)]
+struct CompiledAuto {
+    settings: AutoPolicy,
+    /// Each candidate's label (its spec as `Candidate` prints it) and policy, in
+    /// `auto.candidates` order.
+    candidates: Vec<(String, RewritePolicy)>,
+    /// `auto.initial`'s policy (a pass as sent for `producer`): undecided topics'.
+    initial: RewritePolicy,
+    /// Topic mode, for topics the operator pinned with a topic-level `compression.type`.
+    pinned: TopicModePolicies,
+}
+
+impl CompiledAuto {
+    fn new(settings: &AutoPolicy, base: &RewritePolicy, options: &CompressionOptions) -> Self {
+        // Every choice keeps a batch that would grow as sent.
+        let of = |candidate: Option<&kpress_codec::Candidate>| RewritePolicy {
+            target: match candidate {
+                Some(c) => Target::Codec {
+                    codec: c.codec(),
+                    options: c.options().clone(),
+                },
+                None => Target::Producer,
+            },
+            only_if_smaller: true,
+            ..base.clone()
+        };
+        CompiledAuto {
+            candidates: settings
+                .candidates
+                .iter()
+                .map(|c| (c.to_string(), of(Some(c))))
+                .collect(),
+            initial: of(settings.initial.as_ref()),
+            pinned: TopicModePolicies::new(base, options),
+            settings: settings.clone(),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &RewritePolicy> {
+        self.candidates
+            .iter()
+            .map(|(_, p)| p)
+            .chain(std::iter::once(&self.initial))
+            .chain(self.pinned.all())
+    }
+}
+
+/// Whether the topic's own configuration sets `compression.type` at topic level: the
+/// operator pinned it, and an auto rule leaves it to topic mode.
+fn pinned(known: &TopicCompression) -> bool {
+    matches!(
+        known,
+        TopicCompression::Known {
+            source: TargetSource::Topic,
+            ..
+        }
+    )
 }
 
 /// One rule, compiled: its policy at each notch and under overload, and its load.
@@ -72,6 +152,8 @@ struct CompiledRule {
     /// Its policies by codec and level when it follows the topic's own configuration
     /// (`compression.type = "topic"`).
     topic_mode: Option<TopicModePolicies>,
+    /// Its policies when the autopilot chooses (`compression.type = "auto"`).
+    auto: Option<CompiledAuto>,
 }
 
 /// A rule's level moved by [`PolicySet::end_window`].
@@ -124,13 +206,20 @@ impl CompiledRule {
             None => {
                 let level = match policy.compression {
                     Compression::Codec(codec) => level_of(codec, &policy.options),
-                    Compression::Producer | Compression::Topic => None,
+                    Compression::Producer | Compression::Topic | Compression::Auto => None,
                 };
                 vec![(level, base.clone())]
             }
         };
         let topic_mode = (policy.compression == Compression::Topic)
             .then(|| TopicModePolicies::new(&base, &policy.options));
+        let auto = (policy.compression == Compression::Auto)
+            .then(|| CompiledAuto::new(&policy.auto, &base, &policy.options));
+        // An auto rule's level-less notch is its undecided policy.
+        let notches = match &auto {
+            Some(auto) => vec![(None, auto.initial.clone())],
+            None => notches,
+        };
         // Under overload a topic-mode topic passes as sent: the broker converts it, as
         // it would without kpress.
         let fallback = match policy.overload.compression.fixed() {
@@ -155,6 +244,7 @@ impl CompiledRule {
             max_cpu_share: policy.overload.max_cpu_share.map(CpuShare::fraction),
             cpu_nanos: AtomicU64::new(0),
             topic_mode,
+            auto,
         }
     }
 
@@ -223,25 +313,85 @@ impl PolicySet {
             cache: RwLock::new(HashMap::new()),
             overload: config.overload,
             topic_configs: None,
+            auto: None,
         }
     }
 
     /// [`new`](Self::new), with topic mode resolved from `source`.
     pub fn with_topic_configs(config: &Config, source: Arc<dyn TopicConfigSource>) -> PolicySet {
+        PolicySet::with_sources(config, Some(source), None)
+    }
+
+    /// [`new`](Self::new), with topic mode resolved from `topic_configs` and auto
+    /// rules' choices from `auto` (without it, auto topics stay undecided).
+    pub fn with_sources(
+        config: &Config,
+        topic_configs: Option<Arc<dyn TopicConfigSource>>,
+        auto: Option<Arc<dyn AutoChoiceSource>>,
+    ) -> PolicySet {
         PolicySet {
-            topic_configs: Some(source),
+            topic_configs,
+            auto,
             ..PolicySet::new(config)
         }
     }
 
-    /// Whether some topic's policy follows the topic's own configuration.
+    /// Whether some topic's policy may follow the topic's own configuration (topic
+    /// mode, and auto rules for topics pinned by a topic-level `compression.type`).
     pub fn has_topic_mode(&self) -> bool {
-        self.rules.iter().any(|rule| rule.topic_mode.is_some())
+        self.rules
+            .iter()
+            .any(|rule| rule.topic_mode.is_some() || rule.auto.is_some())
     }
 
-    /// Whether `topic`'s policy follows the topic's own configuration.
+    /// Whether `topic`'s policy reads the topic's own configuration: topic mode, and
+    /// auto rules (a topic-level `compression.type` pins the topic).
     pub fn follows_topic(&self, topic: &str) -> bool {
-        self.rules[self.policy_index(topic)].topic_mode.is_some()
+        let rule = &self.rules[self.policy_index(topic)];
+        rule.topic_mode.is_some() || rule.auto.is_some()
+    }
+
+    /// The auto rule governing `topic`, if its rule is auto: the rule's index (in file
+    /// order; the number of `[[topics]]` rules for `[defaults]`) and its settings. A
+    /// topic an auto rule covers but its own configuration pins is included: see
+    /// [`auto_decides`](Self::auto_decides).
+    pub fn auto_rule(&self, topic: &str) -> Option<(usize, &AutoPolicy)> {
+        let index = self.policy_index(topic);
+        let auto = self.rules[index].auto.as_ref()?;
+        Some((index, &auto.settings))
+    }
+
+    /// Whether the autopilot's choice is what `topic` gets: an auto rule covers it and
+    /// no topic-level `compression.type` pins it.
+    pub fn auto_decides(&self, topic: &str) -> bool {
+        self.rules[self.policy_index(topic)].auto.is_some()
+            && !pinned(&self.topic_compression(topic))
+    }
+
+    /// Every auto rule's name (its match pattern, or [`DEFAULTS_RULE`]) and settings,
+    /// in file order, the defaults last.
+    pub fn auto_rules(&self) -> Vec<(String, AutoPolicy)> {
+        self.rules
+            .iter()
+            .filter_map(|rule| Some((rule.name.clone(), rule.auto.as_ref()?.settings.clone())))
+            .collect()
+    }
+
+    /// An auto rule's policy for `topic`: topic mode's when the topic is pinned, the
+    /// chosen candidate's, or the undecided one.
+    fn auto_policy<'a>(&'a self, topic: &str, auto: &'a CompiledAuto) -> &'a RewritePolicy {
+        let known = self.topic_compression(topic);
+        if pinned(&known) {
+            return auto.pinned.resolve(&known);
+        }
+        let Some(label) = self.auto.as_ref().and_then(|s| s.auto_choice(topic)) else {
+            return &auto.initial;
+        };
+        // A label not among the rule's candidates (a reload dropped it): undecided.
+        auto.candidates
+            .iter()
+            .find(|(candidate, _)| candidate.as_str() == &*label)
+            .map_or(&auto.initial, |(_, policy)| policy)
     }
 
     /// What `source` says of `topic`, for a topic-mode policy.
@@ -351,6 +501,9 @@ impl PolicySet {
 impl PolicyLookup for PolicySet {
     fn policy_for(&self, topic: &str) -> &RewritePolicy {
         let rule = &self.rules[self.policy_index(topic)];
+        if let Some(auto) = &rule.auto {
+            return self.auto_policy(topic, auto);
+        }
         match &rule.topic_mode {
             None => rule.policy(),
             Some(mode) => mode.resolve(&self.topic_compression(topic)),
@@ -358,7 +511,17 @@ impl PolicyLookup for PolicySet {
     }
 
     fn target_source(&self, topic: &str) -> TargetSource {
-        match &self.rules[self.policy_index(topic)].topic_mode {
+        let rule = &self.rules[self.policy_index(topic)];
+        if rule.auto.is_some() {
+            // The rule's choice, unless the topic's own configuration pins it.
+            let known = self.topic_compression(topic);
+            return if pinned(&known) {
+                known.source()
+            } else {
+                TargetSource::Rule
+            };
+        }
+        match &rule.topic_mode {
             None => TargetSource::Rule,
             Some(_) => self.topic_compression(topic).source(),
         }
@@ -379,6 +542,11 @@ impl PolicyLookup for PolicySet {
                     .topic_mode
                     .iter()
                     .flat_map(TopicModePolicies::all)
+                    .any(|p| p.target.is(codec, options))
+                || rule
+                    .auto
+                    .iter()
+                    .flat_map(CompiledAuto::all)
                     .any(|p| p.target.is(codec, options))
         })
     }
@@ -428,8 +596,8 @@ impl PolicyLookup for PolicySet {
     }
 }
 
-/// A file's policy with the file's limits, as the batch core takes it. A topic-mode
-/// policy's target is unresolved here: [`PolicySet`] resolves it per topic.
+/// A file's policy with the file's limits, as the batch core takes it. A topic-mode or
+/// auto policy's target is unresolved here: [`PolicySet`] resolves it per topic.
 pub fn rewrite_policy(policy: &TopicPolicy, limits: &Limits) -> RewritePolicy {
     let target = match policy.compression.fixed() {
         Some(fixed) => Target::new(fixed, policy.options.clone()),
@@ -583,5 +751,177 @@ mod tests {
         // Each window starts again, adaptive or not.
         assert!(set.end_window().is_empty());
         assert!(!set.over_cpu_share("heavy.a", 2));
+    }
+
+    /// Choices from memory, as the autopilot answers.
+    struct Choices(HashMap<&'static str, &'static str>);
+
+    impl AutoChoiceSource for Choices {
+        fn auto_choice(&self, topic: &str) -> Option<Arc<str>> {
+            self.0.get(topic).map(|label| Arc::from(*label))
+        }
+    }
+
+    /// The cluster's answers: `pinned.*` topics set `compression.type = gzip` at topic
+    /// level, `inherits.*` inherit zstd from the broker.
+    struct Cluster;
+
+    impl TopicConfigSource for Cluster {
+        fn topic_compression(&self, topic: &str) -> TopicCompression {
+            let (codec, source) = if topic.starts_with("pinned.") {
+                (Codec::Gzip, TargetSource::Topic)
+            } else if topic.starts_with("inherits.") {
+                (Codec::Zstd, TargetSource::BrokerDefault)
+            } else {
+                return TopicCompression::Pending;
+            };
+            TopicCompression::Known {
+                compression: kpress_batch::CompressionType::Codec(codec),
+                level: Some(2),
+                source,
+            }
+        }
+    }
+
+    const AUTO: &str = "[[topics]]\nmatch = \"fixed.*\"\ncompression.type = \"lz4\"\n\
+         [[topics]]\nmatch = \"*\"\ncompression.type = \"auto\"\n\
+         auto.candidates = [\"zstd:3\", \"lz4\", \"snappy\"]\n\
+         recompress = \"always\"\n";
+
+    fn auto_set(text: &str, choices: &[(&'static str, &'static str)]) -> PolicySet {
+        let config = parse(&format!("{HEAD}{text}"), "t.toml").unwrap();
+        PolicySet::with_sources(
+            &config,
+            Some(Arc::new(Cluster)),
+            Some(Arc::new(Choices(choices.iter().copied().collect()))),
+        )
+    }
+
+    #[test]
+    fn an_auto_topic_gets_its_choice_else_the_initial_policy() {
+        let set = auto_set(
+            AUTO,
+            &[
+                ("a", "lz4:9"),
+                ("gone", "gzip:6"),
+                ("pinned.a", "zstd:3"),
+                ("inherits.a", "snappy"),
+            ],
+        );
+        // Undecided: the initial policy, producer by default, still only if smaller.
+        let undecided = set.policy_for("b");
+        assert_eq!(undecided.target, Target::Producer);
+        assert!(undecided.only_if_smaller);
+        assert_eq!(set.target_source("b"), TargetSource::Rule);
+        // Chosen: that candidate, never growing a batch, with the rule's other settings.
+        let chosen = set.policy_for("a");
+        assert_eq!(target(chosen), ("lz4", Some(9)));
+        assert!(chosen.only_if_smaller);
+        assert_eq!(chosen.mode, kpress_batch::RecompressMode::Always);
+        // A label the rule does not list (after a reload): undecided.
+        assert_eq!(set.policy_for("gone").target, Target::Producer);
+        // The topic's own compression.type pins it: topic mode's answer.
+        assert_eq!(target(set.policy_for("pinned.a")), ("gzip", Some(2)));
+        assert_eq!(set.target_source("pinned.a"), TargetSource::Topic);
+        assert!(!set.auto_decides("pinned.a"));
+        // A compression.type the topic inherits pins nothing.
+        assert_eq!(target(set.policy_for("inherits.a")), ("snappy", None));
+        assert!(set.auto_decides("inherits.a"));
+        // An earlier rule naming the topic wins.
+        assert_eq!(target(set.policy_for("fixed.a")), ("lz4", Some(9)));
+        assert!(set.auto_rule("fixed.a").is_none());
+        assert!(!set.follows_topic("fixed.a"));
+        assert!(set.follows_topic("a"));
+        let (index, auto) = set.auto_rule("a").expect("an auto rule");
+        assert_eq!(index, 1);
+        assert_eq!(auto.candidates.len(), 3);
+        let rules = set.auto_rules();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].0, "*");
+        // Every candidate's compressor is in use; the overload fallback is producer.
+        let mut zstd3 = CompressionOptions::default();
+        zstd3.set_int("compression.zstd.level", 3).unwrap();
+        assert!(set.uses(Codec::Zstd, &zstd3));
+        assert!(set.uses(Codec::Snappy, &CompressionOptions::default()));
+        assert_eq!(set.overload_policy_for("a").target, Target::Producer);
+        assert!(set.levels().iter().all(|level| level.rule != "*"));
+    }
+
+    #[test]
+    fn without_a_choice_source_auto_topics_stay_on_the_initial_policy() {
+        let text = AUTO.replace("recompress", "auto.initial = \"zstd:3\"\nrecompress");
+        let config = parse(&format!("{HEAD}{text}"), "t.toml").unwrap();
+        for set in [PolicySet::new(&config), auto_set(&text, &[])] {
+            let initial = set.policy_for("a");
+            assert_eq!(target(initial), ("zstd", Some(3)));
+            assert!(initial.only_if_smaller);
+        }
+        // Without topic configurations nothing is pinned.
+        assert_eq!(
+            target(PolicySet::new(&config).policy_for("pinned.a")),
+            ("zstd", Some(3))
+        );
+        assert!(PolicySet::new(&config).auto_decides("pinned.a"));
+    }
+
+    #[test]
+    fn an_auto_policy_prints_its_settings() {
+        let config = parse(
+            &format!("{HEAD}[defaults]\ncompression.type = \"auto\"\n"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            config.defaults.to_string(),
+            "auto (candidates zstd:3, lz4:9, gzip:6, snappy; initial producer; objective \
+             bytes; budget none; min 30 samples, margin 2%, at most 4 changes/hour), \
+             recompress codec-differs, only if smaller"
+        );
+        let config = parse(
+            &format!(
+                "{HEAD}[defaults]\ncompression.type = \"auto\"\nauto.candidates = [\"lz4\"]\n\
+                 auto.initial = \"lz4:1\"\nauto.objective = \"cost\"\nauto.max_cores = 1.5\n\
+                 auto.margin = 0.07\noverload.compression.type = \"lz4\"\n"
+            ),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            config.defaults.to_string(),
+            "auto (candidates lz4:9; initial lz4:1; objective cost (USD 0.1 per GB stored, \
+             0.02 per GB moved, 0.04 per core-hour); budget 1.5 cores; min 30 samples, margin \
+             7%, at most 4 changes/hour), recompress codec-differs, only if smaller, under \
+             overload lz4 (compression.lz4.level=9)"
+        );
+    }
+
+    #[test]
+    fn trials_follow_shadow_and_every_auto_rule() {
+        let parsed = |text: &str| parse(&format!("{HEAD}{text}"), "t").unwrap();
+        let labels = |config: &Config| -> Vec<String> {
+            let trials = config.trial_settings().expect("trials");
+            trials.candidates.iter().map(ToString::to_string).collect()
+        };
+        // No auto rule: [shadow] as written, or none.
+        assert_eq!(parsed("").trial_settings(), None);
+        let shadow = parsed("[shadow]\ncandidates = [\"lz4\"]\nsample = 0.5\n");
+        assert_eq!(shadow.trial_settings(), shadow.shadow);
+        // Auto without [shadow]: its defaults, with the auto candidates.
+        let auto = parsed(AUTO);
+        assert_eq!(auto.shadow, None);
+        let trials = auto.trial_settings().unwrap();
+        assert_eq!(trials.sample, crate::SHADOW_SAMPLE_DEFAULT);
+        assert_eq!(labels(&auto), ["zstd:3", "lz4:9", "snappy"]);
+        // Both: [shadow]'s first, then each auto rule's new ones, each once.
+        let both = parsed(&format!(
+            "[shadow]\ncandidates = [\"lz4\", \"gzip:1\"]\nsample = 0.5\n{AUTO}\
+             [defaults]\ncompression.type = \"auto\"\nauto.candidates = [\"gzip:1\", \"none\"]\n"
+        ));
+        assert_eq!(both.trial_settings().unwrap().sample, 0.5);
+        assert_eq!(
+            labels(&both),
+            ["lz4:9", "gzip:1", "zstd:3", "snappy", "none"]
+        );
+        assert_eq!(both.shadow.unwrap().candidates.len(), 2);
     }
 }

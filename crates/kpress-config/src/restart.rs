@@ -20,7 +20,7 @@ pub const LIVE_SECTIONS: [&str; 7] = [
 ];
 /// Sections fixed at start: a reload that changes them applies the rest of the file and
 /// keeps these as they were until kpress restarts.
-pub const RESTART_SECTIONS: [&str; 4] = ["listener", "upstream", "limits", "admin"];
+pub const RESTART_SECTIONS: [&str; 5] = ["listener", "upstream", "limits", "admin", "autopilot"];
 
 /// The keys of [`RESTART_SECTIONS`] as a file writes them, with their places, so that a
 /// reload can name each key it cannot apply.
@@ -109,6 +109,7 @@ impl Config {
                 "listener" => self.listener == running.listener,
                 "upstream" => self.upstream == running.upstream,
                 "limits" => self.limits == running.limits,
+                "autopilot" => self.autopilot == running.autopilot,
                 _ => self.admin == running.admin,
             };
             if same {

@@ -74,6 +74,8 @@ pub struct Config {
     /// `[consumers]` and `[[clients]]`: what Fetch responses are re-encoded into, for
     /// which clients.
     pub consumers: ConsumerSettings,
+    /// `[autopilot]`: its defaults when the file has none.
+    pub autopilot: crate::AutopilotSettings,
 }
 
 /// `[consumers]` and `[[clients]]`: stored batches a consumer cannot read are re-encoded
@@ -432,12 +434,15 @@ pub enum Compression {
     /// `topic`: the topic's own `compression.type` and `compression.<codec>.level`,
     /// learned from the cluster.
     Topic,
+    /// `auto`: per topic, the `auto.candidates` codec the autopilot chooses from shadow
+    /// trials (see [`crate::AutoPolicy`]).
+    Auto,
 }
 
 impl Compression {
     /// The values [`FromStr`](std::str::FromStr) accepts, for error messages.
     pub const ALLOWED: &'static str =
-        "topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd";
+        "topic, auto, producer, none (or uncompressed), gzip, snappy, lz4, zstd";
 
     /// `topic`, `producer` or the codec's name.
     pub fn name(self) -> &'static str {
@@ -445,15 +450,16 @@ impl Compression {
             Compression::Producer => "producer",
             Compression::Codec(codec) => codec.name(),
             Compression::Topic => "topic",
+            Compression::Auto => "auto",
         }
     }
 
-    /// The fixed `compression.type` a policy names; `None` in topic mode.
+    /// The fixed `compression.type` a policy names; `None` in topic mode and `auto`.
     pub fn fixed(self) -> Option<CompressionType> {
         match self {
             Compression::Producer => Some(CompressionType::Producer),
             Compression::Codec(codec) => Some(CompressionType::Codec(codec)),
-            Compression::Topic => None,
+            Compression::Topic | Compression::Auto => None,
         }
     }
 }
@@ -468,8 +474,10 @@ impl std::str::FromStr for Compression {
     type Err = kpress_batch::UnknownTarget;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "topic" {
-            return Ok(Compression::Topic);
+        match s {
+            "topic" => return Ok(Compression::Topic),
+            "auto" => return Ok(Compression::Auto),
+            _ => {}
         }
         Ok(match s.parse::<CompressionType>()? {
             CompressionType::Producer => Compression::Producer,
@@ -492,6 +500,9 @@ pub struct TopicPolicy {
     pub only_if_smaller: bool,
     /// `overload.*`: what the topic's batches become under overload.
     pub overload: OverloadPolicy,
+    /// `auto.*`: read when `compression` is [`Compression::Auto`], its defaults
+    /// otherwise.
+    pub auto: crate::AutoPolicy,
 }
 
 impl Default for TopicPolicy {
@@ -502,6 +513,7 @@ impl Default for TopicPolicy {
             recompress: RecompressMode::default(),
             only_if_smaller: false,
             overload: OverloadPolicy::default(),
+            auto: crate::AutoPolicy::default(),
         }
     }
 }
@@ -581,6 +593,7 @@ impl fmt::Display for TopicPolicy {
             Compression::Producer => return f.write_str("producer (batches pass as sent)"),
             Compression::Codec(codec) => codec,
             Compression::Topic => return self.fmt_topic_mode(f),
+            Compression::Auto => return self.fmt_auto(f),
         };
         f.write_str(codec.name())?;
         let prefix = format!("compression.{}.", codec.name());
@@ -628,6 +641,27 @@ impl fmt::Display for TopicPolicy {
 }
 
 impl TopicPolicy {
+    /// `auto`: its settings, then what applies to every choice. Each choice keeps the
+    /// original batch when it is not smaller.
+    fn fmt_auto(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "auto ({}), recompress {}, only if smaller",
+            self.auto,
+            self.recompress.name()
+        )?;
+        if let Compression::Codec(fallback) = self.overload.compression {
+            write!(f, ", under overload {}", fallback.name())?;
+            if let Some(key) = crate::overload::level_key(fallback) {
+                write!(f, " ({key}={})", self.overload.levels.get(key).unwrap_or(0))?;
+            }
+        }
+        if let Some(share) = self.overload.max_cpu_share {
+            write!(f, ", overload.max_cpu_share={share}")?;
+        }
+        Ok(())
+    }
+
     /// Topic mode: the codec and level come from the topic, the rest from the policy.
     fn fmt_topic_mode(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("topic (the topic's own compression.type and level")?;

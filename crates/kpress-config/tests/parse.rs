@@ -142,7 +142,7 @@ fn compression_types_and_recompress_modes() {
     assert_eq!(
         one_problem(&format!("{HEAD}[defaults]\ncompression.type = \"ZSTD\"\n")),
         "t.toml:8:20: compression.type = \"ZSTD\": unknown compression type \
-         (allowed: topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
+         (allowed: topic, auto, producer, none (or uncompressed), gzip, snappy, lz4, zstd)"
     );
     let text = format!("{HEAD}[defaults]\nrecompress = \"always\"\nonly_if_smaller = true\n");
     let c = parse(&text, "t").unwrap();
@@ -232,7 +232,7 @@ fn unknown_keys_and_sections_are_errors_with_the_known_ones() {
     let p = one_problem(&format!("{HEAD}[listnr]\nbind = 1\n"));
     assert_eq!(
         p,
-        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients); did you mean listener?"
+        "t.toml:7:2: listnr: unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients, autopilot); did you mean listener?"
     );
     let p = one_problem(&format!("{HEAD}[limits]\nmax_batch = 1\n"));
     assert!(
@@ -280,7 +280,7 @@ compression.lz4.level = "3"
         "t.toml:5:22: upstream.bootstrap_servers = \"nohost\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
         "t.toml:5:42: upstream.bootstrap_servers = \"c:0\": not a \"host:port\" address (allowed: host:port with port 1..65535, [IPv6]:port)",
         "t.toml:7:19: limits.max_batch_bytes = 10: out of range (allowed: 61..2147483647)",
-        "t.toml:9:20: compression.type = \"brotli\": unknown compression type (allowed: topic, producer, none (or uncompressed), gzip, snappy, lz4, zstd)",
+        "t.toml:9:20: compression.type = \"brotli\": unknown compression type (allowed: topic, auto, producer, none (or uncompressed), gzip, snappy, lz4, zstd)",
         "t.toml:10:26: compression.zstd.level = 99: out of range (allowed: -131072..22)",
         "t.toml:11:1: match: missing key in [[topics]]: which topics does this rule apply to? (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)",
         "t.toml:14:9: match = \"bad name\": ' ' cannot be in a Kafka topic name, so this rule would never match (allowed: an exact topic name, a glob (*, ?, [...]) or re:<regex>)",
@@ -752,7 +752,7 @@ fn a_misspelt_key_is_matched_to_the_known_one_it_is_a_typo_of() {
     assert!(p[2].ends_with("overload.max_cpu_share)"), "{}", p[2]);
     let p = one_problem(&format!("{HEAD}[[topic]]\nmatch = \"a\"\n"));
     assert!(
-        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients); did you mean topics?"),
+        p.ends_with("unknown section (allowed: listener, upstream, limits, admin, log, shadow, overload, defaults, topics, consumers, clients, autopilot); did you mean topics?"),
         "{p}"
     );
 }

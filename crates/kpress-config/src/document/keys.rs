@@ -5,7 +5,7 @@ use kpress_codec::options::{OPTION_KEYS, TEXT_OPTION_KEYS};
 
 use super::policy::MATCH_KEY;
 use super::{
-    admin, consumers, limits, listener, log, overload, policy, shadow, upstream, SECTIONS,
+    admin, auto, consumers, limits, listener, log, overload, policy, shadow, upstream, SECTIONS,
 };
 
 /// Every key a policy file may set, as dotted paths from the root (`listener.tls.cert`,
@@ -29,6 +29,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
             .chain(policy::OVERLOAD_KEYS)
             .chain(OPTION_KEYS)
             .chain(TEXT_OPTION_KEYS)
+            .chain(auto::AUTO_KEYS)
             .collect();
         match section {
             "listener" => add(&listener::KEYS, &[("tls", &listener::TLS_KEYS)]),
@@ -52,6 +53,7 @@ pub(crate) fn accepted_keys() -> Vec<String> {
                 add(&keys, &[])
             }
             "clients" => add(&consumers::CLIENT_KEYS, &[]),
+            "autopilot" => add(&auto::KEYS, &[]),
             // A section with no arm here is caught by the test that every section
             // contributes a key.
             _ => {}

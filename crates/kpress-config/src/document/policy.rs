@@ -11,6 +11,7 @@ use kpress_codec::OptionError;
 use toml::de::{DeString, DeTable, DeValue};
 use toml::Spanned;
 
+use super::auto::{AUTO_KEYS, AUTO_MAX_CORES, AUTO_MAX_CPU_SHARE};
 use super::Walk;
 use crate::overload::{level_key, level_of, level_range, LEVEL_KEYS};
 use crate::problem::line_column;
@@ -293,6 +294,7 @@ impl Walk<'_> {
                 option if TEXT_OPTION_KEYS.contains(&option) => {
                     self.text_option(&mut policy, option, value)
                 }
+                auto if AUTO_KEYS.contains(&auto) => self.auto_key(&mut policy, auto, value),
                 unknown => {
                     let where_ = if rule.is_some() {
                         "[[topics]]"
@@ -322,6 +324,12 @@ impl Walk<'_> {
                             .chain(OPTION_KEYS)
                             .chain(TEXT_OPTION_KEYS)
                             .chain(OVERLOAD_KEYS)
+                            // Listed for a key of theirs only: the list stays readable.
+                            .chain(
+                                AUTO_KEYS
+                                    .into_iter()
+                                    .filter(|_| unknown.starts_with("auto")),
+                            )
                             .collect()
                     };
                     self.sink.unknown_name(
@@ -365,6 +373,12 @@ impl Walk<'_> {
                  broker converts as it would without kpress: name a codec to have a fallback",
                 Some("\"producer\" beside compression.type = \"topic\"".to_owned()),
             );
+            ok = false;
+        }
+        let value_of = |name: &str| flat.iter().find(|f| f.name == name).map(|f| f.value.span());
+        if let (Some(cores), Some(share)) = (value_of(AUTO_MAX_CORES), value_of(AUTO_MAX_CPU_SHARE))
+        {
+            self.two_budgets(&cores, &share);
             ok = false;
         }
         if let Some((n, span)) = min_level {

@@ -33,7 +33,7 @@ impl Walk<'_> {
     ) -> Option<ShadowSettings> {
         let keys = self.known_keys("shadow", table, &KEYS);
         let candidates = match keys.get("candidates") {
-            Some((_, v)) => self.candidates(v),
+            Some((_, v)) => self.candidates("shadow.candidates", v),
             None => {
                 self.missing_key("shadow", "candidates", section);
                 None
@@ -86,11 +86,16 @@ impl Walk<'_> {
         })
     }
 
-    fn candidates(&mut self, value: &Spanned<DeValue<'_>>) -> Option<Vec<Candidate>> {
-        const KEY: &str = "shadow.candidates";
+    /// A list of candidate specs (`shadow.candidates`, `auto.candidates`), written as
+    /// `key`.
+    pub(super) fn candidates(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+    ) -> Option<Vec<Candidate>> {
         let DeValue::Array(items) = value.get_ref() else {
             self.sink.bad_value(
-                KEY,
+                key,
                 &value.span(),
                 format!(
                     "must be an array of spec strings, not {}",
@@ -102,7 +107,7 @@ impl Walk<'_> {
         };
         if items.is_empty() || items.len() > SHADOW_CANDIDATES_MAX {
             self.sink.bad_value(
-                KEY,
+                key,
                 &value.span(),
                 format!(
                     "has {} candidates: each is a label of the shadow metrics, so 1..{SHADOW_CANDIDATES_MAX}",
@@ -115,14 +120,14 @@ impl Walk<'_> {
         let mut candidates: Vec<Candidate> = Vec::with_capacity(items.len());
         let mut all_ok = true;
         for item in items.iter() {
-            let Some(spec) = self.string(KEY, item) else {
+            let Some(spec) = self.string(key, item) else {
                 all_ok = false;
                 continue;
             };
             match spec.parse::<Candidate>() {
                 Ok(candidate) if candidates.contains(&candidate) => {
                     self.sink.bad_value(
-                        KEY,
+                        key,
                         &item.span(),
                         format!("{spec:?} repeats the candidate {candidate}"),
                         Some(CANDIDATES_ALLOWED.to_owned()),
@@ -132,7 +137,7 @@ impl Walk<'_> {
                 Ok(candidate) => candidates.push(candidate),
                 Err(err) => {
                     self.sink.bad_value(
-                        KEY,
+                        key,
                         &item.span(),
                         err.to_string(),
                         Some(CANDIDATES_ALLOWED.to_owned()),
@@ -152,6 +157,18 @@ impl Walk<'_> {
         min: f64,
         allowed: &str,
     ) -> Option<f64> {
+        self.number_in(key, value, min, 1.0, allowed)
+    }
+
+    /// A number (float or integer) in `min..=max`.
+    pub(super) fn number_in(
+        &mut self,
+        key: &str,
+        value: &Spanned<DeValue<'_>>,
+        min: f64,
+        max: f64,
+        allowed: &str,
+    ) -> Option<f64> {
         let number = match value.get_ref() {
             DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
             DeValue::Integer(n) => i64::from_str_radix(n.as_str(), n.radix())
@@ -168,7 +185,7 @@ impl Walk<'_> {
             }
         };
         match number {
-            Some(n) if n.is_finite() && (min..=1.0).contains(&n) => Some(n),
+            Some(n) if n.is_finite() && (min..=max).contains(&n) => Some(n),
             _ => {
                 self.sink
                     .bad_value(key, &value.span(), "out of range", Some(allowed.to_owned()));

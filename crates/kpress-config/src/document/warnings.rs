@@ -69,6 +69,8 @@ enum Writes {
     AsSent,
     TopicsOwn,
     Codec(Codec),
+    /// `auto`: each topic's chosen candidate, at the level and options of its spec.
+    Auto,
 }
 
 /// What a table's policy compresses with, and where its `compression.type` came from.
@@ -86,6 +88,7 @@ fn targets(policy: &TopicPolicy, sets_type: bool, defaults_set_type: Option<bool
         Compression::Producer => Writes::AsSent,
         Compression::Topic => Writes::TopicsOwn,
         Compression::Codec(codec) => Writes::Codec(codec),
+        Compression::Auto => Writes::Auto,
     };
     let fallback = match (normal, policy.overload.compression) {
         (Writes::TopicsOwn, _) => None,
@@ -119,10 +122,27 @@ fn codec_of(key: &str) -> Option<Codec> {
 fn unused(key: &str, policy: &TopicPolicy, t: &Targets, adaptive: bool) -> Option<String> {
     let as_sent = t.normal == Writes::AsSent && t.fallback.is_none();
     let described = &t.described;
+    if key.starts_with("auto.") {
+        return (t.normal != Writes::Auto).then(|| {
+            format!("{described} is not \"auto\", the only compression.type reading auto.* keys")
+        });
+    }
     if LEVEL_KEYS.contains(&key) {
         let codec = codec_of(key)?;
         return match t.normal {
             Writes::Codec(c) if c == codec => None,
+            Writes::Auto => Some(format!(
+                "{described} writes each candidate at the level its spec names \
+                 (auto.candidates){}",
+                if t.fallback == Some(codec) {
+                    format!(
+                        "; the overload fallback takes overload.compression.{}.level",
+                        codec.name()
+                    )
+                } else {
+                    String::new()
+                }
+            )),
             Writes::TopicsOwn => Some(format!(
                 "{described} stores each topic's own level (its compression.{}.level): \
                  name a codec beside it to set a level",
@@ -150,6 +170,10 @@ fn unused(key: &str, policy: &TopicPolicy, t: &Targets, adaptive: bool) -> Optio
             (Writes::TopicsOwn, _) => None,
             (Writes::Codec(c), _) if c == codec => None,
             (_, Some(f)) if f == codec => None,
+            (Writes::Auto, _) => Some(format!(
+                "{described} writes each candidate with the options its spec names \
+                 (auto.candidates)"
+            )),
             _ if as_sent => Some(format!("{described} passes batches as sent")),
             (_, Some(f)) => Some(format!(
                 "neither {described} nor its overload fallback ({}) writes {}",
@@ -198,6 +222,9 @@ fn unused(key: &str, policy: &TopicPolicy, t: &Targets, adaptive: bool) -> Optio
         }
         "overload.min_level" => match t.normal {
             _ if !adaptive => Some("[overload] adaptive is off: levels never step down".to_owned()),
+            Writes::Auto => Some(format!(
+                "{described}: adaptive levels do not step the autopilot's candidates"
+            )),
             Writes::Codec(codec) if level_of(codec, &policy.options).is_some() => None,
             _ => Some(format!("{described} has no level to step down")),
         },
