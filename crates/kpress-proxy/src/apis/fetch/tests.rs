@@ -709,3 +709,226 @@ async fn v10_and_later_go_as_read_both_ways() {
         assert_eq!(next_frame(&mut h.client).await, answer);
     }
 }
+
+// Flexible versions (v12 on): the answer walked, not decoded, and written back at its
+// own version with only the re-encoded records changed.
+
+const GZIP_ONLY: &str = "gzip-only-1";
+const TOPIC_ID: [u8; 16] = [0x7e; 16];
+/// The node the broker names in KIP-951 node endpoints; kpress serves it already.
+const NEW_LEADER: i32 = 2;
+const NODE_PORT_BASE: u16 = 30000;
+
+/// A proxy whose `[[clients]]` rule says clients called `gzip-only*` read only gzip.
+fn shared_with_gzip_only_rule() -> crate::tests::Proxy {
+    let rule = kpress_config::ClientRule {
+        client_id: Some(
+            kpress_config::NamePattern::parse("gzip-only*", |_| true, "client ids").unwrap(),
+        ),
+        software: None,
+        listener: None,
+        accept: kpress_config::CodecSet::of([Codec::Gzip]),
+        line: 1,
+    };
+    let snapshot = crate::policy::PolicySnapshot {
+        consumers: std::sync::Arc::new(ConsumerSettings {
+            clients: kpress_config::ClientRules::new(vec![rule]),
+            ..ConsumerSettings::default()
+        }),
+        ..crate::policy::PolicySnapshot::rules_only(std::sync::Arc::new(RewritePolicy::default()))
+    };
+    let config = crate::shared::SharedConfig {
+        policies: tokio::sync::watch::channel(snapshot).1,
+        status: std::sync::Arc::default(),
+        topic_configs: std::sync::Arc::new(crate::topic_configs::TopicConfigCache::new(
+            std::time::Duration::from_secs(30),
+        )),
+        settings: crate::tests::settings(1 << 22, NODE_PORT_BASE),
+    };
+    let (shared, control) = crate::shared::Shared::new(config).unwrap();
+    std::mem::forget(control);
+    std::sync::Arc::new(crate::listeners::Listeners {
+        shared,
+        handlers: std::sync::Arc::new(crate::Handlers::kpress()),
+    })
+}
+
+/// A Fetch request at flexible `version` (request header v2) from `client_id`.
+fn flexible_fetch_request(version: i16, correlation_id: i32, client_id: &str) -> Vec<u8> {
+    let topic = FetchTopic::default().with_partitions(vec![FetchPartition::default()
+        .with_partition(0)
+        .with_fetch_offset(0)
+        .with_partition_max_bytes(1 << 20)]);
+    let topic = if version >= kpress_protocol::FETCH_FIRST_TOPIC_ID_VERSION {
+        topic.with_topic_id(uuid::Uuid::from_bytes(TOPIC_ID))
+    } else {
+        topic.with_topic(name("orders"))
+    };
+    let request = FetchRequest::default()
+        .with_max_wait_ms(500)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![topic]);
+    let mut out = Vec::new();
+    out.extend_from_slice(&kpress_protocol::api_key::FETCH.to_be_bytes());
+    out.extend_from_slice(&version.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    out.extend_from_slice(client_id.as_bytes());
+    out.push(0); // header tagged fields
+    let mut body = BytesMut::new();
+    request.encode(&mut body, version).unwrap();
+    out.extend_from_slice(&body);
+    crate::tests::frame(&out)
+}
+
+/// The broker's answer at flexible `version`: one partition per entry of `records`,
+/// with tagged fields no Fetch version defines (kept as sent) and, from v16, a new
+/// leader's node endpoint.
+fn flexible_fetch_response(version: i16, correlation_id: i32, records: &[&[u8]]) -> FetchResponse {
+    let unknown =
+        |tag| std::collections::BTreeMap::from([(tag, Bytes::from_static(b"a newer broker's"))]);
+    let partitions = records
+        .iter()
+        .enumerate()
+        .map(|(i, records)| {
+            PartitionData::default()
+                .with_partition_index(i as i32)
+                .with_high_watermark(1000)
+                .with_last_stable_offset(900)
+                .with_aborted_transactions(Some(vec![AbortedTransaction::default()
+                    .with_producer_id(ProducerId(4242))
+                    .with_first_offset(20)]))
+                .with_records(Some(Bytes::copy_from_slice(records)))
+                .with_unknown_tagged_fields(unknown(40))
+        })
+        .collect();
+    let topic = FetchableTopicResponse::default().with_partitions(partitions);
+    let topic = if version >= kpress_protocol::FETCH_FIRST_TOPIC_ID_VERSION {
+        topic.with_topic_id(uuid::Uuid::from_bytes(TOPIC_ID))
+    } else {
+        topic.with_topic(name("orders"))
+    };
+    let response = FetchResponse::default()
+        .with_session_id(correlation_id)
+        .with_responses(vec![topic])
+        .with_unknown_tagged_fields(unknown(30));
+    if version >= 16 {
+        response.with_node_endpoints(vec![
+            kafka_protocol::messages::fetch_response::NodeEndpoint::default()
+                .with_node_id(kafka_protocol::messages::BrokerId(NEW_LEADER))
+                .with_host(StrBytes::from_static_str("broker-2.internal"))
+                .with_port(9092),
+        ])
+    } else {
+        response
+    }
+}
+
+/// `response` as the broker's frame: response header v1, then the body.
+fn flexible_frame(version: i16, correlation_id: i32, response: &FetchResponse) -> Vec<u8> {
+    let mut out = correlation_id.to_be_bytes().to_vec();
+    out.push(0); // header tagged fields
+    let mut body = BytesMut::new();
+    response.encode(&mut body, version).unwrap();
+    out.extend_from_slice(&body);
+    crate::tests::frame(&out)
+}
+
+fn decode_flexible(version: i16, frame: &[u8]) -> FetchResponse {
+    assert_eq!(frame[8], 0, "no header tagged fields");
+    let mut body = &frame[9..];
+    let response = FetchResponse::decode(&mut body, version).unwrap();
+    assert!(body.is_empty());
+    response
+}
+
+#[tokio::test]
+async fn a_flexible_answer_is_reencoded_for_a_rule_limited_client_and_its_addresses_rewritten() {
+    let proxy = shared_with_gzip_only_rule();
+    proxy.cluster.listeners().insert(NEW_LEADER);
+    let mut h = start(proxy);
+    let lz4 = batch(Codec::Lz4, 0, 30);
+    let zstd = batch(Codec::Zstd, 30, 20);
+    let gzip = batch(Codec::Gzip, 50, 10);
+    let records = [&lz4[..], &zstd, &gzip].concat();
+    for version in
+        kpress_protocol::FETCH_FIRST_FLEXIBLE_VERSION..=kpress_protocol::FETCH_MAX_VERSION
+    {
+        let correlation_id = i32::from(version);
+        let request = flexible_fetch_request(version, correlation_id, GZIP_ONLY);
+        h.client.write_all(&request).await.unwrap();
+        assert_eq!(
+            next_frame(&mut h.broker).await,
+            request,
+            "v{version} sent as read"
+        );
+        let sent = flexible_fetch_response(version, correlation_id, &[&records, &gzip]);
+        h.broker
+            .write_all(&flexible_frame(version, correlation_id, &sent))
+            .await
+            .unwrap();
+        let frame = next_frame(&mut h.client).await;
+        assert_eq!(frame[4..8], correlation_id.to_be_bytes());
+        let got = decode_flexible(version, &frame);
+        let first = got.responses[0].partitions[0].records.as_ref().unwrap();
+        let (batches, tail) = batches_of(first);
+        assert!(tail.is_empty());
+        assert_eq!(
+            batches.iter().map(|b| b.1).collect::<Vec<_>>(),
+            [Some(Codec::Gzip); 3],
+            "v{version}"
+        );
+        // Headers and records as stored, only the codec changed.
+        let stored = batches_of(&records).0;
+        assert_eq!(batches.len(), stored.len());
+        for (got, stored) in batches.iter().zip(&stored) {
+            assert_eq!((&got.0, &got.2), (&stored.0, &stored.2), "v{version}");
+        }
+        // Everything else as the broker sent it but the addresses, which are kpress's.
+        let mut expected = sent.clone();
+        expected.responses[0].partitions[0].records = Some(Bytes::copy_from_slice(first));
+        for endpoint in &mut expected.node_endpoints {
+            endpoint.host = StrBytes::from_static_str("kpress.test");
+            endpoint.port = i32::from(NODE_PORT_BASE) + NEW_LEADER;
+        }
+        assert_eq!(got, expected, "v{version}");
+        assert_eq!(
+            got.responses[0].partitions[1].records.as_deref(),
+            Some(&gzip[..])
+        );
+        if version >= 16 {
+            assert_eq!(got.node_endpoints.len(), 1);
+        }
+    }
+}
+
+#[tokio::test]
+async fn flexible_answers_to_clients_no_rule_limits_go_as_read_records_unread() {
+    let proxy = shared_with_gzip_only_rule();
+    let mut h = start(proxy);
+    // Bytes that are no batches at all: kpress never looks at them on this path.
+    let not_batches = b"\x00\x00\x00\x00\x00\x00\x00\x00not a batch, never decoded".to_vec();
+    let zstd = batch(Codec::Zstd, 0, 10);
+    for version in kpress_protocol::FETCH_FIRST_FLEXIBLE_VERSION..16 {
+        let correlation_id = i32::from(version);
+        let request = flexible_fetch_request(version, correlation_id, "any-reader");
+        h.client.write_all(&request).await.unwrap();
+        assert_eq!(next_frame(&mut h.broker).await, request);
+        let answer = flexible_frame(
+            version,
+            correlation_id,
+            &flexible_fetch_response(version, correlation_id, &[&not_batches, &zstd]),
+        );
+        h.broker.write_all(&answer).await.unwrap();
+        assert_eq!(next_frame(&mut h.client).await, answer, "v{version}");
+    }
+}
+
+#[test]
+fn topic_ids_kpress_has_no_name_for_are_keyed_apart_from_every_topic_name() {
+    let key = super::response::unnamed_topic(&[0xab; 16]);
+    assert_eq!(&*key, &format!("id:{}", "ab".repeat(16)));
+    // ':' is no topic name character, so no topic's name is such a key.
+    assert!(kpress_config::is_legal_topic_char('a') && !kpress_config::is_legal_topic_char(':'));
+}
