@@ -34,10 +34,11 @@ pub(crate) fn spawn(files: &[PathBuf]) -> watch::Receiver<u64> {
             }
         })
         .collect();
+    let names = WatchedNames::of(files);
     let watcher = if directories.is_empty() {
         None
     } else {
-        watch_directories(&directories, changed.clone())
+        watch_directories(&directories, names, changed.clone())
     };
 
     let hangup = hangup_signal();
@@ -69,12 +70,41 @@ pub(crate) fn spawn(files: &[PathBuf]) -> watch::Receiver<u64> {
     receiver
 }
 
+/// The names of the watched files: a change to another file in their directories (an
+/// editor's swap file, a neighbour's log) is no reason to re-read them.
+#[derive(Debug, Clone)]
+struct WatchedNames(BTreeSet<std::ffi::OsString>);
+
+impl WatchedNames {
+    fn of(files: &[PathBuf]) -> WatchedNames {
+        WatchedNames(
+            files
+                .iter()
+                .filter_map(|file| file.file_name().map(ToOwned::to_owned))
+                .collect(),
+        )
+    }
+
+    /// Whether an event on `paths` may have changed a watched file: it names one, or a
+    /// `..`-prefixed entry (a Kubernetes volume swaps its `..data` link to update every
+    /// file at once), or no path at all (the watcher lost track and asks for a rescan).
+    fn concern(&self, paths: &[PathBuf]) -> bool {
+        paths.is_empty()
+            || paths.iter().any(|path| {
+                path.file_name().is_some_and(|name| {
+                    self.0.contains(name) || name.to_string_lossy().starts_with("..")
+                })
+            })
+    }
+}
+
 fn watch_directories(
     directories: &BTreeSet<PathBuf>,
+    names: WatchedNames,
     changed: mpsc::Sender<()>,
 ) -> Option<notify::RecommendedWatcher> {
     let handler = move |event: notify::Result<notify::Event>| {
-        if matches!(&event, Ok(e) if !e.kind.is_access()) {
+        if matches!(&event, Ok(e) if !e.kind.is_access() && names.concern(&e.paths)) {
             // Full means a reload is already due; one is enough.
             let _ = changed.try_send(());
         }
@@ -129,4 +159,30 @@ async fn recv_hangup(hangup: &mut Hangup) -> bool {
     #[cfg(not(unix))]
     let _ = hangup;
     std::future::pending::<bool>().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn concern(paths: &[&str]) -> bool {
+        let names = WatchedNames::of(&[
+            PathBuf::from("/etc/kpress/policy.toml"),
+            PathBuf::from("/etc/kpress/tls/ca.pem"),
+        ]);
+        names.concern(&paths.iter().map(PathBuf::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn only_changes_that_may_touch_a_watched_file_reload() {
+        assert!(concern(&["/etc/kpress/policy.toml"]));
+        assert!(concern(&["/etc/kpress/.policy.toml.tmp", "/etc/kpress/policy.toml"]));
+        assert!(concern(&["/etc/kpress/tls/ca.pem"]));
+        assert!(concern(&["/etc/kpress/..data"]));
+        assert!(concern(&["/etc/kpress/..2026_11_28_14_00_00.123"]));
+        assert!(concern(&[]));
+        assert!(!concern(&["/etc/kpress/.policy.toml.swp"]));
+        assert!(!concern(&["/etc/kpress/policy.toml~"]));
+        assert!(!concern(&["/etc/kpress/notes.txt"]));
+    }
 }
