@@ -77,7 +77,7 @@ pub(crate) fn snapshot(
         rules: Arc::clone(&applied.rules) as Arc<dyn kpress_batch::PolicyLookup>,
         shadow: ShadowTrials::follow(
             running.and_then(|running| running.shadow.as_ref()),
-            config.shadow.as_ref(),
+            config.trial_settings().as_ref(),
             &config.limits,
         ),
         consumers: Arc::new(config.consumers.clone()),
@@ -277,6 +277,9 @@ fn merge_live(running: &Config, new: Config) -> (Config, Vec<&'static str>) {
     if new.admin != running.admin {
         restart.push("[admin]");
     }
+    if new.autopilot != running.autopilot {
+        restart.push("[autopilot]");
+    }
     let config = Config {
         defaults: new.defaults,
         topics: new.topics,
@@ -366,6 +369,18 @@ mod tests {
         ));
         let (merged, _) = merge_live(&merged, config(""));
         assert!(snapshot(&at(&merged), Some(&third)).shadow.is_none());
+        // An auto rule runs the trials it needs without a [shadow].
+        let (merged, _) = merge_live(&merged, config("[defaults]\ncompression.type = \"auto\"\n"));
+        assert!(snapshot(&at(&merged), Some(&third)).shadow.is_some());
+    }
+
+    #[test]
+    fn autopilot_waits_for_a_restart() {
+        let running = config("");
+        let new = config("[autopilot]\nwindow_ms = 1000\n");
+        let (merged, restart) = merge_live(&running, new);
+        assert_eq!(restart, ["[autopilot]"]);
+        assert_eq!(merged.autopilot, running.autopilot);
     }
 
     #[test]
