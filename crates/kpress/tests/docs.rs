@@ -1052,6 +1052,7 @@ fn policy_setting_key(key: &str, value: Option<&str>) -> Option<String> {
         "admin" => "[admin]\nbind = \"127.0.0.1:9464\"\n".to_owned(),
         "shadow" => "[shadow]\ncandidates = [\"zstd:3\"]\n".to_owned(),
         "consumers" => "[consumers]\n".to_owned(),
+        "autopilot" => "[autopilot]\n".to_owned(),
         "clients" => "[[clients]]\nmatch = \"c\"\naccept = []\n".to_owned(),
         "defaults" | "topics" => {
             let header = if table == "topics" {
@@ -1073,6 +1074,8 @@ fn policy_setting_key(key: &str, value: Option<&str>) -> Option<String> {
                 rule.push_str(&format!(
                     "compression.type = \"{codec}\"\noverload.compression.type = \"{codec}\"\n"
                 ));
+            } else if leaf.starts_with("auto.") {
+                rule.push_str("compression.type = \"auto\"\n");
             } else if leaf != "compression.type" && leaf != "match" {
                 let codec = leaf
                     .strip_prefix("compression.")
