@@ -396,7 +396,7 @@ pub(crate) fn summary(config: &Config) -> String {
             let _ = writeln!(out, "  admin endpoint off");
         }
     }
-    if let Some(shadow) = &config.shadow {
+    if let Some(shadow) = &config.trial_settings() {
         let candidates: Vec<String> = shadow.candidates.iter().map(|c| c.to_string()).collect();
         let _ = writeln!(
             out,
@@ -600,6 +600,29 @@ mod tests {
             "[listener]\nbind = \"127.0.0.1:19092\"\n{UPSTREAM}"
         ));
         assert!(!off.contains("adaptive"), "{off}");
+    }
+
+    #[test]
+    fn an_auto_rule_is_shown_with_the_trials_it_runs() {
+        let out = summary_of(&format!(
+            "[listener]\nbind = \"127.0.0.1:19092\"\n{UPSTREAM}\
+             [[topics]]\nmatch = \"logs.*\"\ncompression.type = \"auto\"\n"
+        ));
+        assert!(
+            out.contains(
+                "logs.*: auto (candidates zstd:3, lz4:9, gzip:6, snappy; initial producer; \
+                 objective bytes; budget none; min 30 samples, margin 2%, at most 4 \
+                 changes/hour), recompress codec-differs, only if smaller\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "  shadow trials of 0.01 of each topic's batches with zstd:3, lz4:9, \
+                 gzip:6, snappy ("
+            ),
+            "{out}"
+        );
     }
 
     #[test]
