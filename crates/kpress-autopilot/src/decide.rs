@@ -99,6 +99,9 @@ pub enum Ineligible {
     TooFewSamples { have: u64, need: u64 },
     /// Its batches are on average not smaller than as sent.
     DoesNotShrink,
+    /// It saves less than `margin` of as sent: not worth a change from as sent, and
+    /// a payload turning incompressible leaves it sooner than by growth alone.
+    WithinMargin,
 }
 
 impl fmt::Display for Ineligible {
@@ -108,6 +111,7 @@ impl fmt::Display for Ineligible {
                 write!(f, "{have} of {need} samples")
             }
             Ineligible::DoesNotShrink => f.write_str("does not shrink batches"),
+            Ineligible::WithinMargin => f.write_str("saves less than the margin"),
         }
     }
 }
@@ -195,7 +199,8 @@ struct TopicState {
 ///
 /// - A topic gets no first choice until every candidate has `min_samples` trials.
 /// - Options: as sent (ratio 1, no CPU) and every candidate with `min_samples` trials
-///   whose mean `bytes_out` is below its mean `bytes_in`.
+///   whose `bytes_out / bytes_in` is below `1 - margin` (so never one that grows
+///   batches).
 /// - A decided topic changes only to an option whose objective beats the current one
 ///   by more than `margin` (relative) and by more than 2 standard errors of the
 ///   difference, `2 × slope × sqrt(var_a / w_a + var_b / w_b)` with `var` each
@@ -480,6 +485,8 @@ fn evaluate(
         })
     } else if f.bytes_in == 0 || f.bytes_out >= f.bytes_in {
         Some(Ineligible::DoesNotShrink)
+    } else if ratio > 1.0 - settings.margin {
+        Some(Ineligible::WithinMargin)
     } else {
         None
     };
@@ -688,7 +695,10 @@ fn why_decided(
         );
     }
     if picked.label.is_none() && state.options.iter().skip(1).all(|o| o.ineligible.is_some()) {
-        return format!("as sent: no candidate shrinks batches; {budget}");
+        return format!(
+            "as sent: no candidate saves more than the {} margin; {budget}",
+            percent(settings.margin)
+        );
     }
     match prev {
         Some(p) if !same => {
