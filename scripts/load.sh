@@ -25,16 +25,22 @@
 #    CPU and the heavy topic's stored bytes;
 #  - then consumers (tests/consumers_cost.rs): Kafka's ConsumerPerformance reading
 #    1,500,000 lz4 records (batch.size=1048576) straight from the broker and through kpress
-#    in alternating rounds: MB/s each way, the ratio, kpress CPU ms per MB fetched.
+#    in alternating rounds: MB/s each way, the ratio, kpress CPU ms per MB fetched;
+#  - then the autopilot (tests/autopilot_bench.rs): seven topics of JSON, logs, metrics,
+#    gzip'd blobs and random bytes in tiny and large batches, paced through a kpress with
+#    compression.type = "auto" and through fixed zstd-3, lz4, gzip-6, snappy and as sent:
+#    stored bytes per topic, auto against the best fixed codec in hindsight, kpress CPU
+#    seconds, stored bytes per CPU-second, and when each topic's choice settled.
 # Targets are printed beside the figures. It measures and never fails on speed; it fails
 # if a record is not acknowledged or stored, or a stored batch is not in the route's codec.
 # The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`,
 # `scaling` and `noisy_neighbour`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 35 minutes on 2 cores (10 for load, 3 to 7 for
+#   scripts/load.sh                      about 45 minutes on 2 cores (10 for load, 3 to 7 for
 #                                        recompression_vs_java, about 5 for scaling, about 7
 #                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN, about 3
-#                                        for consumers_cost), plus release builds
+#                                        for consumers_cost, about 9 for autopilot_bench), plus
+#                                        release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
 #   LOAD_LATENCY_RATE=20000              records/s of the latency runs (default: a quarter
@@ -53,6 +59,9 @@
 #                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
 #   LOAD_CONSUMERS=0                     leave out consumers_cost (about 3 minutes;
 #                                        CONSUMER_ROUNDS, default 5, CONSUMER_RECORDS)
+#   LOAD_AUTOPILOT=0                     leave out autopilot_bench (about 9 minutes;
+#                                        AUTOPILOT_SECONDS a route, default 60, and the
+#                                        knobs tests/autopilot_bench.rs lists)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
 #   KPRESS_BASE_BIN=/path/to/kpress      the noisy neighbour measures this build too, side by
 #                                        side ("before")
@@ -66,7 +75,7 @@ records=${LOAD_RECORDS:-2000000}
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
 echo "         then 3 to 7 for recompression_vs_java, about 5 for scaling and 7 to 10 for the"
-echo "         noisy neighbour, about 3 for consumers; plus release builds"
+echo "         noisy neighbour, about 3 for consumers, about 9 for the autopilot; plus release builds"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
@@ -127,6 +136,10 @@ consumers_note=""
 measure consumers "Consumers through kpress" LOAD_CONSUMERS CONSUMERS_REPORT consumers_cost \
   consumers_through_kpress
 
+# The autopilot against fixed codecs and the best in hindsight, topic by topic.
+autopilot_note=""
+measure autopilot "Autopilot" LOAD_AUTOPILOT AUTOPILOT_REPORT autopilot_bench autopilot_bench
+
 # A section of the report under "## HEADING": $work/NAME.md, or the note, else that
 # TEST left none. With "own", a report carries its own heading.
 section() {
@@ -158,6 +171,8 @@ section() {
   section noisy noisy_neighbour "Noisy neighbour"
   echo
   section consumers consumers_cost "Consumers through kpress"
+  echo
+  section autopilot autopilot_bench "Autopilot against fixed codecs"
 } >"$work/report.md"
 echo
 cat "$work/report.md"
