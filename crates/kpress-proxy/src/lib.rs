@@ -24,6 +24,7 @@
 //! call into them, and the bookkeeping (metrics, budget).
 
 mod apis;
+mod autopilot;
 mod budget;
 mod cluster;
 mod connection;
@@ -53,6 +54,7 @@ mod topic_ids;
 mod topic_labels;
 mod transport;
 
+pub use autopilot::{FleetStore, StoreError};
 pub use error::ProxyError;
 pub use handler::Handlers;
 pub use kpress_config::{HostPattern, NodeRouting};

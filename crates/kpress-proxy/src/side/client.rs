@@ -162,6 +162,11 @@ impl ClusterConnector {
         self.side.bootstrap_servers()
     }
 
+    /// The side channel its connections are made with.
+    pub(crate) fn side(&self) -> &Arc<SideChannel> {
+        &self.side
+    }
+
     /// Tries each step of reaching `address` on a connection of its own: TCP alone,
     /// then TCP and TLS, then TCP, TLS and kpress's own SASL login.
     pub async fn check(&self, address: &str) -> Reachability {
