@@ -54,6 +54,7 @@ mod topic_ids;
 mod topic_labels;
 mod transport;
 
+pub use apis::fetch::seen::{Handling as ConsumerHandling, SeenConsumer, SeenConsumers};
 pub use autopilot::{FleetStore, StoreError};
 pub use error::ProxyError;
 pub use handler::Handlers;

@@ -30,8 +30,10 @@ use tokio::task::JoinSet;
 
 use crate::policy_reload::AppliedPolicy;
 
+mod consumers;
 mod policy;
 
+use consumers::consumers_json;
 use policy::{learned_topics_json, policy_json};
 
 /// How often the gzip provider fallback counters are copied into the metrics.
@@ -146,9 +148,16 @@ impl Admin {
                 body.push('\n');
                 text(StatusCode::OK, "application/json", body)
             }
+            Route::Consumers => {
+                let seen = kpress_proxy::SeenConsumers::global().snapshot();
+                let mut body = serde_json::to_string_pretty(&consumers_json(&seen))
+                    .unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"));
+                body.push('\n');
+                text(StatusCode::OK, "application/json", body)
+            }
             Route::NotFound => plain(
                 StatusCode::NOT_FOUND,
-                "not found: kpress serves /metrics, /healthz, /readyz and /policy\n",
+                "not found: kpress serves /metrics, /healthz, /readyz, /policy and /consumers\n",
             ),
             Route::MethodNotAllowed => {
                 let mut refusal = plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
@@ -210,6 +219,7 @@ enum Route {
     Healthz,
     Readyz,
     Policy,
+    Consumers,
     NotFound,
     /// A method other than GET or HEAD on one of the paths above.
     MethodNotAllowed,
@@ -221,6 +231,7 @@ fn route(method: &Method, path: &str) -> Route {
         "/healthz" => Route::Healthz,
         "/readyz" => Route::Readyz,
         "/policy" => Route::Policy,
+        "/consumers" => Route::Consumers,
         _ => return Route::NotFound,
     };
     if method != Method::GET && method != Method::HEAD {
@@ -398,7 +409,7 @@ impl AdminServer {
     }
 }
 
-const ENDPOINTS: &str = "/metrics /healthz /readyz /policy";
+const ENDPOINTS: &str = "/metrics /healthz /readyz /policy /consumers";
 
 /// Binds `bind` once it is free, trying every `wait.every`: the listener and how long
 /// it took, or `None` if told to stop first. A bind error other than "in use", or the
@@ -516,6 +527,7 @@ mod tests {
         assert_eq!(route(&Method::HEAD, "/healthz"), Route::Healthz);
         assert_eq!(route(&Method::GET, "/readyz"), Route::Readyz);
         assert_eq!(route(&Method::GET, "/policy"), Route::Policy);
+        assert_eq!(route(&Method::GET, "/consumers"), Route::Consumers);
         for path in ["/", "/metrics/", "/policy.json", "/healthz/x", ""] {
             assert_eq!(route(&Method::GET, path), Route::NotFound, "{path}");
         }

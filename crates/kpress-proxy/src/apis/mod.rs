@@ -6,7 +6,7 @@
 
 mod addresses;
 mod api_versions;
-mod fetch;
+pub(crate) mod fetch;
 mod log_limiter;
 pub(crate) mod metrics;
 pub(crate) mod produce;

@@ -40,6 +40,7 @@ mod metrics;
 mod reencode;
 mod report;
 mod response;
+pub(crate) mod seen;
 #[cfg(test)]
 mod tests;
 mod upgrade;
@@ -160,9 +161,9 @@ impl ApiHandler for Fetch {
         request: &mut RequestContext,
         frame: Frame,
     ) -> Result<RequestStep, HandlerError> {
-        Ok(RequestStep::Forward(upgrade::request_step(
-            conn, request, frame,
-        )))
+        let forward = upgrade::request_step(conn, request, frame);
+        note_seen(conn, request);
+        Ok(RequestStep::Forward(forward))
     }
 
     fn on_response(
@@ -176,4 +177,45 @@ impl ApiHandler for Fetch {
             None => addresses::rewrite(conn, request, frame),
         }
     }
+}
+
+/// Records a consumer that does not read every codec in [`seen::SeenConsumers`], from
+/// what the request step kept. A client at v10 or later with no `[[clients]]` rules
+/// reads every codec: it costs a policy snapshot and a comparison.
+fn note_seen(conn: &ConnectionContext, request: &mut RequestContext) {
+    let version = request.api_version();
+    let (reads, handling) = match request.kept::<Upgraded>() {
+        Some(upgraded) => (upgraded.reads, seen::Handling::Reencoded),
+        None => {
+            let consumers = Arc::clone(&conn.policy().consumers);
+            if version >= FETCH_FIRST_ZSTD_VERSION && consumers.clients.rules().is_empty() {
+                return;
+            }
+            let reads = client_reads(
+                &consumers,
+                version,
+                request.client_id(),
+                || conn.client_software(),
+                conn.listener(),
+            );
+            if reads == CodecSet::ALL {
+                return;
+            }
+            let handling = if consumers.reencode {
+                seen::Handling::VersionNotReencoded
+            } else {
+                seen::Handling::ReencodeOff
+            };
+            (reads, handling)
+        }
+    };
+    let software = conn.client_software();
+    seen::SeenConsumers::global().note(seen::Sighting {
+        client_id: request.client_id(),
+        software: software.as_ref(),
+        listener: conn.listener(),
+        version,
+        reads,
+        handling,
+    });
 }
