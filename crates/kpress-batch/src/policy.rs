@@ -212,15 +212,19 @@ pub enum TargetSource {
     Default,
     /// Topic mode, but the topic's configuration is not known (pending or failed).
     Unresolved,
+    /// `compression.type = "auto"`: the autopilot's choice for the topic, or the rule's
+    /// initial policy while it has none.
+    Auto,
 }
 
 impl TargetSource {
-    pub const ALL: [TargetSource; 5] = [
+    pub const ALL: [TargetSource; 6] = [
         TargetSource::Rule,
         TargetSource::Topic,
         TargetSource::BrokerDefault,
         TargetSource::Default,
         TargetSource::Unresolved,
+        TargetSource::Auto,
     ];
 
     /// snake_case label for metrics and `/policy`.
@@ -231,6 +235,7 @@ impl TargetSource {
             TargetSource::BrokerDefault => "broker_default",
             TargetSource::Default => "default",
             TargetSource::Unresolved => "unresolved",
+            TargetSource::Auto => "auto",
         }
     }
 }

@@ -513,12 +513,12 @@ impl PolicyLookup for PolicySet {
     fn target_source(&self, topic: &str) -> TargetSource {
         let rule = &self.rules[self.policy_index(topic)];
         if rule.auto.is_some() {
-            // The rule's choice, unless the topic's own configuration pins it.
+            // The autopilot's choice, unless the topic's own configuration pins it.
             let known = self.topic_compression(topic);
             return if pinned(&known) {
                 known.source()
             } else {
-                TargetSource::Rule
+                TargetSource::Auto
             };
         }
         match &rule.topic_mode {
@@ -812,7 +812,9 @@ mod tests {
         let undecided = set.policy_for("b");
         assert_eq!(undecided.target, Target::Producer);
         assert!(undecided.only_if_smaller);
-        assert_eq!(set.target_source("b"), TargetSource::Rule);
+        assert_eq!(set.target_source("b"), TargetSource::Auto);
+        assert_eq!(set.target_source("a"), TargetSource::Auto);
+        assert_eq!(TargetSource::Auto.as_str(), "auto");
         // Chosen: that candidate, never growing a batch, with the rule's other settings.
         let chosen = set.policy_for("a");
         assert_eq!(target(chosen), ("lz4", Some(9)));

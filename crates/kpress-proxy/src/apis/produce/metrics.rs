@@ -32,7 +32,8 @@ pub(crate) const REWRITES_DROPPED: &str = "kpress_rewrites_dropped_total";
 /// Batches by where their target codec came from, labelled `target_source`: `rule` (a
 /// rule or `[defaults]` names it), `topic` (the topic's own `compression.type`),
 /// `broker_default` (a broker config the topic inherits), `default` (Kafka's built-in
-/// default), `unresolved` (topic mode, the topic's config not known: passed as sent).
+/// default), `unresolved` (topic mode, the topic's config not known: passed as sent),
+/// `auto` (the autopilot's choice, or an auto rule's initial policy).
 pub(crate) const BATCHES_BY_TARGET_SOURCE: &str = "kpress_batches_by_target_source_total";
 
 /// Produce requests forwarded without a rewrite attempt, labelled `reason`:
