@@ -6,23 +6,31 @@
 //! chosen codec and within 3% of the smallest of zstd-3, lz4, gzip-6 and snappy of the
 //! same records. Two kpress processes sharing the fleet topic must agree on every
 //! topic's choice, one restarted must have the choices before any new trial, and a topic
-//! whose data turns from JSON to random must follow without flapping.
+//! whose data turns from JSON to random must follow without flapping. Where kpress's
+//! principal may not use the fleet topic (ACLs, StandardAuthorizer), each process
+//! decides alone and says so.
 //!
 //! Trials sample every batch (`[shadow] sample = 1`) and decisions are taken every
 //! second (`[autopilot] window_ms = 1000`) with `auto.min_samples = 5`, so a topic is
 //! decided within seconds. Each test names its own fleet topic.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use kpress_batch::builder::BatchBuilder;
 use kpress_codec::{Candidate, Codec};
+use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::data::diff_records;
+use kpress_tests::java;
 use kpress_tests::java_client::JavaClient;
-use kpress_tests::kpress::{KpressProxy, KpressSetup};
+use kpress_tests::kpress::{KpressProxy, KpressSetup, UpstreamSaslKeys};
+use kpress_tests::process::run_ok;
 use kpress_tests::raw_produce::{connect, produce_raw_on};
+use kpress_tests::secure_stream::SecureStream;
+use kpress_tests::tls::{ClientSecurity, SaslMechanism, SaslUser};
 use kpress_tests::workloads::{
     codec_name, metric_samples, stored_batches, Generator, Kind, Shape, StoredBatch,
 };
@@ -148,6 +156,11 @@ struct Sent {
     base_offset: i64,
 }
 
+/// A client's connection to kpress: plain TCP, or SASL on it.
+trait Connection: Read + Write + std::fmt::Debug {}
+
+impl<T: Read + Write + std::fmt::Debug> Connection for T {}
+
 /// A topic's producer: a generator, a batch shape and the codec it sends, on a
 /// connection of its own to a kpress node port.
 #[derive(Debug)]
@@ -156,18 +169,29 @@ struct Feed {
     generator: Generator,
     shape: Shape,
     codec: Codec,
-    stream: TcpStream,
+    stream: Box<dyn Connection>,
     sent: Vec<Sent>,
 }
 
 impl Feed {
     fn new(topic: &str, kind: Kind, shape: Shape, codec: Codec, to: SocketAddr) -> Feed {
+        let stream = connect(to, Duration::from_secs(60)).unwrap();
+        Feed::on(topic, kind, shape, codec, Box::new(stream))
+    }
+
+    fn on(
+        topic: &str,
+        kind: Kind,
+        shape: Shape,
+        codec: Codec,
+        stream: Box<dyn Connection>,
+    ) -> Feed {
         Feed {
             topic: topic.to_string(),
             generator: Generator::new(kind, 42),
             shape,
             codec,
-            stream: connect(to, Duration::from_secs(60)).unwrap(),
+            stream,
             sent: Vec::new(),
         }
     }
@@ -177,14 +201,23 @@ impl Feed {
         let batch = BatchBuilder::codec(self.codec)
             .build_values(&records)
             .unwrap();
-        let answer = produce_raw_on(
-            &mut self.stream,
-            &self.topic,
-            0,
-            &batch,
-            Duration::from_secs(60),
-        )
-        .unwrap_or_else(|e| panic!("a batch to {}: {e:#}", self.topic));
+        // A new partition's leadership may still be settling: UNKNOWN_TOPIC_OR_PARTITION,
+        // LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER are tried again for 10 s.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let answer = loop {
+            let answer = produce_raw_on(
+                &mut self.stream,
+                &self.topic,
+                0,
+                &batch,
+                Duration::from_secs(60),
+            )
+            .unwrap_or_else(|e| panic!("a batch to {}: {e:#}", self.topic));
+            if ![3, 5, 6].contains(&answer.error_code) || Instant::now() > deadline {
+                break answer;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
         assert_eq!(answer.error_code, 0, "a batch to {}", self.topic);
         self.sent.push(Sent {
             records,
@@ -487,7 +520,8 @@ fn two_processes_agree_and_a_restarted_one_resumes_the_choices() {
     assert_eq!(choices(&first).get(json), chosen.get(json));
     // Its first batches are stored in the choice at once: no cold start.
     let logs_feed = &mut feeds[1];
-    logs_feed.stream = connect(node(&restarted, cluster), Duration::from_secs(60)).unwrap();
+    logs_feed.stream =
+        Box::new(connect(node(&restarted, cluster), Duration::from_secs(60)).unwrap());
     let from = logs_feed.sent.len();
     for _ in 0..3 {
         logs_feed.send_one();
@@ -556,4 +590,124 @@ fn a_topic_turning_random_is_followed_without_flapping() {
         proxy.log()
     );
     assert_eq!(decided.last(), Some(&Choice::AsSent), "{history:?}");
+}
+
+/// Kafka's `kafka-acls --add` against `cluster`'s PLAINTEXT listener (whose ANONYMOUS
+/// principal is a super user).
+fn add_acl(cluster: &KafkaCluster, args: &[&str]) {
+    let mut cmd = java::client_command(cluster.version(), &[]);
+    cmd.arg("org.apache.kafka.tools.AclCommand")
+        .args([
+            "--bootstrap-server",
+            &cluster.bootstrap(),
+            "--add",
+            "--force",
+        ])
+        .args(args);
+    run_ok(&mut cmd, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("kafka-acls {args:?}: {e:#}"));
+}
+
+/// A SASL/PLAIN broker with the StandardAuthorizer where kpress's principal may
+/// describe the `d.*` topics and their configs but has no ACL for the fleet topic (nor
+/// to create topics): each of two processes decides its own topic's codec alone, the
+/// other's topic stays undecided there, and each says so in its log.
+#[test]
+fn without_acls_for_the_fleet_topic_each_process_decides_alone() {
+    let kpress = SaslUser::new(SaslMechanism::Plain, "kpress", "kpress-secret");
+    let alice = SaslUser::new(SaslMechanism::Plain, "alice", "alice-secret");
+    let security = ClusterSecurity {
+        listeners: vec![BrokerListener::SaslPlaintext],
+        sasl_users: vec![kpress.clone(), alice.clone()],
+    };
+    let properties =
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+         super.users=User:ANONYMOUS\n";
+    let cluster = KafkaCluster::start_with_properties(kafka_version(), 1, &security, properties)
+        .unwrap_or_else(|e| panic!("starting Kafka with ACLs: {e:#}"));
+    let (json, logs) = ("d.json", "d.logs");
+    create_topics(&cluster, &[json, logs]);
+    for (principal, operations, pattern) in [
+        (
+            "User:alice",
+            &["Write", "Describe"][..],
+            &["--topic", "*"][..],
+        ),
+        (
+            "User:kpress",
+            &["Describe", "DescribeConfigs"][..],
+            &["--resource-pattern-type", "prefixed", "--topic", "d."][..],
+        ),
+    ] {
+        let mut args = vec!["--allow-principal", principal];
+        for operation in operations {
+            args.extend(["--operation", operation]);
+        }
+        args.extend(pattern);
+        add_acl(&cluster, &args);
+    }
+    let fleet_topic = "_kpress_autopilot.d";
+    let setup = KpressSetup {
+        upstream_sasl: Some(UpstreamSaslKeys::with_password_file(&kpress)),
+        ..KpressSetup::in_front_of(
+            &cluster.sasl_addresses(),
+            &cluster.node_ids(),
+            &auto_rules(fleet_topic),
+        )
+    };
+    let first = KpressProxy::start_with(setup.clone()).unwrap();
+    let second = KpressProxy::start_with(setup).unwrap();
+    let client = ClientSecurity {
+        tls: None,
+        sasl: Some(alice),
+    };
+    let stream = |proxy: &KpressProxy| -> Box<dyn Connection> {
+        let stream = SecureStream::connect(node(proxy, &cluster), &client, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("SASL through kpress: {e:#}\n{}", proxy.log()));
+        Box::new(stream)
+    };
+    let shape = Shape::Bytes(64 << 10);
+    let mut json_feed = [Feed::on(
+        json,
+        Kind::Json,
+        shape,
+        Codec::Lz4,
+        stream(&first),
+    )];
+    let mut logs_feed = [Feed::on(
+        logs,
+        Kind::Logs,
+        shape,
+        Codec::Lz4,
+        stream(&second),
+    )];
+    let mut history = History::default();
+    let first_chose = until_converged(&[&first], &mut json_feed, &mut history);
+    let second_chose = until_converged(&[&second], &mut logs_feed, &mut history);
+    let mut failures = Vec::new();
+    for (proxy, chose, own, other) in [
+        (&first, &first_chose, json, logs),
+        (&second, &second_chose, logs, json),
+    ] {
+        if !matches!(chose.get(own), Some(Choice::Candidate(_))) {
+            failures.push(format!("{own}: {chose:?}"));
+        }
+        if let Some(choice) = choices(proxy).get(other) {
+            failures.push(format!(
+                "a process that decides alone has {other}'s choice {choice:?}, \
+                 though its traffic went through the other"
+            ));
+        }
+        let log = proxy.log();
+        let said = log.lines().any(|line| {
+            let line = line.to_lowercase();
+            line.contains(fleet_topic) && (line.contains("alone") || line.contains("denied"))
+        });
+        if !said {
+            failures.push(format!(
+                "no log line says the process decides alone (denied {fleet_topic}):\n{log}"
+            ));
+        }
+    }
+    first.assert_no_failures(&failures, &cluster);
 }
