@@ -66,8 +66,9 @@ pub struct Config {
     pub restart_keys: crate::RestartKeys,
     /// `[log]`: what kpress logs when no command-line flag or environment variable says.
     pub log: LogSettings,
-    /// `[shadow]`: trial compressions of sampled live batches; `None` when the file has
-    /// no `[shadow]` section (no trials, no cost).
+    /// `[shadow]` as written: trial compressions of sampled live batches; `None` when
+    /// the file has no `[shadow]` section. The trials that run are
+    /// [`Config::trial_settings`]: auto rules add theirs.
     pub shadow: Option<ShadowSettings>,
     /// `[overload]`: whether levels adapt to load, and how it is judged.
     pub overload: OverloadSettings,
