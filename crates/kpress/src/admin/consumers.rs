@@ -18,6 +18,7 @@ pub(crate) fn consumers_json(consumers: &[SeenConsumer]) -> Value {
                 "reads": c.reads.iter().map(|codec| codec.name()).collect::<Vec<_>>(),
                 "handling": c.handling.as_str(),
                 "fetches": c.fetches,
+                "topics": c.topics.iter().map(|t| &**t).collect::<Vec<&str>>(),
             })
         })
         .collect();

@@ -21,7 +21,7 @@ use kpress_protocol::{
 use super::cache::ReencodedCache;
 use super::reencode::{needs_work, ReencodeLimits, Reencoder};
 use super::report::ResponseReport;
-use super::{metrics, Upgraded};
+use super::{metrics, seen, Upgraded};
 use crate::apis::addresses;
 use crate::error::ConnectionError;
 use crate::frame_io::Frame;
@@ -112,6 +112,11 @@ pub(super) fn response_step(
             task.new_response(bytes).await
         })));
     }
+    seen::note_topics(
+        conn,
+        request,
+        work.keys().map(|topic| topic_key(conn, *topic)),
+    );
     let lane = work
         .iter()
         .max_by_key(|(_, bytes)| **bytes)

@@ -4,18 +4,23 @@
 //! the admin endpoint for `kpress doctor`.
 //!
 //! Recorded on the Fetch request step from what it already worked out, only for
-//! consumers that do not read every codec (clients reading every codec cost nothing).
+//! consumers that do not read every codec, and on the response step the topics whose
+//! batches it could not read as stored (found by the survey that response makes
+//! anyway).
 //! Bounded: at most [`CAPACITY`] consumers, the one seen longest ago giving way to a
 //! new one; `client.id` and software come bounded from the request and the connection.
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use kpress_config::CodecSet;
 
-use crate::handler::ClientSoftware;
+use crate::handler::{ClientSoftware, ConnectionContext, RequestContext};
 
 /// Consumers kept at most.
 pub(crate) const CAPACITY: usize = 256;
+
+/// Topics kept per consumer: the first ones found.
+pub(crate) const MAX_TOPICS: usize = 32;
 
 /// Whether kpress re-encodes what a consumer cannot read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +59,9 @@ pub struct SeenConsumer {
     pub handling: Handling,
     /// Its Fetch requests seen while it was kept.
     pub fetches: u64,
+    /// Topics that sent it batches in a codec it does not read (named by id, `id:`
+    /// and hex, when kpress has no name for the id), at most [`MAX_TOPICS`].
+    pub topics: Vec<Arc<str>>,
     last_seen: u64,
 }
 
@@ -126,12 +134,40 @@ impl SeenConsumers {
             reads: seen.reads,
             handling: seen.handling,
             fetches: 1,
+            topics: Vec::new(),
             last_seen: now,
         };
         if inner.consumers.len() < CAPACITY {
             inner.consumers.push(entry);
         } else if let Some(oldest) = inner.consumers.iter_mut().min_by_key(|c| c.last_seen) {
             *oldest = entry;
+        }
+    }
+
+    /// Notes the topics whose batches a consumer already noted could not read as
+    /// stored.
+    pub(crate) fn note_topics(
+        &self,
+        client_id: Option<&str>,
+        software: Option<&ClientSoftware>,
+        listener: &str,
+        topics: impl IntoIterator<Item = Arc<str>>,
+    ) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(known) = inner
+            .consumers
+            .iter_mut()
+            .find(|c| c.is(client_id, software, listener))
+        else {
+            return;
+        };
+        for topic in topics {
+            if known.topics.len() >= MAX_TOPICS {
+                break;
+            }
+            if !known.topics.contains(&topic) {
+                known.topics.push(topic);
+            }
         }
     }
 
@@ -142,6 +178,21 @@ impl SeenConsumers {
         consumers.sort_by_key(|c| std::cmp::Reverse(c.last_seen));
         consumers
     }
+}
+
+/// [`SeenConsumers::note_topics`] for the consumer of `request` on `conn`.
+pub(super) fn note_topics(
+    conn: &ConnectionContext,
+    request: &RequestContext,
+    topics: impl IntoIterator<Item = Arc<str>>,
+) {
+    let software = conn.client_software();
+    SeenConsumers::global().note_topics(
+        request.client_id(),
+        software.as_ref(),
+        conn.listener(),
+        topics,
+    );
 }
 
 #[cfg(test)]
@@ -199,5 +250,26 @@ mod tests {
         let kept = |id: &str| all.iter().any(|c| c.client_id.as_deref() == Some(id));
         assert!(kept("c0") && kept(&ids[CAPACITY]) && kept("c2"));
         assert!(!kept("c1"));
+    }
+
+    #[test]
+    fn keeps_each_topic_once_up_to_its_limit_and_only_for_a_consumer_it_holds() {
+        let seen = SeenConsumers::default();
+        seen.note_topics(Some("unknown"), None, "bootstrap", [Arc::from("t")]);
+        assert!(seen.snapshot().is_empty());
+        seen.note(sighting("old", 8));
+        let topics: Vec<Arc<str>> = (0..MAX_TOPICS + 5)
+            .map(|i| Arc::from(format!("t{i}")))
+            .collect();
+        seen.note_topics(
+            Some("old"),
+            None,
+            "bootstrap",
+            [Arc::from("t0"), Arc::from("t0")],
+        );
+        seen.note_topics(Some("old"), None, "bootstrap", topics.clone());
+        let kept = &seen.snapshot()[0].topics;
+        assert_eq!(kept.len(), MAX_TOPICS);
+        assert_eq!(kept[..], topics[..MAX_TOPICS]);
     }
 }
