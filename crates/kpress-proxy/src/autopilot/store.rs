@@ -85,7 +85,8 @@ struct Leader {
     node_id: i32,
     address: String,
     stream: Stream,
-    /// Past this the broker ends the SASL session (KIP-368): a new connection first.
+    /// Halfway through the broker's SASL session (KIP-368): past it, the next request
+    /// goes on a new connection, before the broker would close this one.
     renew_at: Option<Instant>,
 }
 
@@ -536,8 +537,13 @@ impl FleetStore {
     /// offset, which moves past them; a batch that would take the read past
     /// [`READ_MAX_DECOMPRESSED_BYTES`] waits for the next read.
     fn take_records(&mut self, records: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.take_records_within(records, READ_MAX_DECOMPRESSED_BYTES)
+    }
+
+    /// [`FleetStore::take_records`], decompressing at most `limit` bytes.
+    fn take_records_within(&mut self, records: &[u8], limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut out = Vec::new();
-        let mut budget = READ_MAX_DECOMPRESSED_BYTES;
+        let mut budget = limit;
         let mut raw = Vec::new();
         for batch in kpress_batch::batches(records) {
             // A cut last batch (the read's byte limit) is read whole next time.
@@ -552,7 +558,7 @@ impl FleetStore {
             raw.clear();
             match self.records_of(&batch, budget, &mut raw) {
                 Ok(()) => {}
-                Err(Skip::OverBudget) if budget < READ_MAX_DECOMPRESSED_BYTES => break,
+                Err(Skip::OverBudget) if budget < limit => break,
                 Err(skip) => {
                     if skip != Skip::Empty {
                         tracing::warn!(
@@ -809,6 +815,139 @@ mod tests {
             encode_batch(&huge),
             Err(StoreError::TooLarge { .. })
         ));
+    }
+
+    fn store() -> FleetStore {
+        FleetStore {
+            side: Arc::new(SideChannel::for_tests(vec!["127.0.0.1:1".into()])),
+            topic: "t".into(),
+            replication_factor: -1,
+            bootstrap: KeptSide::default(),
+            leader: None,
+            next_offset: 0,
+            high_watermark: 0,
+            decompressor: Decompressor::new(),
+        }
+    }
+
+    fn batch(base_offset: i64, codec: Codec, records: &[Record]) -> Vec<u8> {
+        BatchBuilder {
+            base_offset,
+            ..BatchBuilder::codec(codec)
+        }
+        .build(records)
+        .unwrap()
+    }
+
+    fn pair(key: &str, value: &str) -> (Vec<u8>, Vec<u8>) {
+        (key.as_bytes().to_vec(), value.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn reads_take_every_codec_and_skip_what_holds_no_figures() {
+        let kv = |k: &str, v: &str| Record {
+            key: Some(k.into()),
+            value: Some(v.into()),
+            headers: Vec::new(),
+        };
+        let mut log = Vec::new();
+        let codecs = [
+            Codec::None,
+            Codec::Gzip,
+            Codec::Snappy,
+            Codec::Lz4,
+            Codec::Zstd,
+        ];
+        for (i, codec) in codecs.into_iter().enumerate() {
+            let key = format!("k{i}");
+            log.extend(batch(i as i64 * 2, codec, &[kv(&key, "a"), kv(&key, "b")]));
+        }
+        // Offsets 10-12: a tombstone, a record without a key, then one to keep.
+        let tombstone = Record {
+            value: None,
+            ..kv("gone", "")
+        };
+        let keyless = Record::value("no key");
+        log.extend(batch(
+            10,
+            Codec::Lz4,
+            &[tombstone, keyless, kv("kept", "c")],
+        ));
+        // Offset 13: a control batch (a transaction marker).
+        log.extend(
+            BatchBuilder {
+                base_offset: 13,
+                extra_attributes: 0x30,
+                ..BatchBuilder::default()
+            }
+            .build(&[kv("\0\0\0\0", "")])
+            .unwrap(),
+        );
+        // Offset 14: a batch whose CRC does not match.
+        let mut damaged = batch(14, Codec::None, &[kv("bad", "crc")]);
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0xff;
+        log.extend(damaged);
+        let whole = log.len();
+        // Offset 15, cut by the read's byte limit: read whole next time.
+        let next = batch(15, Codec::Zstd, &[kv("next", "d")]);
+        log.extend_from_slice(&next[..next.len() - 3]);
+
+        let mut store = store();
+        let read = store.take_records(&log);
+        let mut expected = Vec::new();
+        for i in 0..5 {
+            expected.extend([pair(&format!("k{i}"), "a"), pair(&format!("k{i}"), "b")]);
+        }
+        expected.push(pair("kept", "c"));
+        assert_eq!(read, expected);
+        assert_eq!(
+            store.next_offset(),
+            15,
+            "past the damaged batch, not the cut one"
+        );
+
+        // The same bytes again (a retried read): nothing twice; then the whole batch.
+        assert!(store.take_records(&log[..whole]).is_empty());
+        assert_eq!(store.take_records(&next), vec![pair("next", "d")]);
+        assert_eq!(store.next_offset(), 16);
+    }
+
+    #[test]
+    fn a_batch_starting_before_the_next_offset_gives_only_the_records_after_it() {
+        let records: Vec<Record> = (0..4)
+            .map(|i| Record {
+                key: Some(format!("k{i}").into_bytes()),
+                value: Some(b"v".to_vec()),
+                headers: Vec::new(),
+            })
+            .collect();
+        let mut store = store();
+        store.next_offset = 102;
+        let read = store.take_records(&batch(100, Codec::Gzip, &records));
+        assert_eq!(read, vec![pair("k2", "v"), pair("k3", "v")]);
+        assert_eq!(store.next_offset(), 104);
+    }
+
+    #[test]
+    fn a_read_stops_before_a_batch_past_its_limit_and_skips_one_past_it_alone() {
+        let big = |key: &str, size: usize| Record {
+            key: Some(key.into()),
+            value: Some(vec![7; size]),
+            headers: Vec::new(),
+        };
+        let mut log = batch(0, Codec::Lz4, &[big("a", 1000)]);
+        log.extend(batch(1, Codec::Lz4, &[big("b", 1000)]));
+        let mut store = store();
+        let read = store.take_records_within(&log, 1500);
+        assert_eq!(read.len(), 1);
+        assert_eq!(store.next_offset(), 1, "the second batch waits");
+        let read = store.take_records_within(&log, 1500);
+        assert_eq!(read[0].0, b"b");
+        assert_eq!(store.next_offset(), 2);
+        let alone = batch(2, Codec::Lz4, &[big("c", 2000)]);
+        assert!(store.take_records_within(&alone, 1500).is_empty());
+        assert_eq!(store.next_offset(), 3, "skipped rather than read forever");
     }
 
     #[test]
