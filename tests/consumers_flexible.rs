@@ -1,11 +1,11 @@
-//! A current Java consumer (kafka-clients of the broker's version, 4.1: flexible Fetch
-//! versions, topics by id: v18 for 4.1.1) that a `[[clients]]` rule says reads only gzip, through
-//! `kpress run` in front of a real 4.1 broker: it reads lz4 and zstd topics byte for
-//! byte, and kpress's metrics show each stored batch re-encoded into gzip (what the
-//! Java client cannot show: it reads every codec). kpress names the topics in its
-//! metrics from the ids in the Fetch answers, by what Metadata told it. A consumer no
-//! rule matches reads the same topics with nothing re-encoded. Recording relays in
-//! front of kpress show the Fetch versions the client sent.
+//! A current Java consumer (kafka-clients of the broker's version: 4.1.1 fetches at
+//! v18, flexible, topics by id) that a `[[clients]]` rule says reads only gzip,
+//! through `kpress run` in front of a real 4.1 broker: it reads lz4 and zstd topics
+//! byte for byte, and kpress's metrics show each stored batch re-encoded into gzip
+//! (what the Java client cannot show: it reads every codec). kpress names the topics
+//! in its metrics from the ids in the Fetch answers, by what Metadata told it. A
+//! consumer no rule matches reads the same topics with nothing re-encoded. Recording
+//! relays in front of kpress show the Fetch versions the client sent.
 
 use kpress_tests::capture::{CaptureRelay, Direction, Recording};
 use kpress_tests::compression::Compression;
