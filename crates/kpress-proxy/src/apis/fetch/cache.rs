@@ -3,7 +3,8 @@
 //!
 //! A batch is named by its topic, partition, base offset and CRC (the CRC tells a
 //! batch rewritten in place by compaction, or a truncated and refilled log, from the
-//! one cached), and the codec it was re-encoded into. The cache is bounded by bytes
+//! one cached), and the codec and level it was re-encoded into (a reload may change
+//! `[consumers]`' levels while entries made at the old ones remain). The cache is bounded by bytes
 //! (`[consumers] cache_bytes`): each entry counts its batch's bytes, its topic name
 //! and [`ENTRY_OVERHEAD`], so a flood of tiny batches is bounded too. A batch whose
 //! entry would take more than an eighth of the capacity is not kept: one such batch
@@ -37,7 +38,7 @@ pub(crate) const ENTRY_OVERHEAD: usize = 128;
 /// An entry may take at most this share (1/N) of the capacity.
 const LARGEST_ENTRY_SHARE: usize = 8;
 
-/// A stored batch as re-encoded into `codec`.
+/// A stored batch as re-encoded into `codec` at `level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct BatchKey<'a> {
     pub(crate) topic: &'a str,
@@ -47,6 +48,8 @@ pub(crate) struct BatchKey<'a> {
     pub(crate) crc: u32,
     /// The codec it was re-encoded into.
     pub(crate) codec: Codec,
+    /// `codec`'s level (0 for a codec without levels).
+    pub(crate) level: i32,
 }
 
 /// Counts since the cache was made.
@@ -90,6 +93,7 @@ struct OwnedKey {
     base_offset: i64,
     crc: u32,
     codec: Codec,
+    level: i32,
 }
 
 impl OwnedKey {
@@ -100,6 +104,7 @@ impl OwnedKey {
             base_offset: key.base_offset,
             crc: key.crc,
             codec: key.codec,
+            level: key.level,
         }
     }
 
@@ -108,6 +113,7 @@ impl OwnedKey {
             && self.base_offset == key.base_offset
             && self.crc == key.crc
             && self.codec == key.codec
+            && self.level == key.level
             && *self.topic == *key.topic
     }
 }
@@ -497,6 +503,7 @@ mod tests {
             base_offset,
             crc: 7,
             codec: Codec::Lz4,
+            level: 9,
         }
     }
 
@@ -527,7 +534,7 @@ mod tests {
     }
 
     #[test]
-    fn the_key_includes_topic_partition_crc_and_codec() {
+    fn the_key_includes_topic_partition_crc_codec_and_level() {
         let cache = ReencodedCache::new(1 << 20);
         let k = key("t", 5);
         cache.insert(&k, Bytes::from_static(b"a"));
@@ -543,6 +550,7 @@ mod tests {
                 base_offset: 6,
                 ..k
             },
+            BatchKey { level: 1, ..k },
         ] {
             assert_eq!(cache.get(&other), None, "{other:?}");
         }

@@ -222,20 +222,27 @@ impl<'a> Reencoder<'a> {
 }
 
 /// The cache's name for `batch` (of partition `index` of `topic`) re-encoded by
-/// `policy`, when `policy` names a codec.
+/// `policy`, when `policy` names a codec: with its level, so batches re-encoded at
+/// another level are never handed out for this one.
 fn cache_key<'k>(
     topic: &'k str,
     index: i32,
     batch: &RecordBatch<'_>,
     policy: &RewritePolicy,
 ) -> Option<BatchKey<'k>> {
-    match policy.target {
-        Target::Codec { codec, .. } => Some(BatchKey {
+    match &policy.target {
+        Target::Codec { codec, options } => Some(BatchKey {
             topic,
             partition: index,
             base_offset: batch.base_offset(),
             crc: batch.crc(),
-            codec,
+            codec: *codec,
+            level: match codec {
+                Codec::Gzip => options.gzip_level(),
+                Codec::Lz4 => options.lz4_level(),
+                Codec::Zstd => options.zstd_level(),
+                Codec::None | Codec::Snappy => 0,
+            },
         }),
         Target::Producer | Target::Unresolved(_) => None,
     }

@@ -307,6 +307,22 @@ fn the_same_response_reencoded_twice_costs_one_reencoding() {
         is_zstd,
     );
     assert_eq!(cache.stats().misses, 6);
+    // So is the same codec at another level.
+    let mut gzip_1 = CompressionOptions::default();
+    gzip_1.set_int("compression.gzip.level", 1).unwrap();
+    let gzip_1 = RewritePolicy {
+        max_batch_bytes: i32::MAX as usize,
+        ..RewritePolicy::to_codec(Codec::Gzip, gzip_1)
+    };
+    let mut reencoder =
+        Reencoder::new(&mut recompressor, limits(), records.len()).with_cache(&cache);
+    reencoder.partition("orders", 3, &records, &gzip_1, is_zstd);
+    assert_eq!(
+        reencoder.report.partitions[0].reencoded,
+        [(Codec::Zstd, Codec::Gzip); 2],
+        "re-encoded at level 1, not copied from the default level's entries"
+    );
+    assert_eq!(cache.stats().misses, 8);
 
     // With no work slot, batches already re-encoded are served from the cache.
     let overloaded = ReencodeLimits {
