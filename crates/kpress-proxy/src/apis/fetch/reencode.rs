@@ -13,7 +13,7 @@
 //! first).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kpress_batch::{
@@ -25,7 +25,15 @@ use kpress_codec::Codec;
 use super::cache::{BatchKey, ReencodedCache};
 use super::report::{passes_as_stored, CutReason, PartitionReport, ResponseReport};
 
-/// What a response's re-encode may spend.
+/// How long one response's re-encode may take once it has its work slot (the
+/// `deadline` of [`ReencodeLimits`]); batches still to re-encode then are cut and the
+/// consumer fetches them again. Well inside a consumer's `request.timeout.ms` (30 s by
+/// default), which a slower answer would make it give up on; not a setting, as no
+/// consumer's timeout is known to kpress and a longer one only delays the retry.
+pub(crate) const MAX_REENCODE_TIME: Duration = Duration::from_secs(10);
+
+/// What a response's re-encode may spend: the decompression budget and the frame size
+/// come from `[limits]`, the deadline is [`MAX_REENCODE_TIME`] from the work slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReencodeLimits {
     /// Decompressed bytes all batches of the response may use together.

@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use kpress_batch::{RecompressMode, Recompressor, RewritePolicy, Target};
@@ -19,7 +19,7 @@ use kpress_protocol::{
 };
 
 use super::cache::ReencodedCache;
-use super::reencode::{needs_work, ReencodeLimits, Reencoder};
+use super::reencode::{needs_work, ReencodeLimits, Reencoder, MAX_REENCODE_TIME};
 use super::report::ResponseReport;
 use super::{metrics, seen, Upgraded};
 use crate::apis::addresses;
@@ -33,11 +33,6 @@ use crate::scheduler::Overloaded;
 /// larger ones are copied on the blocking pool, so the reactor thread is never held
 /// long.
 const MAX_INLINE_FRAME_BYTES: usize = 1 << 20;
-
-/// How long one response's re-encode may take once it has its work slot; batches
-/// still to re-encode then are cut (the consumer fetches them again). Well inside a
-/// consumer's `request.timeout.ms` (30 s by default).
-const REENCODE_TIME_LIMIT: Duration = Duration::from_secs(10);
 
 thread_local! {
     /// Codec state and scratch buffers, reused by every re-encode on this blocking
@@ -224,7 +219,7 @@ async fn reencode_response(
     let result = match slot {
         Ok(slot) => {
             conn.run_blocking(slot, queued, move |_| {
-                limits.deadline = Some(Instant::now() + REENCODE_TIME_LIMIT);
+                limits.deadline = Some(Instant::now() + MAX_REENCODE_TIME);
                 job(limits)
             })
             .await?
