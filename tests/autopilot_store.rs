@@ -4,7 +4,8 @@
 //! principal the authorizer refuses gets `Denied`, never a transient error.
 //!
 //! One two-node cluster with a SASL/PLAIN listener and the StandardAuthorizer serves
-//! every test: its PLAINTEXT listener's ANONYMOUS principal is a super user.
+//! the tests on the current broker: its PLAINTEXT listener's ANONYMOUS principal is a
+//! super user. The older broker gets a plain node of its own.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use kpress_tests::java::client_command;
 use kpress_tests::node_faults::{move_leader, partition_leader};
 use kpress_tests::process::run_ok;
 use kpress_tests::tls::{SaslMechanism, SaslUser};
-use kpress_tests::{kafka_version, KafkaCluster};
+use kpress_tests::{kafka_old_version, kafka_version, KafkaCluster};
 
 type Records = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -184,6 +185,30 @@ fn stores_share_a_compacted_topic_and_a_new_one_reads_its_history() {
         assert_eq!(first.leader(), Some(other as i32));
         assert_eq!(read_all(&mut second).await, numbered(5, 6));
         assert_eq!(second.leader(), Some(other as i32));
+    });
+}
+
+/// On the older broker (one node, the broker's default replication factor) the store
+/// creates its topic, reads back what it wrote, and a new one reads the history.
+#[test]
+fn the_store_works_on_the_older_broker() {
+    let cluster = KafkaCluster::start(kafka_old_version(), 1).expect("starting Kafka");
+    let address = cluster.node_addresses()[0].to_string();
+    runtime().block_on(async {
+        let connector = connector(address.clone(), None);
+        let mut store = FleetStore::open_through(&connector, "_kpress_autopilot", -1)
+            .await
+            .unwrap_or_else(|e| panic!("opening on {}: {e}", kafka_old_version()));
+        assert_eq!(
+            cleanup_policy(&connector, &address, "_kpress_autopilot").await,
+            "compact"
+        );
+        store.publish(&numbered(0, 4)).await.expect("publish");
+        assert_eq!(read_all(&mut store).await, numbered(0, 4));
+        let mut restarted = FleetStore::open_through(&connector, "_kpress_autopilot", -1)
+            .await
+            .expect("opening again");
+        assert_eq!(read_all(&mut restarted).await, numbered(0, 4));
     });
 }
 
