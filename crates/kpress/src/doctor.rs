@@ -8,7 +8,10 @@
 //! - per topic, its `compression.type`, levels and `max.message.bytes` next to the
 //!   policy's target for it, with a problem where the broker would recompress what
 //!   kpress wrote, or refuse a batch kpress may write;
-//! - the gzip providers of this host.
+//! - the gzip providers of this host;
+//! - with `--admin`, the consumers a running kpress has seen that do not read every
+//!   codec, per topic they cannot read as stored, and whether kpress re-encodes for
+//!   them.
 //!
 //! Exit 0 when nothing is a problem, 1 otherwise; notes (`info`) never fail it.
 //!
@@ -23,6 +26,7 @@ use anyhow::Context;
 use crate::check_config;
 use crate::format::Format;
 
+mod consumers;
 mod findings;
 mod probes;
 mod report;
@@ -37,6 +41,10 @@ pub(crate) struct Args {
     /// text (default) or json: one JSON document on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// A running kpress's admin endpoint, http://HOST:PORT: report the consumers it
+    /// has seen that cannot read a topic's codec.
+    #[arg(long, value_name = "URL")]
+    admin: Option<String>,
 }
 
 pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
@@ -57,7 +65,15 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    let report = runtime.block_on(probes::examine(config_name, &config))?;
+    let mut report = runtime.block_on(probes::examine(config_name, &config))?;
+    if let Some(admin) = &args.admin {
+        match consumers::read(admin) {
+            Ok(seen) => report
+                .findings
+                .extend(consumers::consumer_findings(&seen, &report.topics)),
+            Err(err) => report.findings.push(consumers::admin_unread(admin, &err)),
+        }
+    }
     print(&report, args.format)?;
     Ok(if report.problems() == 0 {
         ExitCode::SUCCESS
