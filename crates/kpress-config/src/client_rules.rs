@@ -88,6 +88,14 @@ impl fmt::Display for CodecSet {
 #[derive(Debug, Clone)]
 pub struct NamePattern(TopicPattern);
 
+/// The forms a `match` or `listener` pattern takes, for the message about a bad one.
+pub(crate) const NAME_PATTERN_FORMS: &str =
+    "an exact text, a glob (*, ?, [...], [!...]) or re:<regex>";
+
+/// The forms a `software` pattern takes, for the message about a bad one.
+pub(crate) const SOFTWARE_PATTERN_FORMS: &str = "NAME or NAME/VERSION, each an exact text, a glob \
+     (*, ?, [...], [!...]) or re:<regex>, of letters, digits, '-', '.' and '_'";
+
 impl NamePattern {
     /// Parses a pattern whose literal characters must be `legal` (`what` names the
     /// text matched, for the message when one is not).

@@ -10,12 +10,15 @@ use toml::Spanned;
 use super::{Entry, Walk};
 use crate::client_rules::{
     is_legal_client_id_char, ClientRule, ClientRules, CodecSet, NamePattern, SoftwarePattern,
+    NAME_PATTERN_FORMS, SOFTWARE_PATTERN_FORMS,
 };
 use crate::problem::line_column;
 use crate::settings::{ConsumerSettings, CONSUMERS_CACHE_BYTES_MAX};
 
 pub(super) const KEYS: [&str; 4] = ["reencode", "codec", "cache_bytes", "compression"];
 pub(super) const CLIENT_KEYS: [&str; 4] = ["match", "software", "listener", "accept"];
+/// How problems name a `[[clients]]` table: an array of tables, as it is written.
+const CLIENTS: &str = "[[clients]]";
 
 /// Every codec under its Kafka name, for [`Walk::choice`].
 fn codecs() -> [(&'static str, Codec); 5] {
@@ -120,18 +123,30 @@ impl Walk<'_> {
         table: &DeTable<'_>,
         item: &Spanned<DeValue<'_>>,
     ) -> Option<ClientRule> {
-        let keys = self.known_keys("clients", table, &CLIENT_KEYS);
-        let client_id = self.pattern(&keys, "match", |text| {
+        let keys = self.client_keys(table);
+        let client_id = self.pattern(&keys, "match", NAME_PATTERN_FORMS, |text| {
             NamePattern::parse(text, is_legal_client_id_char, "client ids")
         });
-        let listener = self.pattern(&keys, "listener", |text| {
+        let listener = self.pattern(&keys, "listener", NAME_PATTERN_FORMS, |text| {
             NamePattern::parse(text, is_legal_client_id_char, "listener names")
         });
-        let software = self.pattern(&keys, "software", SoftwarePattern::parse);
+        let software = self.pattern(
+            &keys,
+            "software",
+            SOFTWARE_PATTERN_FORMS,
+            SoftwarePattern::parse,
+        );
         let accept = match keys.get("accept") {
             Some((_, v)) => self.accept(v),
             None => {
-                self.missing_key("clients", "accept", item);
+                let at = item.span().start;
+                self.sink.report(
+                    &(at..at),
+                    Some("clients.accept"),
+                    None,
+                    format!("missing key in {CLIENTS}"),
+                    Some(codecs_allowed()),
+                );
                 None
             }
         };
@@ -142,7 +157,7 @@ impl Walk<'_> {
             let at = item.span().start;
             self.sink.report(
                 &(at..at),
-                Some("[[clients]]"),
+                Some(CLIENTS),
                 None,
                 "a rule needs at least one of match, software, listener",
                 None,
@@ -159,11 +174,33 @@ impl Walk<'_> {
         })
     }
 
-    /// The pattern `key` sets: `Some(None)` when unset, `None` when it has a problem.
+    /// The keys of one `[[clients]]` table by name; each unknown one is reported.
+    fn client_keys<'a, 'i>(&mut self, table: &'a DeTable<'i>) -> HashMap<String, Entry<'a, 'i>> {
+        let mut found = HashMap::new();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().as_ref();
+            if CLIENT_KEYS.contains(&name) {
+                found.insert(name.to_owned(), (key, value));
+            } else {
+                self.sink.unknown_name(
+                    &key.span(),
+                    &format!("clients.{name}"),
+                    name,
+                    format!("unknown key in {CLIENTS}"),
+                    &CLIENT_KEYS,
+                );
+            }
+        }
+        found
+    }
+
+    /// The pattern `key` sets: `Some(None)` when unset, `None` when it has a problem,
+    /// reported with the pattern `forms` allowed.
     fn pattern<T>(
         &mut self,
         keys: &HashMap<String, Entry<'_, '_>>,
         key: &str,
+        forms: &str,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Option<Option<T>> {
         let Some((_, value)) = keys.get(key) else {
@@ -174,7 +211,8 @@ impl Walk<'_> {
         match parse(text) {
             Ok(p) => Some(Some(p)),
             Err(message) => {
-                self.sink.bad_value(&shown, &value.span(), message, None);
+                self.sink
+                    .bad_value(&shown, &value.span(), message, Some(forms.to_owned()));
                 None
             }
         }
@@ -367,7 +405,25 @@ mod tests {
                 "{HEAD}[[clients]]\nsoftware = \"kafka java\"\naccept = [\"gzip\"]\n"
             )),
             "t.toml:6:12: clients.software = \"kafka java\": ' ' cannot be in client software \
-             names and versions, so this rule would never match"
+             names and versions, so this rule would never match (allowed: NAME or \
+             NAME/VERSION, each an exact text, a glob (*, ?, [...], [!...]) or re:<regex>, of \
+             letters, digits, '-', '.' and '_')"
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"re:(\"\naccept = [\"gzip\"]\n"
+            ))
+            .split_once(" (allowed: ")
+            .map(|(_, allowed)| allowed),
+            Some("an exact text, a glob (*, ?, [...], [!...]) or re:<regex>)")
+        );
+        assert_eq!(
+            one_problem(&format!(
+                "{HEAD}[[clients]]\nmatch = \"a\"\nlistener = \"node\t1\"\naccept = []\n"
+            )),
+            "t.toml:7:12: clients.listener = \"node\t1\": '\\t' cannot be in listener names, \
+             so this rule would never match (allowed: an exact text, a glob (*, ?, [...], \
+             [!...]) or re:<regex>)"
         );
         assert_eq!(
             one_problem(&format!("{HEAD}[[clients]]\naccept = [\"gzip\"]\n")),
@@ -375,7 +431,18 @@ mod tests {
         );
         assert_eq!(
             one_problem(&format!("{HEAD}[[clients]]\nmatch = \"a\"\n")),
-            "t.toml:5:1: clients.accept: missing key in [clients]"
+            "t.toml:5:1: clients.accept: missing key in [[clients]] \
+             (allowed: \"none\", \"gzip\", \"snappy\", \"lz4\", \"zstd\")"
+        );
+        let unknown = one_problem(&format!(
+            "{HEAD}[[clients]]\nmatch = \"a\"\naccept = []\naccepts = []\n"
+        ));
+        assert!(
+            unknown.starts_with(
+                "t.toml:8:1: clients.accepts: unknown key in [[clients]] \
+                 (allowed: match, software, listener, accept)"
+            ),
+            "{unknown}"
         );
         assert_eq!(
             one_problem(&format!("{HEAD}[clients]\nmatch = \"a\"\naccept = []\n")),
