@@ -92,6 +92,19 @@ fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
     ))
 }
 
+/// A connection to a kpress node port: kpress binds it once it has learned the broker
+/// nodes, shortly after its bootstrap listener, so refusals are tried again for 10 s.
+fn connect_node(to: SocketAddr) -> std::net::TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect(to, Duration::from_secs(120)) {
+            Ok(stream) => return stream,
+            Err(e) if Instant::now() > deadline => panic!("{e:#}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 /// What a topic's autopilot chose.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Choice {
@@ -175,7 +188,7 @@ struct Feed {
 
 impl Feed {
     fn new(topic: &str, kind: Kind, shape: Shape, codec: Codec, to: SocketAddr) -> Feed {
-        let stream = connect(to, Duration::from_secs(60)).unwrap();
+        let stream = connect_node(to);
         Feed::on(topic, kind, shape, codec, Box::new(stream))
     }
 
@@ -520,8 +533,7 @@ fn two_processes_agree_and_a_restarted_one_resumes_the_choices() {
     assert_eq!(choices(&first).get(json), chosen.get(json));
     // Its first batches are stored in the choice at once: no cold start.
     let logs_feed = &mut feeds[1];
-    logs_feed.stream =
-        Box::new(connect(node(&restarted, cluster), Duration::from_secs(60)).unwrap());
+    logs_feed.stream = Box::new(connect_node(node(&restarted, cluster)));
     let from = logs_feed.sent.len();
     for _ in 0..3 {
         logs_feed.send_one();
@@ -662,9 +674,17 @@ fn without_acls_for_the_fleet_topic_each_process_decides_alone() {
         sasl: Some(alice),
     };
     let stream = |proxy: &KpressProxy| -> Box<dyn Connection> {
-        let stream = SecureStream::connect(node(proxy, &cluster), &client, Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("SASL through kpress: {e:#}\n{}", proxy.log()));
-        Box::new(stream)
+        // The node port is bound once kpress has learned the nodes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match SecureStream::connect(node(proxy, &cluster), &client, Duration::from_secs(60)) {
+                Ok(stream) => return Box::new(stream),
+                Err(e) if Instant::now() > deadline => {
+                    panic!("SASL through kpress: {e:#}\n{}", proxy.log())
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
     };
     let shape = Shape::Bytes(64 << 10);
     let mut json_feed = [Feed::on(

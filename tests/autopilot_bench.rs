@@ -218,6 +218,40 @@ fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
     ))
 }
 
+/// A connection to a kpress node port: kpress binds it once it has learned the broker
+/// nodes, shortly after its bootstrap listener, so refusals are tried again for 10 s.
+fn connect_node(to: SocketAddr) -> std::net::TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect(to, Duration::from_secs(120)) {
+            Ok(stream) => return stream,
+            Err(e) if Instant::now() > deadline => panic!("{e:#}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Error codes a Produce may meet while a new partition's leadership settles:
+/// UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER.
+const SETTLING: [i16; 3] = [3, 5, 6];
+
+/// Sends `batch` to partition 0 of `topic`, again while the partition's leadership
+/// settles (up to 10 s); its base offset.
+fn produce(stream: &mut std::net::TcpStream, topic: &str, batch: &[u8]) -> Result<i64, String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = produce_raw_on(stream, topic, 0, batch, Duration::from_secs(120))
+            .map_err(|e| format!("{e:#}"))?;
+        match answer.error_code {
+            0 => return Ok(answer.base_offset),
+            code if SETTLING.contains(&code) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            code => return Err(format!("error code {code}")),
+        }
+    }
+}
+
 /// Runs `route`: its topics created, a kpress started, every topic's batches sent at
 /// its rate, then what the broker stores read. Err: kpress refused the route's policy.
 fn run_route(
@@ -266,18 +300,16 @@ fn run_route(
             .zip(&names)
             .map(|(topic, name)| {
                 scope.spawn(move || {
-                    let mut stream = connect(to, Duration::from_secs(120)).unwrap();
+                    let mut stream = connect_node(to);
                     let mut acked = Vec::with_capacity(topic.batches.len());
                     for (i, batch) in topic.batches.iter().enumerate() {
                         let due = started + Duration::from_secs_f64(i as f64 / topic.rate);
                         if let Some(wait) = due.checked_duration_since(Instant::now()) {
                             std::thread::sleep(wait);
                         }
-                        let answer =
-                            produce_raw_on(&mut stream, name, 0, batch, Duration::from_secs(120))
-                                .unwrap_or_else(|e| panic!("batch {i} to {name}: {e:#}"));
-                        assert_eq!(answer.error_code, 0, "batch {i} to {name}");
-                        acked.push((answer.base_offset, started.elapsed().as_secs_f64()));
+                        let base_offset = produce(&mut stream, name, batch)
+                            .unwrap_or_else(|e| panic!("batch {i} to {name}: {e}"));
+                        acked.push((base_offset, started.elapsed().as_secs_f64()));
                     }
                     acked
                 })
