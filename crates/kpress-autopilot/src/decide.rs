@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::figures::{decay_factor, CandidateFigures, TopicFigures};
+use crate::figures::{decay_factor, pair_key, CandidateFigures, TopicFigures};
 
 /// The half-life of trial figures, in decision windows: 5 windows (5 minutes at the
 /// default 60 s window) keeps about 7 windows' worth of samples in the statistics
@@ -186,10 +186,14 @@ struct TopicState {
     /// Index of the current choice in `options`, if any and still an option.
     current: Option<usize>,
     frozen: bool,
+    /// Kept because the previous choice has too few samples.
+    holding: bool,
     undecided: bool,
     rate: f64,
     /// d objective / d ratio, for the standard error of a value difference.
     slope: f64,
+    /// Variance of the mean paired ratio difference, by [`pair_key`].
+    paired: BTreeMap<String, f64>,
 }
 
 /// Decides every topic of one auto rule: those in `figures` and those with a
@@ -203,10 +207,14 @@ struct TopicState {
 ///   batches).
 /// - A decided topic changes only to an option whose objective beats the current one
 ///   by more than `margin` (relative) and by more than 2 standard errors of the
-///   difference, `2 × slope × sqrt(var_a / w_a + var_b / w_b)` with `var` each
-///   option's per-sample ratio variance (`ratio_sq_sum / w - (ratio_sum / w)^2`, times
-///   `w / (w - 1)`), `w` its decayed sample weight and `slope` the objective per unit
-///   of ratio; and at most `max_changes_per_hour` times in any sliding hour.
+///   difference: `2 × slope × sqrt(var_d / w_d)` from the pair's per-batch ratio
+///   differences ([`TopicFigures::pairs`]: `var_d = diff_sq_sum / w_d - (diff_sum /
+///   w_d)^2`, times `w_d / (w_d - 1)`) when there are any, else the unpaired
+///   `2 × slope × sqrt(var_a / w_a + var_b / w_b)` with `var` each option's per-sample
+///   ratio variance (from `ratio_sum` and `ratio_sq_sum` likewise; 0 for as sent), `w`
+///   the decayed sample weights and `slope` the objective per unit of ratio (`traffic`
+///   for bytes, `(stored_per_gb + moved_per_gb) × traffic / 10^9` for cost); and at
+///   most `max_changes_per_hour` times in any sliding hour.
 /// - Budget: a multiple-choice knapsack over the topics, minimizing the summed
 ///   objective within `budget_cores`: exhaustive up to [`EXACT_SEARCH_MAX`]
 ///   combinations, else from the cheapest option of each topic, upgrades by the best
@@ -401,6 +409,18 @@ fn topic_state(
     let undecided_by_samples = options
         .iter()
         .any(|o| matches!(o.ineligible, Some(Ineligible::TooFewSamples { .. })));
+    let paired: BTreeMap<String, f64> = figures
+        .pairs
+        .iter()
+        .filter_map(|(key, p)| {
+            let w = canon(p.weight);
+            (w > 1.0).then(|| {
+                let mean = canon(p.diff_sum) / w;
+                let var = (canon(p.diff_sq_sum) / w - mean * mean).max(0.0) * w / (w - 1.0);
+                (key.clone(), canon(var / w))
+            })
+        })
+        .collect();
     let current = prev.and_then(|p| {
         options
             .iter()
@@ -409,14 +429,25 @@ fn topic_state(
     let frozen = prev.is_some_and(|p| {
         recent(&p.changes, now_ms).len() >= settings.max_changes_per_hour as usize
     });
+    // The previous choice among the options, eligible or not.
+    let previous_index = prev.and_then(|p| options.iter().position(|o| o.label == p.candidate));
+    // Figures short of samples (a replica restarted, a new fleet) do not undo a choice.
+    let holding = !frozen
+        && previous_index.is_some_and(|i| {
+            matches!(
+                options[i].ineligible,
+                Some(Ineligible::TooFewSamples { .. })
+            )
+        });
     let undecided = prev.is_none() && undecided_by_samples;
     let allowed = match (prev, current) {
-        // At the change limit: the previous choice stays, whatever it is.
-        (Some(p), _) if frozen => match current {
-            Some(c) => vec![c],
+        // At the change limit or short of samples: the previous choice stays,
+        // whatever it is.
+        (Some(p), _) if frozen || holding => match previous_index {
+            Some(i) => vec![i],
             None => {
-                // The previous candidate is no option now (dropped from the rule or
-                // not shrinking); it still stays, costed as its figures say.
+                // The previous candidate left the rule; it still stays, costed as
+                // its figures say.
                 let f = figures
                     .candidates
                     .get(p.candidate.as_deref().unwrap_or(""))
@@ -432,7 +463,7 @@ fn topic_state(
             for (i, o) in options.iter().enumerate() {
                 if i != c
                     && o.ineligible.is_none()
-                    && significantly_better(settings, o, &options[c], slope)
+                    && significantly_better(settings, o, &options[c], slope, &paired)
                 {
                     allowed.push(i);
                 }
@@ -447,9 +478,11 @@ fn topic_state(
         allowed,
         current,
         frozen,
+        holding,
         undecided,
         rate,
         slope,
+        paired,
     }
 }
 
@@ -513,17 +546,32 @@ fn eligible_indices(options: &[Opt]) -> Vec<usize> {
         .collect()
 }
 
-/// Twice the standard error of the objective difference of two options.
-fn two_se(a: &Opt, b: &Opt, slope: f64) -> f64 {
-    2.0 * slope * (a.mean_var + b.mean_var).sqrt()
+/// Twice the standard error of the objective difference of two options: from their
+/// paired ratio differences when both are candidates with such figures, else from
+/// each one's ratio variance (as sent has none).
+fn two_se(a: &Opt, b: &Opt, slope: f64, paired: &BTreeMap<String, f64>) -> f64 {
+    let var = match (&a.label, &b.label) {
+        (Some(x), Some(y)) => paired
+            .get(&pair_key(x, y))
+            .copied()
+            .unwrap_or(a.mean_var + b.mean_var),
+        _ => a.mean_var + b.mean_var,
+    };
+    2.0 * slope * var.sqrt()
 }
 
-fn significantly_better(settings: &Settings, new: &Opt, current: &Opt, slope: f64) -> bool {
+fn significantly_better(
+    settings: &Settings,
+    new: &Opt,
+    current: &Opt,
+    slope: f64,
+    paired: &BTreeMap<String, f64>,
+) -> bool {
     let gain = current.value - new.value;
     gain > 0.0
         && current.value > 0.0
         && gain / current.value > settings.margin
-        && gain > two_se(new, current, slope)
+        && gain > two_se(new, current, slope, paired)
 }
 
 /// The picked option of each topic: the least summed objective within `limit`.
@@ -694,6 +742,12 @@ fn why_decided(
             settings.max_changes_per_hour
         );
     }
+    if state.holding {
+        return format!(
+            "{stores}; kept: {} of {} samples since the figures restarted; {budget}",
+            picked.samples, settings.min_samples
+        );
+    }
     if picked.label.is_none() && state.options.iter().skip(1).all(|o| o.ineligible.is_some()) {
         return format!(
             "as sent: no candidate saves more than the {} margin; {budget}",
@@ -726,7 +780,7 @@ fn why_decided(
                 let gain = relative_gain(picked, r);
                 let reason = if gain <= settings.margin {
                     format!("within the {} margin", percent(settings.margin))
-                } else if !significantly_better(settings, r, picked, state.slope) {
+                } else if !significantly_better(settings, r, picked, state.slope, &state.paired) {
                     "within noise (2 standard errors)".to_owned()
                 } else {
                     "beyond the budget".to_owned()

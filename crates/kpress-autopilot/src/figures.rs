@@ -38,6 +38,54 @@ pub struct TopicFigures {
     /// quotient is a recency-weighted rate).
     pub span_ms: u64,
     pub candidates: BTreeMap<String, CandidateFigures>,
+    /// Paired differences of two candidates' ratios on the same batches, by
+    /// [`pair_key`]: filled by [`TopicFigures::add_batch`]. Candidates tried on the
+    /// same batches vary together (a batch that compresses well does so with every
+    /// codec), so the variance of their difference is far below the sum of their
+    /// variances: the stability test uses it when there is one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pairs: BTreeMap<String, PairFigures>,
+}
+
+/// Sums over batches of `ratio(first) - ratio(second)` for one pair of candidates
+/// (see [`pair_key`]), decayed like the rest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairFigures {
+    pub weight: f64,
+    pub diff_sum: f64,
+    pub diff_sq_sum: f64,
+}
+
+impl PairFigures {
+    fn merge(&mut self, other: &PairFigures) {
+        self.weight += other.weight;
+        self.diff_sum += other.diff_sum;
+        self.diff_sq_sum += other.diff_sq_sum;
+    }
+
+    fn decay(&mut self, factor: f64) {
+        self.weight *= factor;
+        self.diff_sum *= factor;
+        self.diff_sq_sum *= factor;
+    }
+
+    fn is_sane(&self) -> bool {
+        self.weight.is_finite()
+            && self.weight >= 0.0
+            && self.diff_sum.is_finite()
+            && self.diff_sq_sum.is_finite()
+            && self.diff_sq_sum >= 0.0
+    }
+}
+
+/// The key of a pair in [`TopicFigures::pairs`]: the two labels in byte order, joined
+/// by `|`; the difference is the first's ratio minus the second's.
+pub fn pair_key(a: &str, b: &str) -> String {
+    if a <= b {
+        format!("{a}|{b}")
+    } else {
+        format!("{b}|{a}")
+    }
 }
 
 impl CandidateFigures {
@@ -108,6 +156,33 @@ impl TopicFigures {
             .add_trial(bytes_in, raw, bytes_out, cpu_nanos);
     }
 
+    /// Adds the trials of every candidate on one batch of `bytes_in` bytes as sent
+    /// and `raw` bytes of records: `(label, bytes_out, cpu_nanos)` each. Besides each
+    /// candidate's trial, it adds every pair's ratio difference (a label given twice
+    /// counts once).
+    pub fn add_batch(&mut self, bytes_in: u64, raw: u64, trials: &[(&str, u64, u64)]) {
+        if bytes_in == 0 {
+            return;
+        }
+        let mut ratios: BTreeMap<&str, f64> = BTreeMap::new();
+        for &(label, bytes_out, cpu_nanos) in trials {
+            if ratios.contains_key(label) {
+                continue;
+            }
+            self.add_trial(label, bytes_in, raw, bytes_out, cpu_nanos);
+            ratios.insert(label, bytes_out as f64 / bytes_in as f64);
+        }
+        for (i, (a, ra)) in ratios.iter().enumerate() {
+            for (b, rb) in ratios.iter().skip(i + 1) {
+                let d = ra - rb;
+                let pair = self.pairs.entry(pair_key(a, b)).or_default();
+                pair.weight += 1.0;
+                pair.diff_sum += d;
+                pair.diff_sq_sum += d * d;
+            }
+        }
+    }
+
     /// Counts `bytes` of batches produced to the topic, as sent.
     pub fn add_traffic(&mut self, bytes: u64) {
         self.traffic_bytes = self.traffic_bytes.saturating_add(bytes);
@@ -129,6 +204,9 @@ impl TopicFigures {
                 .or_default()
                 .merge(figures);
         }
+        for (key, pair) in &other.pairs {
+            self.pairs.entry(key.clone()).or_default().merge(pair);
+        }
     }
 
     /// Exponential forgetting, applied once per decision window before the window's
@@ -142,11 +220,15 @@ impl TopicFigures {
         for figures in self.candidates.values_mut() {
             figures.decay(factor);
         }
+        for pair in self.pairs.values_mut() {
+            pair.decay(factor);
+        }
     }
 
-    /// Whether every candidate's floats are sane ([`CandidateFigures::is_sane`]).
+    /// Whether every float is sane ([`CandidateFigures::is_sane`]).
     pub fn is_sane(&self) -> bool {
         self.candidates.values().all(CandidateFigures::is_sane)
+            && self.pairs.values().all(PairFigures::is_sane)
     }
 }
 
@@ -230,5 +312,23 @@ mod tests {
         assert_eq!(t.candidates["lz4"].bytes_in, 0);
         assert!(t.is_sane());
         assert_eq!(decay_factor(0.0), 1.0);
+    }
+
+    #[test]
+    fn a_batch_adds_trials_and_pair_differences() {
+        let mut t = TopicFigures::default();
+        t.add_batch(
+            1000,
+            4000,
+            &[("lz4", 300, 5), ("zstd:3", 200, 9), ("lz4", 1, 1)],
+        );
+        t.add_batch(1000, 4000, &[("zstd:3", 100, 9), ("lz4", 250, 5)]);
+        assert_eq!(t.candidates["lz4"].samples, 2);
+        assert_eq!(t.candidates["lz4"].bytes_out, 550);
+        let pair = &t.pairs[&pair_key("zstd:3", "lz4")];
+        assert_eq!(pair_key("zstd:3", "lz4"), "lz4|zstd:3");
+        assert_eq!(pair.weight, 2.0);
+        assert!((pair.diff_sum - 0.25).abs() < 1e-12);
+        assert!((pair.diff_sq_sum - (0.01 + 0.0225)).abs() < 1e-12);
     }
 }

@@ -10,7 +10,7 @@ pub use decide::{
     decide, CandidateExplanation, Choice, Decision, Explanation, Ineligible, Objective, Prices,
     Settings, DECAY_HALF_LIFE_WINDOWS_DEFAULT, EXACT_SEARCH_MAX,
 };
-pub use figures::{decay_factor, CandidateFigures, TopicFigures};
+pub use figures::{decay_factor, pair_key, CandidateFigures, PairFigures, TopicFigures};
 pub use record::{
     decode, encode_choice, encode_figures, ChoiceRecord, FleetRecord, FleetView, RecordError,
     RECORD_KEY_MAX, RECORD_VALUE_MAX, RECORD_VERSION,

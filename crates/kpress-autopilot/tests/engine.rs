@@ -57,6 +57,21 @@ fn window(
     samples: usize,
     cv: f64,
 ) {
+    window_with(rng, figures, truth, samples, cv, 0.2 * cv, true)
+}
+
+/// `cv`: the batch's variation, shared by the candidates; `own_cv`: each candidate's
+/// own. `paired`: the trials of a batch are added together ([`TopicFigures::add_batch`]),
+/// else one by one (no pair figures).
+fn window_with(
+    rng: &mut Rng,
+    figures: &mut TopicFigures,
+    truth: &[(&str, f64, f64)],
+    samples: usize,
+    cv: f64,
+    own_cv: f64,
+    paired: bool,
+) {
     figures.add_span(WINDOW_MS);
     // 1 MB/s as sent.
     figures.add_traffic(WINDOW_MS * 1000);
@@ -64,11 +79,19 @@ fn window(
         let bytes_in = 16_384u64;
         // The batch's own compressibility moves every candidate alike.
         let batch = 1.0 + cv * rng.normal();
+        let mut trials = Vec::new();
         for &(label, ratio, ns_per_byte) in truth {
-            let own = 1.0 + 0.2 * cv * rng.normal();
+            let own = 1.0 + own_cv * rng.normal();
             let out = (bytes_in as f64 * ratio * batch * own).max(1.0) as u64;
             let cpu = (bytes_in as f64 * ns_per_byte) as u64;
-            figures.add_trial(label, bytes_in, bytes_in * 5, out, cpu);
+            trials.push((label, out, cpu));
+        }
+        if paired {
+            figures.add_batch(bytes_in, bytes_in * 5, &trials);
+        } else {
+            for (label, out, cpu) in trials {
+                figures.add_trial(label, bytes_in, bytes_in * 5, out, cpu);
+            }
         }
     }
 }
@@ -390,6 +413,31 @@ fn no_flapping_between_noisy_equal_candidates() {
         &s, &mut rng, &mut f, &mut prev, &mut now, &truth, 200, 10, 0.02,
     );
     assert_eq!(changes(&seen), 0, "{seen:?}");
+    // Equal again, each candidate with 15% noise of its own (2 standard errors well
+    // above the margin), trials added one by one (no pair figures), 2000 more windows
+    // from fresh figures.
+    let truth = [("zstd:3", 0.2, 20.0), ("gzip:6", 0.2, 20.0)];
+    let mut f = TopicFigures::default();
+    let mut seen = Vec::new();
+    for _ in 0..2000 {
+        f.decay(s.decay_factor());
+        window_with(&mut rng, &mut f, &truth, 10, 0.0, 0.15, false);
+        now += WINDOW_MS;
+        let all = BTreeMap::from([("t".to_owned(), f.clone())]);
+        let choice = decide(&s, &all, &prev, now)["t"].choice.clone().unwrap();
+        seen.push(Some(choice.candidate.clone()));
+        prev.insert("t".to_owned(), choice);
+    }
+    // Each window's test is a 2-standard-error one, so chance alone passes it now and
+    // then: 5 false changes in 2000 windows seen (49 without the test), never a
+    // return to as sent on figures restarting short of samples.
+    let false_changes = changes(&seen);
+    eprintln!("{false_changes} changes in 2000 windows");
+    assert!(
+        false_changes <= 10,
+        "{false_changes} changes in 2000 windows"
+    );
+    assert!(seen.iter().all(|c| c.as_ref().unwrap().is_some()));
 }
 
 /// JSON-like traffic turning random: the topic goes to as sent within 30 windows
@@ -662,4 +710,44 @@ fn the_fleet_view_keeps_the_latest_and_sums_replicas() {
     assert_eq!((latest.replica.as_str(), latest.decided_ms), ("r3", 200));
     forward.forget_before(16);
     assert_eq!(forward.merged()["t"].candidates["lz4"].bytes_out, 50);
+}
+
+/// Candidates 5% apart with apache-log-like spread (16% per batch, shared by the
+/// candidates) and 5 samples a window: the paired differences see the gain, the
+/// candidates' separate variances do not.
+#[test]
+fn paired_differences_see_what_separate_variances_cannot() {
+    let mut s = settings();
+    s.candidates = vec!["lz4".to_owned(), "zstd:3".to_owned()];
+    s.min_samples = 5;
+    let truth = [("lz4", 0.200, 5.0), ("zstd:3", 0.190, 20.0)];
+    let lz4 = Choice {
+        candidate: Some("lz4".to_owned()),
+        since_ms: 0,
+        changes: vec![],
+    };
+    for paired in [true, false] {
+        let mut rng = Rng(21);
+        let mut f = TopicFigures::default();
+        let mut prev = BTreeMap::from([("t".to_owned(), lz4.clone())]);
+        let mut first_change = None;
+        for w in 1..=100u64 {
+            f.decay(s.decay_factor());
+            window_with(&mut rng, &mut f, &truth, 5, 0.16, 0.032, paired);
+            let all = BTreeMap::from([("t".to_owned(), f.clone())]);
+            let d = decide(&s, &all, &prev, w * WINDOW_MS)["t"].clone();
+            let choice = d.choice.unwrap();
+            if choice.candidate != prev["t"].candidate && first_change.is_none() {
+                first_change = Some(w);
+            }
+            prev.insert("t".to_owned(), choice);
+        }
+        if paired {
+            let w = first_change.expect("paired: changes to zstd:3");
+            assert!(w <= 5, "paired: changed only in window {w}");
+            assert_eq!(prev["t"].candidate.as_deref(), Some("zstd:3"));
+        } else {
+            assert_eq!(first_change, None, "unpaired: changed");
+        }
+    }
 }

@@ -81,19 +81,6 @@ fn per_batch_ratio_spread() {
                 groups.len()
             );
             let stats: Vec<(f64, f64)> = ratios.iter().map(|r| mean_sd(r)).collect();
-            // Each ratio over its batch's mean ratio of all candidates: the batch's
-            // own compressibility divides out.
-            let batch_means: Vec<f64> = (0..groups.len())
-                .map(|i| ratios.iter().map(|r| r[i]).sum::<f64>() / ratios.len() as f64)
-                .collect();
-            let relative: Vec<(f64, f64)> = ratios
-                .iter()
-                .map(|r| {
-                    let rel: Vec<f64> = r.iter().zip(&batch_means).map(|(x, m)| x / m).collect();
-                    mean_sd(&rel)
-                })
-                .collect();
-            let mean_of_means = batch_means.iter().sum::<f64>() / batch_means.len() as f64;
             for (c, (mean, sd)) in stats.iter().enumerate() {
                 println!(
                     "  {:<7} ratio mean {mean:.4} sd {sd:.4} cv {:.2}%",
@@ -115,18 +102,14 @@ fn per_batch_ratio_spread() {
                     let delta = MARGIN * ma.max(mb);
                     let unpaired = 4.0 * (sa * sa + sb * sb) / (delta * delta);
                     let paired = 4.0 * dsd * dsd / (delta * delta);
-                    let (ra, rb) = (relative[a].1, relative[b].1);
-                    let rel =
-                        4.0 * (ra * ra + rb * rb) * mean_of_means * mean_of_means / (delta * delta);
                     println!(
                         "  {:>7} - {:<7} diff mean {dmean:+.4} sd {dsd:.4} cv {:.1}%; \
-                         n for 2 SE < 2%: unpaired {:.0}, paired {:.0}, relative {:.0}",
+                         n for 2 SE < 2%: unpaired {:.0}, paired {:.0}",
                         CANDIDATES[a],
                         CANDIDATES[b],
                         100.0 * dsd / dmean.abs(),
                         unpaired.ceil(),
-                        paired.ceil(),
-                        rel.ceil()
+                        paired.ceil()
                     );
                 }
             }
