@@ -156,6 +156,34 @@ mod tests {
         assert!(decode_response::<FetchResponse>(11, &body).is_err());
     }
 
+    proptest::proptest! {
+        /// Whatever a broker sends, the guarded decoders of kpress's own answers fail
+        /// or decode; they never panic and never size anything from a wild count.
+        #[test]
+        fn arbitrary_answers_never_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            flips in proptest::collection::vec((0usize..400, proptest::prelude::any::<u8>()), 0..4),
+            version in 0i16..14,
+        ) {
+            use kafka_protocol::messages::{CreateTopicsResponse, ProduceResponse};
+            let _ = decode_response::<MetadataResponse>(version, &body);
+            let _ = decode_response::<FetchResponse>(version, &body);
+            let _ = decode_response::<ProduceResponse>(version, &body);
+            let _ = decode_response::<CreateTopicsResponse>(version, &body);
+            // Valid answers with a few bytes changed.
+            for mut valid in [metadata(version.min(13)), fetch(version.clamp(4, 11))] {
+                for (at, byte) in &flips {
+                    let len = valid.len().max(1);
+                    if let Some(b) = valid.get_mut(at % len) {
+                        *b = *byte;
+                    }
+                }
+                let _ = decode_response::<MetadataResponse>(version.min(13), &valid);
+                let _ = decode_response::<FetchResponse>(version.clamp(4, 11), &valid);
+            }
+        }
+    }
+
     #[test]
     fn the_requests_name_the_topic_partition_and_offset() {
         let request = fetch_partition_request("fleet", 0, 12, 1 << 20, 100);
