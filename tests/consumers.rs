@@ -697,3 +697,68 @@ fn kafkajs_without_codec_plugins_reads_every_codec_through_kpress() {
     }
     scene.assert_none(&problems);
 }
+
+/// `kpress doctor --admin` names the consumers kpress has seen that cannot read a
+/// topic as stored: kafka-clients 2.0.1 (Fetch v8) reading a zstd topic through kpress
+/// is listed on `/consumers` with that topic, and the doctor reports it as re-encoded
+/// for (an info, not a problem).
+#[test]
+fn doctor_names_the_old_consumer_of_a_zstd_topic() {
+    let scene = Scene::start(kafka_version(), RULES);
+    let (proxy, old, old_name) = (&scene.proxy, &scene.old, &scene.old_name);
+    let topic = "zstd-seen-by-doctor";
+    let expected = scene.zstd_topic(topic, Dataset::NginxPlusStatus);
+    let client_id = "old-zstd-reader";
+    let options = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        properties: vec![format!("client.id={client_id}")],
+        ..ConsumeOptions::default()
+    };
+    let mut problems =
+        match old.read_back_problems(&proxy.bootstrap(), &[topic], &expected, &options, old_name) {
+            Ok(found) => found,
+            Err(e) => vec![format!("{old_name} reading through kpress: {e:#}")],
+        };
+    let admin = proxy.admin_address().expect("kpress's admin endpoint");
+    let (status, page) = proxy.http_get("/consumers").expect("GET /consumers");
+    eprintln!("/consumers ({status}):\n{page}");
+    let config = proxy.config_file().expect("kpress's policy file");
+    let output = std::process::Command::new(kpress_tests::kpress::kpress_binary())
+        .arg("doctor")
+        .arg("--config")
+        .arg(&config)
+        .args(["--admin", &format!("http://{admin}"), "--format", "json"])
+        .output()
+        .expect("running kpress doctor");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor printed no JSON document ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let subject = format!("{client_id} / {topic}");
+    let findings = doc["findings"].as_array().cloned().unwrap_or_default();
+    let about: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["subject"] == subject.as_str())
+        .collect();
+    match about.as_slice() {
+        [finding] => {
+            eprintln!("doctor: {}: {}", finding["severity"], finding["message"]);
+            if finding["kind"] != "consumer_reencoded" || finding["severity"] != "info" {
+                problems.push(format!("the doctor's finding is not an info: {finding}"));
+            }
+            let message = finding["message"].as_str().unwrap_or_default();
+            if !message.contains("Fetch v8") || !message.contains("kpress re-encodes") {
+                problems.push(format!(
+                    "the finding lacks the version or what kpress does: {message}"
+                ));
+            }
+        }
+        _ => problems.push(format!(
+            "expected one doctor finding about {subject}, got {about:?}; all: {findings:#?}"
+        )),
+    }
+    scene.assert_none(&problems);
+}

@@ -591,6 +591,11 @@ impl KpressProxy {
         }
     }
 
+    /// The admin endpoint's address (`[admin] bind`), if this proxy has one.
+    pub fn admin_address(&self) -> Option<SocketAddr> {
+        self.metrics
+    }
+
     /// Status code and body of `GET path` on the proxy's admin endpoint (`/policy`,
     /// `/readyz`, `/metrics`).
     pub fn http_get(&self, path: &str) -> anyhow::Result<(u16, String)> {
