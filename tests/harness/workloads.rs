@@ -54,7 +54,8 @@ pub enum Kind {
     Logs,
     /// Influx line protocol metrics: tags from small sets, fields with random values.
     Metrics,
-    /// gzip'd blobs (each ~4 KiB of log lines, compressed): compress no further.
+    /// gzip'd blobs (each ~4 KiB of log lines, compressed, from a pool of 2048 made
+    /// once): compress no further.
     Compressed,
     /// Random bytes (1 KiB a record): nothing compresses them.
     Random,
@@ -122,6 +123,8 @@ const REGIONS: [&str; 3] = ["eu-west-1", "us-east-1", "ap-south-1"];
 const RANDOM_RECORD_BYTES: usize = 1024;
 /// Bytes of log text in each compressed blob.
 const BLOB_TEXT_BYTES: usize = 4096;
+/// Compressed blobs made (~1 KiB each): more than a 1 MiB batch holds.
+const BLOB_POOL: usize = 2048;
 
 impl Generator {
     pub fn new(kind: Kind, seed: u64) -> Generator {
@@ -213,15 +216,34 @@ impl Generator {
     }
 
     fn next_blob(&mut self) -> Vec<u8> {
-        let mut text = Vec::with_capacity(BLOB_TEXT_BYTES + 512);
-        while text.len() < BLOB_TEXT_BYTES {
-            text.extend_from_slice(&self.next_line(Dataset::ApacheAccessLog));
-            text.push(b'\n');
-        }
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
-        gz.write_all(&text).expect("gzip into memory");
-        gz.finish().expect("gzip into memory")
+        let pool = blob_pool();
+        let blob = pool[(self.cursor % pool.len() as u64) as usize].clone();
+        self.cursor += 1;
+        blob
     }
+}
+
+/// Blobs of [`Kind::Compressed`], made once: gzip in an unoptimised test build is slow,
+/// and more blobs than a large batch holds means no batch repeats one.
+fn blob_pool() -> &'static [Vec<u8>] {
+    static POOL: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let lines = dataset_lines(Dataset::ApacheAccessLog);
+        let mut line = 0;
+        (0..BLOB_POOL)
+            .map(|_| {
+                let mut text = Vec::with_capacity(BLOB_TEXT_BYTES + 512);
+                while text.len() < BLOB_TEXT_BYTES {
+                    text.extend_from_slice(&lines[line % lines.len()]);
+                    text.push(b'\n');
+                    line += 1;
+                }
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+                gz.write_all(&text).expect("gzip into memory");
+                gz.finish().expect("gzip into memory")
+            })
+            .collect()
+    })
 }
 
 /// How a producer groups a topic's records into batches.
