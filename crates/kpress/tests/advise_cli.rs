@@ -681,3 +681,159 @@ fn grown_counters_on_a_metrics_page_name_the_topic_and_the_way_out() {
     let logs = topics.iter().find(|t| t["topic"] == "logs").unwrap();
     assert!(logs["grown"].is_null(), "{logs}");
 }
+
+/// A page of a kpress with auto topics: one decided, one left as sent, one undecided.
+const AUTOPILOT_PAGE: &str = r#"# TYPE kpress_produce_bytes_in_total counter
+kpress_produce_bytes_in_total{topic="logs"} 10000000
+kpress_produce_bytes_out_total{topic="logs"} 2100000
+# TYPE kpress_autopilot_choice gauge
+kpress_autopilot_choice{topic="logs",candidate="zstd:3"} 1
+kpress_autopilot_choice{topic="logs",candidate="producer"} 0
+kpress_autopilot_choice{topic="blobs",candidate="producer"} 1
+kpress_autopilot_choice{topic="fresh",candidate="lz4"} 0
+# TYPE kpress_autopilot_shared gauge
+kpress_autopilot_shared 0
+"#;
+
+/// `/policy`'s autopilot object for the page above.
+const AUTOPILOT_POLICY: &str = r#"{"file": "kpress.toml", "autopilot": {
+  "mode": "alone", "why_alone": "kpress may not write _kpress_autopilot (ACLs)",
+  "topics": {
+    "logs": {"choice": "zstd:3", "since": "2026-11-28T14:00:00Z",
+             "why": "zstd:3 stores 0.21 of as sent, 9.5% smaller than lz4; first choice; 0.02 cores, no budget"},
+    "blobs": {"choice": "producer", "since": "2026-11-28T14:01:00Z",
+              "why": "as sent: no candidate saves more than the 2.0% margin; 0.00 cores, no budget"}
+  }}}"#;
+
+#[test]
+fn autopilot_choices_are_shown_from_a_saved_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("metrics.txt");
+    std::fs::write(&page, AUTOPILOT_PAGE).unwrap();
+    let page = page.to_str().unwrap();
+    let text = ok(&["advise", "--from-metrics", page]);
+    assert!(text.contains("Autopilot: 3 auto topics."), "{text}");
+    assert!(text.contains("\"logs\": zstd:3\n"), "{text}");
+    assert!(text.contains("\"blobs\": as sent (producer)\n"), "{text}");
+    assert!(text.contains("\"fresh\": undecided\n"), "{text}");
+    assert!(text.contains("read over http:// only"), "{text}");
+    let report = json(&["advise", "--from-metrics", page]);
+    let topics = report["autopilot"]["topics"].as_array().unwrap();
+    let names: Vec<&str> = topics
+        .iter()
+        .map(|t| t["topic"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["blobs", "fresh", "logs"]);
+    assert_eq!(topics[2]["choice"], "zstd:3");
+    assert_eq!(topics[1]["choice"], Value::Null);
+    // A page without autopilot metrics has no section.
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, PAGE).unwrap();
+    let plain = json(&["advise", "--from-metrics", plain.to_str().unwrap()]);
+    assert_eq!(plain["autopilot"], Value::Null);
+    assert!(!ok(&["advise", "--from-metrics", page]).is_empty());
+}
+
+/// Serves each request by its path (`/metrics`, `/policy`) until `requests` were served.
+fn serve_paths(
+    listener: std::net::TcpListener,
+    requests: usize,
+    pages: Vec<(&'static str, String)>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut paths = Vec::new();
+        for _ in 0..requests {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let n = stream.read(&mut request).unwrap();
+            let head = String::from_utf8_lossy(&request[..n]).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or("").to_owned();
+            let body = pages
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, body)| body.clone());
+            let answer = match body {
+                Some(body) => format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+                None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned(),
+            };
+            stream.write_all(answer.as_bytes()).unwrap();
+            paths.push(path);
+        }
+        paths
+    })
+}
+
+#[test]
+fn autopilot_since_and_why_come_from_policy_on_the_same_address() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = serve_paths(
+        listener,
+        2,
+        vec![
+            ("/metrics", AUTOPILOT_PAGE.to_owned()),
+            ("/policy", AUTOPILOT_POLICY.to_owned()),
+        ],
+    );
+    let url = format!("http://{address}/metrics");
+    let report = json(&["advise", "--from-metrics", &url]);
+    assert_eq!(server.join().unwrap(), ["/metrics", "/policy"]);
+    let autopilot = &report["autopilot"];
+    assert_eq!(autopilot["mode"], "alone");
+    let logs = autopilot["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == "logs")
+        .unwrap();
+    assert_eq!(logs["since"], "2026-11-28T14:00:00Z");
+    assert!(logs["why"]
+        .as_str()
+        .unwrap()
+        .starts_with("zstd:3 stores 0.21"));
+
+    // Text: the why beside each choice, and why this replica decides alone.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = serve_paths(
+        listener,
+        2,
+        vec![
+            ("/metrics", AUTOPILOT_PAGE.to_owned()),
+            ("/policy", AUTOPILOT_POLICY.to_owned()),
+        ],
+    );
+    let text = ok(&[
+        "advise",
+        "--from-metrics",
+        &format!("http://{address}/metrics"),
+    ]);
+    server.join().unwrap();
+    assert!(
+        text.contains("Autopilot (deciding alone: kpress may not write _kpress_autopilot (ACLs))"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\"blobs\": as sent (producer) since 2026-11-28T14:01:00Z: as sent: no candidate"
+        ),
+        "{text}"
+    );
+
+    // /policy not served there: the choices stand, and the report says why the rest is missing.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = serve_paths(listener, 2, vec![("/metrics", AUTOPILOT_PAGE.to_owned())]);
+    let report = json(&[
+        "advise",
+        "--from-metrics",
+        &format!("http://{address}/metrics"),
+    ]);
+    server.join().unwrap();
+    let note = report["autopilot"]["policy_note"].as_str().unwrap();
+    assert!(note.contains("404"), "{note}");
+    assert_eq!(report["autopilot"]["topics"][2]["choice"], "zstd:3");
+}

@@ -12,7 +12,7 @@ use super::rank::{number, percent, Floors, Goal};
 use super::report::{bytes, ranked_json, size};
 use super::shadow::{self, Figures, TopicAdvice};
 use super::small_batches;
-use super::{metrics_page, Format};
+use super::{autopilot, metrics_page, Format};
 
 /// Client batches averaging less than this are worth growing.
 const SMALL_BATCH_BYTES: f64 = 64.0 * 1024.0;
@@ -28,24 +28,34 @@ pub(crate) fn run(
     floors: &Floors,
     format: Format,
 ) -> anyhow::Result<String> {
-    let scrape = || -> anyhow::Result<Figures> {
+    let scrape = || -> anyhow::Result<(Figures, String)> {
         let page = metrics_page::read(source)?;
-        Figures::from_page(&page).with_context(|| format!("{source}: not a metrics page"))
+        let figures =
+            Figures::from_page(&page).with_context(|| format!("{source}: not a metrics page"))?;
+        Ok((figures, page))
     };
-    let (figures, interval) = match interval {
+    let (figures, page, interval) = match interval {
         Some(seconds) => {
             let started = Instant::now();
-            let earlier = scrape()?;
+            let (earlier, _) = scrape()?;
             std::thread::sleep(Duration::from_secs_f64(seconds));
             // The time between the two reads, not the one asked for: the first read's
             // own time is in it.
             let elapsed = started.elapsed().as_secs_f64();
-            (scrape()?.since(&earlier), Some(elapsed))
+            let (later, page) = scrape()?;
+            (later.since(&earlier), page, Some(elapsed))
         }
-        None => (scrape()?, None),
+        None => {
+            let (figures, page) = scrape()?;
+            (figures, page, None)
+        }
     };
     let advice = shadow::advise(&figures, goal, floors);
-    Ok(render(source, &figures, &advice, interval, goal, format))
+    // What the autopilot decided is a state, not a rate: the last page's.
+    let autopilot = autopilot::read(source, &page)?;
+    Ok(render(
+        source, &figures, &advice, &autopilot, interval, goal, format,
+    ))
 }
 
 fn rules(advice: &[TopicAdvice], interval: Option<f64>) -> Vec<Rule> {
@@ -121,6 +131,7 @@ fn render(
     source: &str,
     figures: &Figures,
     advice: &[TopicAdvice],
+    autopilot: &autopilot::Section,
     interval: Option<f64>,
     goal: Goal,
     format: Format,
@@ -163,6 +174,7 @@ fn render(
                 "per_second": interval.is_some(),
                 "topics": topics,
                 "shadow_skipped": figures.skipped,
+                "autopilot": autopilot.json(),
                 "toml": (!rules.is_empty()).then_some(toml),
             }))
             .expect("JSON values serialise");
@@ -267,6 +279,7 @@ fn render(
                     .collect();
                 let _ = writeln!(out, "\nSampled batches not tried: {}.", reasons.join(", "));
             }
+            autopilot.text(&mut out);
             if rules.is_empty() {
                 let _ = writeln!(out, "\nNo rule to suggest.");
             } else {

@@ -3,6 +3,7 @@
 //! measured here or from the proxy's shadow trials; with one sentence per trade-off,
 //! the producer batching that would help more, and paste-ready `[[topics]]` rules.
 
+mod autopilot;
 mod batching;
 mod input;
 mod live;

@@ -1,0 +1,311 @@
+//! `kpress advise --from-metrics`: what the autopilot decided for each auto topic
+//! (`compression.type = "auto"`). The choice comes from the metrics page
+//! (`kpress_autopilot_choice`), so a saved page shows it too; since when and why come
+//! from `/policy` on the same address when the page was read over HTTP. A `/policy`
+//! that cannot be read leaves them out and says so: the choices stand on their own.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_json::{json, Value};
+
+use super::{metrics_page, prometheus};
+
+/// The gauge: 1 for the candidate an auto topic gets now.
+const CHOICE_GAUGE: &str = "kpress_autopilot_choice";
+/// Every autopilot metric's name starts so.
+const AUTOPILOT_PREFIX: &str = "kpress_autopilot_";
+/// The gauge's `candidate` for a topic left as the producer sent it.
+const AS_SENT: &str = "producer";
+/// More auto topics than a kpress page holds (`[limits] max_topic_labels` is at most
+/// 100000): the page is something else.
+const MAX_TOPICS: usize = 100_001;
+/// `why` texts longer than this are cut: a hostile `/policy` cannot flood the output.
+const MAX_WHY_CHARS: usize = 1000;
+
+/// One auto topic as the autopilot sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct AutoTopic {
+    /// The candidate the topic gets now (`producer`: as sent); `None`: undecided.
+    pub(crate) choice: Option<String>,
+    /// Since when, as `/policy` gives it.
+    pub(crate) since: Option<String>,
+    pub(crate) why: Option<String>,
+}
+
+/// The autopilot section of the advice.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Section {
+    pub(crate) topics: BTreeMap<String, AutoTopic>,
+    /// `shared` or `alone`, from `/policy`.
+    pub(crate) mode: Option<String>,
+    /// Why this replica decides alone, from `/policy`.
+    pub(crate) alone_why: Option<String>,
+    /// Why since and why are missing: `/policy` not read, or without an autopilot.
+    pub(crate) policy_note: Option<String>,
+}
+
+impl Section {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.topics.is_empty() && self.mode.is_none()
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        if self.is_empty() {
+            return Value::Null;
+        }
+        let topics: Vec<Value> = self
+            .topics
+            .iter()
+            .map(|(topic, t)| {
+                json!({
+                    "topic": topic,
+                    "choice": t.choice,
+                    "since": t.since,
+                    "why": t.why,
+                })
+            })
+            .collect();
+        json!({
+            "mode": self.mode,
+            "alone_why": self.alone_why,
+            "topics": topics,
+            "policy_note": self.policy_note,
+        })
+    }
+
+    pub(crate) fn text(&self, out: &mut String) {
+        if self.is_empty() {
+            return;
+        }
+        let _ = write!(out, "\nAutopilot");
+        match (self.mode.as_deref(), self.alone_why.as_deref()) {
+            (Some("alone"), Some(why)) => {
+                let _ = write!(out, " (deciding alone: {why})");
+            }
+            (Some(mode), _) => {
+                let _ = write!(out, " ({mode})");
+            }
+            (None, _) => {}
+        }
+        let _ = writeln!(out, ": {} auto topics.", self.topics.len());
+        for (topic, t) in &self.topics {
+            let choice = match t.choice.as_deref() {
+                Some(AS_SENT) => "as sent (producer)".to_owned(),
+                Some(candidate) => candidate.to_owned(),
+                None => "undecided".to_owned(),
+            };
+            let _ = write!(out, "  {topic:?}: {choice}");
+            if let Some(since) = &t.since {
+                let _ = write!(out, " since {since}");
+            }
+            match &t.why {
+                Some(why) => {
+                    let _ = writeln!(out, ": {why}");
+                }
+                None => out.push('\n'),
+            }
+        }
+        if let Some(note) = &self.policy_note {
+            let _ = writeln!(out, "  ({note})");
+        }
+    }
+}
+
+/// The section for the page read from `source`: the choices on `page`, with since
+/// and why from `/policy` when `source` is an `http://` URL.
+pub(crate) fn read(source: &str, page: &str) -> anyhow::Result<Section> {
+    let (topics, seen) = choices(page)?;
+    let mut section = Section {
+        topics,
+        ..Section::default()
+    };
+    if !seen {
+        // No autopilot on the page: no request for /policy either.
+        return Ok(section);
+    }
+    match policy_url(source) {
+        None => {
+            if !section.topics.is_empty() {
+                section.policy_note =
+                    Some("since when and why are in /policy, read over http:// only".into());
+            }
+        }
+        Some(url) => match metrics_page::read(&url) {
+            Ok(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(policy) => merge_policy(&mut section, &policy, &url),
+                Err(err) => section.policy_note = Some(format!("{url}: not JSON ({err})")),
+            },
+            Err(err) => {
+                if !section.topics.is_empty() {
+                    section.policy_note = Some(format!("{err:#}"));
+                }
+            }
+        },
+    }
+    Ok(section)
+}
+
+/// The choice of each auto topic on a metrics page: the candidate whose gauge is 1;
+/// a topic with series but none at 1 is undecided. Also whether the page has any
+/// autopilot metric at all.
+pub(crate) fn choices(page: &str) -> anyhow::Result<(BTreeMap<String, AutoTopic>, bool)> {
+    let mut topics: BTreeMap<String, AutoTopic> = BTreeMap::new();
+    let mut seen = false;
+    for sample in prometheus::samples(page) {
+        let sample = sample?;
+        seen |= sample.name.starts_with(AUTOPILOT_PREFIX);
+        if sample.name != CHOICE_GAUGE {
+            continue;
+        }
+        let (Some(topic), Some(candidate)) = (sample.label("topic"), sample.label("candidate"))
+        else {
+            continue;
+        };
+        if !topics.contains_key(topic) && topics.len() >= MAX_TOPICS {
+            anyhow::bail!("more than {MAX_TOPICS} auto topics: not a kpress metrics page");
+        }
+        let entry = topics.entry(topic.to_owned()).or_default();
+        if sample.value == 1.0 {
+            // Two candidates at 1 (a page scraped mid-change): the first in label
+            // order, so the answer does not depend on the page's order.
+            if entry.choice.as_deref().is_none_or(|c| candidate < c) {
+                entry.choice = Some(candidate.to_owned());
+            }
+        }
+    }
+    Ok((topics, seen))
+}
+
+/// `http://host:port/policy` for a page at `http://host:port/…`.
+fn policy_url(source: &str) -> Option<String> {
+    let rest = source.strip_prefix("http://")?;
+    let authority = rest.split('/').next().unwrap_or(rest);
+    (!authority.is_empty()).then(|| format!("http://{authority}/policy"))
+}
+
+/// Adds `/policy`'s `autopilot` object: the mode, and per auto topic since when and
+/// why (a topic `/policy` knows and the page does not show is added with its choice).
+fn merge_policy(section: &mut Section, policy: &Value, url: &str) {
+    let Some(autopilot) = policy.get("autopilot").filter(|a| !a.is_null()) else {
+        section.policy_note = Some(format!("{url} has no autopilot"));
+        return;
+    };
+    section.mode = text(autopilot.get("mode"));
+    section.alone_why = text(autopilot.get("why_alone"));
+    let entries: Vec<(String, &Value)> = match autopilot.get("topics") {
+        Some(Value::Object(map)) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter_map(|v| Some((text(v.get("topic"))?, v)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    for (topic, value) in entries {
+        if !section.topics.contains_key(&topic) && section.topics.len() >= MAX_TOPICS {
+            break;
+        }
+        let entry = section.topics.entry(topic).or_default();
+        if entry.choice.is_none() {
+            entry.choice = text(value.get("choice"));
+        }
+        entry.since = text(value.get("since"));
+        entry.why = text(value.get("why"));
+    }
+}
+
+/// A string (cut to [`MAX_WHY_CHARS`]) or a number as text; nothing for null.
+fn text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.chars().take(MAX_WHY_CHARS).collect()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: &str = "# TYPE kpress_autopilot_choice gauge\n\
+        kpress_autopilot_choice{topic=\"logs.a\",candidate=\"zstd:3\"} 1\n\
+        kpress_autopilot_choice{topic=\"logs.a\",candidate=\"lz4\"} 0\n\
+        kpress_autopilot_choice{topic=\"blobs\",candidate=\"producer\"} 1\n\
+        kpress_autopilot_choice{topic=\"new\",candidate=\"lz4\"} 0\n\
+        kpress_produce_bytes_in_total{topic=\"logs.a\"} 100\n";
+
+    #[test]
+    fn choices_come_from_the_gauge_at_1() {
+        let (topics, seen) = choices(PAGE).unwrap();
+        assert!(seen);
+        assert_eq!(topics["logs.a"].choice.as_deref(), Some("zstd:3"));
+        assert_eq!(topics["blobs"].choice.as_deref(), Some("producer"));
+        assert_eq!(topics["new"].choice, None);
+        assert_eq!(topics.len(), 3);
+        assert_eq!(choices("kpress_up 1\n").unwrap(), (BTreeMap::new(), false));
+        assert!(choices("not a page {\n").is_err());
+    }
+
+    #[test]
+    fn policy_adds_since_and_why_in_either_shape() {
+        let mut section = Section {
+            topics: choices(PAGE).unwrap().0,
+            ..Section::default()
+        };
+        let policy = json!({"autopilot": {
+            "mode": "alone",
+            "why_alone": "kpress may not write _kpress_autopilot (ACLs)",
+            "topics": {"logs.a": {"choice": "zstd:3", "since": "2026-11-28T14:00:00Z", "why": "zstd:3 stores 0.21 of as sent"},
+                       "quiet": {"choice": null, "since": null, "why": "undecided"}}
+        }});
+        merge_policy(&mut section, &policy, "http://x/policy");
+        assert_eq!(section.mode.as_deref(), Some("alone"));
+        assert_eq!(
+            section.topics["logs.a"].since.as_deref(),
+            Some("2026-11-28T14:00:00Z")
+        );
+        assert_eq!(section.topics["quiet"].why.as_deref(), Some("undecided"));
+        let mut text = String::new();
+        section.text(&mut text);
+        assert!(
+            text.contains("deciding alone: kpress may not write"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"logs.a\": zstd:3 since 2026-11-28T14:00:00Z: zstd:3 stores"),
+            "{text}"
+        );
+        assert!(text.contains("\"blobs\": as sent (producer)"), "{text}");
+        assert!(text.contains("\"new\": undecided"), "{text}");
+
+        let listed = json!({"autopilot": {"mode": "shared", "topics": [
+            {"topic": "blobs", "choice": null, "since": 1764338400000u64, "why": "as sent: no candidate saves more than the 2.0% margin"}
+        ]}});
+        let mut section = Section {
+            topics: choices(PAGE).unwrap().0,
+            ..Section::default()
+        };
+        merge_policy(&mut section, &listed, "http://x/policy");
+        assert_eq!(section.topics["blobs"].choice.as_deref(), Some("producer"));
+        assert_eq!(
+            section.topics["blobs"].since.as_deref(),
+            Some("1764338400000")
+        );
+        assert_eq!(section.json()["topics"][0]["topic"], "blobs");
+    }
+
+    #[test]
+    fn no_auto_topics_no_section() {
+        let section = Section::default();
+        assert!(section.is_empty());
+        assert_eq!(section.json(), Value::Null);
+        let mut text = String::new();
+        section.text(&mut text);
+        assert!(text.is_empty());
+        assert_eq!(policy_url("file:///tmp/page"), None);
+        assert_eq!(
+            policy_url("http://127.0.0.1:9464/metrics").as_deref(),
+            Some("http://127.0.0.1:9464/policy")
+        );
+    }
+}
