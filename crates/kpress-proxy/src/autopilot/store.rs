@@ -191,7 +191,9 @@ impl FleetStore {
     }
 
     /// Writes `records` (key, value) as one lz4 batch, acknowledged by every in-sync
-    /// replica (acks=all). Nothing to write is no request.
+    /// replica (acks=all). Nothing to write is no request. A batch whose answer was
+    /// lost is written again: readers may see it twice, which keyed records (the
+    /// latest per key counts) make harmless.
     pub async fn publish(&mut self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
