@@ -14,8 +14,8 @@ use bytes::BytesMut;
 use kpress_batch::{RecompressMode, Recompressor, RewritePolicy, Target};
 use kpress_protocol::frame::{response_header_len, SIZE_PREFIX_LEN};
 use kpress_protocol::{
-    api_key, fetch_response_records, DecodedFetchResponse, FetchTopic, ProtocolError,
-    FETCH_FIRST_SESSION_VERSION,
+    api_key, fetch_response_records, rewrites_response, DecodedFetchResponse, FetchTopic,
+    ProtocolError, FETCH_FIRST_SESSION_VERSION,
 };
 
 use super::cache::ReencodedCache;
@@ -48,7 +48,13 @@ pub(super) fn response_step(
 ) -> Result<ResponseStep, HandlerError> {
     // Addresses before records: whatever happens to the records, the client never sees
     // a broker's own address, and the records step works on the frame as rewritten.
-    let addressed = match addresses::rewrite_addresses(&frame, request.header(), conn)? {
+    let header = request.header();
+    let carries_addresses = rewrites_response(header.api_key, header.api_version);
+    let addressed = match carries_addresses
+        .then(|| addresses::rewrite_addresses(&frame, header, conn))
+        .transpose()?
+        .flatten()
+    {
         Some(bytes) => {
             frame.bytes = bytes;
             true
