@@ -14,8 +14,10 @@ use crate::figures::{decay_factor, pair_key, CandidateFigures, TopicFigures};
 pub const DECAY_HALF_LIFE_WINDOWS_DEFAULT: f64 = 5.0;
 
 /// The most combinations of per-topic options the budget search tries exhaustively;
-/// beyond, it upgrades greedily.
+/// beyond, or beyond [`EXACT_SEARCH_TOPICS_MAX`] topics, it upgrades greedily.
 pub const EXACT_SEARCH_MAX: u64 = 20_000;
+/// The most topics the exhaustive search takes (its recursion is one level a topic).
+pub const EXACT_SEARCH_TOPICS_MAX: usize = 32;
 
 const HOUR_MS: u64 = 3_600_000;
 const BYTES_PER_GB: f64 = 1e9;
@@ -217,10 +219,12 @@ struct TopicState {
 ///   most `max_changes_per_hour` times in any sliding hour.
 /// - Budget: a multiple-choice knapsack over the topics, minimizing the summed
 ///   objective within `budget_cores`: exhaustive up to [`EXACT_SEARCH_MAX`]
-///   combinations, else from the cheapest option of each topic, upgrades by the best
-///   objective gain per added core (ties: topic name, then option order). When even
-///   the cheapest allowed options exceed the budget, stability yields: every option
-///   of topics not at their change limit is allowed.
+///   combinations of [`EXACT_SEARCH_TOPICS_MAX`] topics, else from the cheapest
+///   option of each topic, upgrades by the best objective gain per added core (ties:
+///   topic name, then option order). When even the cheapest allowed options exceed
+///   the budget, stability yields: every option of topics not at their change limit
+///   is allowed. Undecided topics cost nothing here (their initial policy is not
+///   counted).
 pub fn decide(
     settings: &Settings,
     figures: &BTreeMap<String, TopicFigures>,
@@ -580,7 +584,9 @@ fn solve(sets: &[&TopicState], limit: f64) -> Vec<usize> {
         .iter()
         .try_fold(1u64, |n, s| n.checked_mul(s.allowed.len().max(1) as u64));
     match combinations {
-        Some(n) if n <= EXACT_SEARCH_MAX => exact(sets, limit),
+        Some(n) if n <= EXACT_SEARCH_MAX && sets.len() <= EXACT_SEARCH_TOPICS_MAX => {
+            exact(sets, limit)
+        }
         _ => greedy(sets, limit),
     }
 }

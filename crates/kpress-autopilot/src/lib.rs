@@ -70,7 +70,7 @@ mod record;
 
 pub use decide::{
     decide, CandidateExplanation, Choice, Decision, Explanation, Ineligible, Objective, Prices,
-    Settings, DECAY_HALF_LIFE_WINDOWS_DEFAULT, EXACT_SEARCH_MAX,
+    Settings, DECAY_HALF_LIFE_WINDOWS_DEFAULT, EXACT_SEARCH_MAX, EXACT_SEARCH_TOPICS_MAX,
 };
 pub use figures::{decay_factor, pair_key, CandidateFigures, PairFigures, TopicFigures};
 pub use record::{
