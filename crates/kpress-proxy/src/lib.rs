@@ -55,7 +55,10 @@ mod topic_labels;
 mod transport;
 
 pub use apis::fetch::seen::{Handling as ConsumerHandling, SeenConsumer, SeenConsumers};
-pub use autopilot::{FleetStore, StoreError};
+pub use autopilot::{
+    replica_id, Autopilot, AutopilotStatus, Collector, FleetLink, FleetStore, StoreError,
+    TopicStatus,
+};
 pub use error::ProxyError;
 pub use handler::Handlers;
 pub use kpress_config::{HostPattern, NodeRouting};

@@ -15,6 +15,11 @@ use metrics::{Counter, Gauge, Histogram};
 /// Bucket bounds of every histogram of the crate, for the exporter: built where every
 /// slice's names are known.
 pub use crate::apis::metrics::HISTOGRAM_BUCKETS;
+/// The autopilot's names (`compression.type = "auto"`).
+pub use crate::autopilot::metrics::{
+    AS_SENT, AUTOPILOT_BUDGET_CORES, AUTOPILOT_BUDGET_USED_CORES, AUTOPILOT_CHANGES,
+    AUTOPILOT_CHOICE, AUTOPILOT_REPLICAS, AUTOPILOT_SHARED, AUTOPILOT_UNTRACKED_BATCHES,
+};
 
 /// Batches recompressed, labelled `topic`, `from`, `to`.
 pub const BATCHES_REWRITTEN: &str = "kpress_batches_rewritten_total";

@@ -30,6 +30,7 @@ use kpress_batch::{batches, RecordBatch, HEADER_LEN};
 use kpress_codec::{Codec, Compressor, Decompressor};
 use kpress_config::{Limits, ShadowSettings, SHADOW_CPU_WINDOW};
 
+use crate::autopilot::Collector;
 use crate::metrics::{self, ShadowResult};
 use kpress_measure::thread_cpu_time;
 
@@ -62,15 +63,34 @@ impl ShadowTrials {
         settings: &ShadowSettings,
         limits: &Limits,
     ) -> Result<ShadowTrials, ShadowStartError> {
-        Trials::start(settings.clone(), TrialLimits::of(limits))
-            .map(|trials| ShadowTrials(Arc::new(trials)))
-            .map_err(ShadowStartError)
+        ShadowTrials::start_feeding(settings, limits, None)
+    }
+
+    /// [`start`](Self::start), the workers also handing each trial to `collector`
+    /// (the autopilot's).
+    pub fn start_feeding(
+        settings: &ShadowSettings,
+        limits: &Limits,
+        collector: Option<&Arc<Collector>>,
+    ) -> Result<ShadowTrials, ShadowStartError> {
+        Trials::start(
+            settings.clone(),
+            TrialLimits::of(limits),
+            collector.cloned(),
+        )
+        .map(|trials| ShadowTrials(Arc::new(trials)))
+        .map_err(ShadowStartError)
     }
 
     /// Whether these trials run exactly `settings` within `limits` (so a reload with
     /// them can keep these).
     pub fn same_settings(&self, settings: &ShadowSettings, limits: &Limits) -> bool {
         self.0.settings == *settings && self.0.limits == TrialLimits::of(limits)
+    }
+
+    /// The autopilot's collector the trials feed, if any.
+    pub fn collector(&self) -> Option<&Arc<Collector>> {
+        self.0.collector.as_ref()
     }
 
     /// The trials for a policy with `settings` (`None`: no `[shadow]`), given the ones
@@ -81,16 +101,34 @@ impl ShadowTrials {
         settings: Option<&ShadowSettings>,
         limits: &Limits,
     ) -> Option<ShadowTrials> {
+        ShadowTrials::follow_feeding(running, settings, limits, None)
+    }
+
+    /// [`follow`](Self::follow), with trials feeding `collector` (running trials
+    /// feeding another, or none, are replaced).
+    pub fn follow_feeding(
+        running: Option<&ShadowTrials>,
+        settings: Option<&ShadowSettings>,
+        limits: &Limits,
+        collector: Option<&Arc<Collector>>,
+    ) -> Option<ShadowTrials> {
         let Some(settings) = settings else {
             if running.is_some() {
                 tracing::info!("shadow trials stopped");
             }
             return None;
         };
-        if let Some(running) = running.filter(|t| t.same_settings(settings, limits)) {
+        let same_collector = |t: &ShadowTrials| match (t.collector(), collector) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if let Some(running) =
+            running.filter(|t| t.same_settings(settings, limits) && same_collector(t))
+        {
             return Some(running.clone());
         }
-        match ShadowTrials::start(settings, limits) {
+        match ShadowTrials::start_feeding(settings, limits, collector) {
             Ok(trials) => {
                 tracing::info!(
                     candidates = %trials.0.labels.join(", "),
@@ -155,6 +193,8 @@ pub(crate) struct Trials {
     queued: Arc<QueuedBytes>,
     budget: Arc<CpuBudget>,
     counts: [AtomicU64; SAMPLE_SLOTS],
+    /// The autopilot's, fed every trial of a topic it tracks.
+    collector: Option<Arc<Collector>>,
 }
 
 impl fmt::Debug for Trials {
@@ -171,6 +211,8 @@ impl fmt::Debug for Trials {
 pub(crate) struct Sample {
     batch: Vec<u8>,
     _held: Held,
+    /// The topic, when the trials feed a collector.
+    topic: Option<Arc<str>>,
 }
 
 impl Sample {
@@ -187,7 +229,11 @@ struct Job {
 }
 
 impl Trials {
-    fn start(settings: ShadowSettings, limits: TrialLimits) -> std::io::Result<Trials> {
+    fn start(
+        settings: ShadowSettings,
+        limits: TrialLimits,
+        collector: Option<Arc<Collector>>,
+    ) -> std::io::Result<Trials> {
         let (sender, receiver) = mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let budget = Arc::new(CpuBudget::new(settings.max_cpu_fraction));
@@ -207,6 +253,7 @@ impl Trials {
                     .map(|c| Compressor::new(c.codec(), c.options()))
                     .collect(),
                 labels: labels.clone(),
+                collector: collector.clone(),
             };
             std::thread::Builder::new()
                 .name(format!("kpress-shadow-{index}"))
@@ -223,6 +270,7 @@ impl Trials {
             sender,
             budget,
             counts: [const { AtomicU64::new(0) }; SAMPLE_SLOTS],
+            collector,
         })
     }
 
@@ -231,6 +279,7 @@ impl Trials {
     /// is counted and not copied.
     pub(crate) fn sample(&self, topic: &str, records: &[u8], out: &mut Vec<Sample>) {
         let count = &self.counts[slot(topic)];
+        let mut name: Option<Arc<str>> = None;
         // An unparseable tail is the rewrite's business; trials take what parses.
         for batch in batches(records).map_while(Result::ok) {
             let n = count.fetch_add(1, Ordering::Relaxed);
@@ -246,9 +295,14 @@ impl Trials {
                 metrics::shadow_skipped(SKIPPED_QUEUE_FULL);
                 continue;
             };
+            let topic = self
+                .collector
+                .as_ref()
+                .map(|_| Arc::clone(name.get_or_insert_with(|| Arc::from(topic))));
             out.push(Sample {
                 batch: bytes.to_vec(),
                 _held: held,
+                topic,
             });
         }
     }
@@ -352,6 +406,7 @@ struct Worker {
     limits: TrialLimits,
     compressors: Vec<Compressor>,
     labels: Vec<Arc<str>>,
+    collector: Option<Arc<Collector>>,
 }
 
 impl Worker {
@@ -382,13 +437,16 @@ impl Worker {
             );
             self.budget.draw(thread_cpu_time().saturating_sub(start));
             match outcome {
-                Ok(()) => metrics::shadow_trial(
-                    &job.topic,
-                    job.sample.batch.len(),
-                    raw.len(),
-                    &self.labels,
-                    &results,
-                ),
+                Ok(()) => {
+                    metrics::shadow_trial(
+                        &job.topic,
+                        job.sample.batch.len(),
+                        raw.len(),
+                        &self.labels,
+                        &results,
+                    );
+                    self.feed(&job.sample, raw.len(), &results);
+                }
                 Err(reason) => metrics::shadow_skipped(reason),
             }
             // Memory of one unusually large batch is not kept for the next.
@@ -397,6 +455,23 @@ impl Worker {
                 buffer.shrink_to(1 << 20);
             }
         }
+    }
+
+    /// Hands a trial of `sample` (`raw` bytes of records) to the collector.
+    fn feed(&self, sample: &Sample, raw: usize, results: &[ShadowResult]) {
+        let (Some(collector), Some(topic)) = (&self.collector, &sample.topic) else {
+            return;
+        };
+        let trials: Vec<(&str, u64, u64)> = self
+            .labels
+            .iter()
+            .zip(results)
+            .map(|(label, r)| {
+                let cpu = u64::try_from(r.cpu.as_nanos()).unwrap_or(u64::MAX);
+                (&**label, r.bytes_out as u64, cpu)
+            })
+            .collect();
+        collector.add_batch(topic, sample.batch.len() as u64, raw as u64, &trials);
     }
 
     /// Decompresses `batch`'s records into `raw` and compresses them with every
@@ -524,6 +599,7 @@ mod tests {
         Trials::start(
             settings(candidates, sample),
             TrialLimits::of(&Limits::default()),
+            None,
         )
         .unwrap()
     }
@@ -598,6 +674,7 @@ mod tests {
                 .map(|c| Compressor::new(c.codec(), c.options()))
                 .collect(),
             labels: trials.labels.clone(),
+            collector: None,
         };
         let (mut d, mut raw, mut out, mut results) =
             (Decompressor::new(), Vec::new(), Vec::new(), Vec::new());

@@ -372,11 +372,17 @@ fn record(conn: &ConnectionContext, mut reports: BatchReports, dropped: Option<B
     let known = |topic: &str| conn.is_known_topic(topic);
     reports.send_shadow_samples(conn.topic_labels(), known);
     reports.record_metrics(conn.topic_labels(), known, dropped);
-    let rules = &*conn.policy().rules;
+    let policy = conn.policy();
+    let rules = &*policy.rules;
     for (topic, cpu) in reports.cpu_by_topic() {
         rules.note_rewrite_cpu(topic, cpu);
     }
-    count_target_sources(rules, reports.outcomes.iter().map(|(t, r)| (&**t, r.len())));
+    let collector = policy.shadow.as_ref().and_then(|t| t.collector());
+    count_target_sources(
+        rules,
+        collector.map(|c| &**c),
+        reports.outcomes.iter().map(|(t, r)| (&**t, r.as_slice())),
+    );
 }
 
 fn rewrite_limits(conn: &ConnectionContext) -> RewriteLimits {

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kpress_batch::{batches, Outcome, PolicyLookup, RewritePolicy};
+use kpress_batch::{batches, Outcome, PolicyLookup, RewritePolicy, TargetSource};
 use kpress_measure::thread_cpu_time;
 
 use super::metrics::{self, BatchCount, BatchFate};
+use crate::autopilot::Collector;
 use crate::shadow::{Sample, ShadowTrials};
 use crate::topic_labels::TopicLabels;
 
@@ -225,13 +226,20 @@ impl BatchReports {
     }
 }
 
-/// Counts a Produce request's batches, given per topic, by where their target came from.
+/// Counts a Produce request's batches, given per topic, by where their target came
+/// from; an auto topic's bytes (as sent) also go to the autopilot's `collector`.
 pub(super) fn count_target_sources<'a>(
     rules: &dyn PolicyLookup,
-    topics: impl Iterator<Item = (&'a str, usize)>,
+    collector: Option<&Collector>,
+    topics: impl Iterator<Item = (&'a str, &'a [BatchReport])>,
 ) {
-    for (topic, batches) in topics {
-        metrics::batches_by_target_source(rules.target_source(topic), batches);
+    for (topic, reports) in topics {
+        let source = rules.target_source(topic);
+        metrics::batches_by_target_source(source, reports.len());
+        if let (TargetSource::Auto, Some(collector)) = (source, collector) {
+            let bytes: usize = reports.iter().map(|r| r.bytes_in).sum();
+            collector.add_traffic(topic, bytes as u64, reports.len() as u64);
+        }
     }
 }
 
