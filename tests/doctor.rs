@@ -304,3 +304,72 @@ fn over_sasl_ssl_each_step_of_kpress_own_login_is_checked() {
     );
     assert_eq!(subjects(&doc, "cluster_unread"), ["cluster"]);
 }
+
+#[test]
+fn with_auto_rules_the_fleet_topic_is_checked_without_being_created() {
+    let cluster = cluster();
+    let dir = tempfile::tempdir().unwrap();
+    let auto = |topic: &str, share: bool| {
+        format!(
+            "[defaults]\ncompression.type = \"auto\"\n\
+             [autopilot]\ntopic = \"{topic}\"\nshare = {share}\n"
+        )
+    };
+    let message = |doc: &Value, kind: &str| -> String {
+        let found = findings(doc, kind);
+        assert_eq!(found.len(), 1, "{kind} in {doc:#}");
+        found[0]["message"].as_str().unwrap().to_owned()
+    };
+    // Missing: a CreateTopics that only validates says kpress may create it, twice,
+    // since nothing was created.
+    let config = policy_file(
+        dir.path(),
+        &[cluster.bootstrap()],
+        "",
+        &auto("doc-fleet", true),
+    );
+    for _ in 0..2 {
+        let (_, doc) = doctor(&config);
+        let text = message(&doc, "autopilot_shared");
+        assert!(
+            text.contains("does not exist yet and kpress may create it"),
+            "{text}"
+        );
+    }
+    // Present: the broker's authorized operations (no authorizer: all of them).
+    JavaClient::new(kafka_version())
+        .create_topic(
+            &cluster.bootstrap(),
+            "doc-fleet-made",
+            1,
+            &["cleanup.policy=compact"],
+        )
+        .unwrap();
+    let config = policy_file(
+        dir.path(),
+        &[cluster.bootstrap()],
+        "",
+        &auto("doc-fleet-made", true),
+    );
+    let (_, doc) = doctor(&config);
+    let text = message(&doc, "autopilot_shared");
+    assert!(text.contains("may describe, read and write it"), "{text}");
+    // Sharing off: each replica decides alone, a note.
+    let config = policy_file(
+        dir.path(),
+        &[cluster.bootstrap()],
+        "",
+        &auto("doc-fleet", false),
+    );
+    let (_, doc) = doctor(&config);
+    assert!(message(&doc, "autopilot_alone").contains("share = false"));
+    assert_eq!(findings(&doc, "autopilot_alone")[0]["severity"], "info");
+    // No auto rule: nothing about the autopilot.
+    let config = policy_file(dir.path(), &[cluster.bootstrap()], "", FITTING_POLICY);
+    let (_, doc) = doctor(&config);
+    assert!(doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| !f["kind"].as_str().unwrap().starts_with("autopilot")));
+}

@@ -9,6 +9,9 @@
 //!   policy's target for it, with a problem where the broker would recompress what
 //!   kpress wrote, or refuse a batch kpress may write;
 //! - the gzip providers of this host;
+//! - with auto rules, whether the replicas could share the autopilot's fleet topic
+//!   (kpress's principal may describe, create, write and read it) or would each decide
+//!   alone;
 //! - with `--admin`, the consumers a running kpress has seen that do not read every
 //!   codec, per topic they cannot read as stored, and whether kpress re-encodes for
 //!   them.
@@ -26,6 +29,7 @@ use anyhow::Context;
 use crate::check_config;
 use crate::format::Format;
 
+mod autopilot;
 mod consumers;
 mod findings;
 mod probes;

@@ -143,6 +143,9 @@ pub(super) async fn examine(config_name: String, config: &Config) -> anyhow::Res
             .brokers
             .push((broker.node_id, reachability, versions));
     }
+    report
+        .findings
+        .extend(super::autopilot::fleet_findings(&mut client, &versions, config).await);
     let topics: Vec<&str> = view
         .topics
         .iter()
