@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kpress_config::{Config, PolicySet, Problem, TopicConfigSource};
-use kpress_proxy::{PolicySnapshot, ShadowTrials};
+use kpress_config::{AutoChoiceSource, Config, PolicySet, Problem, TopicConfigSource};
+use kpress_proxy::{Autopilot, ClusterConnector, PolicySnapshot, ShadowTrials};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -26,6 +26,9 @@ pub(crate) struct AppliedPolicy {
     /// Where the rules' topic mode learns topics' configurations, kept for reloads;
     /// `None`: topic-mode topics pass as sent.
     pub(crate) topic_configs: Option<Arc<dyn TopicConfigSource>>,
+    /// Where auto rules' choices come from, kept for reloads (one per process); `None`:
+    /// auto topics stay undecided.
+    pub(crate) autopilot: Option<Arc<Autopilot>>,
     /// SHA-256 of the file's bytes, hex.
     pub(crate) file_hash: String,
     pub(crate) loaded_at: SystemTime,
@@ -37,25 +40,33 @@ impl AppliedPolicy {
         path: &Path,
         config: Config,
         topic_configs: Option<Arc<dyn TopicConfigSource>>,
+        autopilot: Option<Arc<Autopilot>>,
     ) -> AppliedPolicy {
         AppliedPolicy {
             path: path.to_owned(),
             file_hash: std::fs::read(path)
                 .map_or_else(|_| String::new(), |bytes| hex_sha256(&bytes)),
-            rules: Arc::new(compile(&config, topic_configs.as_ref())),
+            rules: Arc::new(compile(&config, topic_configs.as_ref(), autopilot.as_ref())),
             topic_configs,
+            autopilot,
             config,
             loaded_at: SystemTime::now(),
         }
     }
 }
 
-/// `config`'s rules, resolving topic mode from `topic_configs` when given.
-fn compile(config: &Config, topic_configs: Option<&Arc<dyn TopicConfigSource>>) -> PolicySet {
-    match topic_configs {
-        Some(source) => PolicySet::with_topic_configs(config, Arc::clone(source)),
-        None => PolicySet::new(config),
-    }
+/// `config`'s rules, resolving topic mode from `topic_configs` and auto rules'
+/// choices from `autopilot` when given.
+fn compile(
+    config: &Config,
+    topic_configs: Option<&Arc<dyn TopicConfigSource>>,
+    autopilot: Option<&Arc<Autopilot>>,
+) -> PolicySet {
+    PolicySet::with_sources(
+        config,
+        topic_configs.cloned(),
+        autopilot.map(|a| Arc::clone(a) as Arc<dyn AutoChoiceSource>),
+    )
 }
 
 fn hex_sha256(bytes: &[u8]) -> String {
@@ -75,10 +86,11 @@ pub(crate) fn snapshot(
     let config = &applied.config;
     PolicySnapshot {
         rules: Arc::clone(&applied.rules) as Arc<dyn kpress_batch::PolicyLookup>,
-        shadow: ShadowTrials::follow(
+        shadow: ShadowTrials::follow_feeding(
             running.and_then(|running| running.shadow.as_ref()),
             config.trial_settings().as_ref(),
             &config.limits,
+            applied.autopilot.as_ref().map(|a| a.collector()),
         ),
         consumers: Arc::new(config.consumers.clone()),
     }
@@ -125,6 +137,30 @@ pub(crate) fn spawn_overload_windows(mut applied: watch::Receiver<Arc<AppliedPol
                     }
                 }
             }
+        }
+    });
+}
+
+/// Runs the autopilot's decision windows, one every `[autopilot] window_ms` (the first
+/// at once, so a process that starts takes the fleet's stored choices before its first
+/// trial), on the rules in force at each; the fleet topic is reached through
+/// `connector`'s side connections.
+pub(crate) fn spawn_autopilot(
+    autopilot: Arc<Autopilot>,
+    connector: Option<ClusterConnector>,
+    applied: watch::Receiver<Arc<AppliedPolicy>>,
+) {
+    tokio::spawn(async move {
+        let mut fleet = autopilot.fleet(connector);
+        let window = autopilot.window_length();
+        let mut windows = tokio::time::interval(window);
+        windows.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            windows.tick().await;
+            let current = Arc::clone(&applied.borrow());
+            autopilot
+                .window(&mut fleet, &current.config, &current.rules)
+                .await;
         }
     });
 }
@@ -249,8 +285,13 @@ fn reread(current: &AppliedPolicy) -> Reread {
     Reread::Applied {
         policy: Box::new(AppliedPolicy {
             path: current.path.clone(),
-            rules: Arc::new(compile(&config, current.topic_configs.as_ref())),
+            rules: Arc::new(compile(
+                &config,
+                current.topic_configs.as_ref(),
+                current.autopilot.as_ref(),
+            )),
             topic_configs: current.topic_configs.clone(),
+            autopilot: current.autopilot.clone(),
             config,
             file_hash,
             loaded_at: SystemTime::now(),
@@ -346,7 +387,7 @@ mod tests {
         let shadow = "[shadow]\ncandidates = [\"zstd:3\"]\n";
         let running = config(shadow);
         let at = |config: &Config| {
-            AppliedPolicy::at_start(Path::new("/nonexistent"), config.clone(), None)
+            AppliedPolicy::at_start(Path::new("/nonexistent"), config.clone(), None, None)
         };
         let first = snapshot(&at(&running), None);
         let started = first.shadow.as_ref().expect("trials started");

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use kpress_config::{Config, TopicConfigSource};
-use kpress_proxy::{Controls, ProxyError, ProxySettings, ProxyStatus, TopicConfigCache};
+use kpress_proxy::{
+    Autopilot, ClusterConnector, Controls, ProxyError, ProxySettings, ProxyStatus,
+    TopicConfigCache,
+};
 use tokio::sync::watch;
 
 use crate::admin::{self, Admin, AdminServer, PortWait};
@@ -84,12 +87,31 @@ pub(crate) fn main(args: Args) -> anyhow::Result<ExitCode> {
             check_config::summary(&config).trim_end()
         );
         let source: Arc<dyn TopicConfigSource> = Arc::clone(&topic_configs) as _;
-        let at_start = AppliedPolicy::at_start(&args.config, config.clone(), Some(source));
+        // One per process, kept across reloads: a reload may add the first auto rule.
+        let autopilot = Autopilot::new(
+            config.autopilot.clone(),
+            kpress_proxy::replica_id(config.listener.bind.port()),
+            config.limits.max_topic_labels,
+        );
+        let at_start = AppliedPolicy::at_start(
+            &args.config,
+            config.clone(),
+            Some(source),
+            Some(Arc::clone(&autopilot)),
+        );
         let (snapshots, policies) = watch::channel(policy_reload::snapshot(&at_start, None));
         // Before serving: SIGHUP's default action would end the process.
         let reload = reload::spawn(&watched_files(&config, &args.config));
         let applied = policy_reload::spawn(at_start, reload.clone(), snapshots);
         policy_reload::spawn_overload_windows(applied.clone());
+        // The fleet topic is reached with kpress's own side connections ([upstream]'s
+        // TLS and login); without them the autopilot decides alone.
+        let connector = ClusterConnector::new(&settings)
+            .inspect_err(|err| {
+                tracing::warn!(error = %err, "autopilot: no side connection for the fleet topic")
+            })
+            .ok();
+        policy_reload::spawn_autopilot(autopilot, connector, applied.clone());
         let status = Arc::new(ProxyStatus::default());
         // With reuse_port, a restart's new process runs beside the old one with the same
         // policy file: it waits for the admin port, which the old one gives up as its

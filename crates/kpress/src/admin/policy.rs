@@ -380,6 +380,7 @@ pub(super) mod tests {
             path: "/etc/kpress/k.toml".into(),
             rules: std::sync::Arc::new(kpress_config::PolicySet::new(&config)),
             topic_configs: None,
+            autopilot: None,
             config,
             file_hash: "ab".repeat(32),
             loaded_at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_767_225_600_123),
