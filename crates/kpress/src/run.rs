@@ -12,8 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use kpress_config::{Config, TopicConfigSource};
 use kpress_proxy::{
-    Autopilot, ClusterConnector, Controls, ProxyError, ProxySettings, ProxyStatus,
-    TopicConfigCache,
+    Autopilot, ClusterConnector, Controls, ProxyError, ProxySettings, ProxyStatus, TopicConfigCache,
 };
 use tokio::sync::watch;
 

@@ -1,14 +1,14 @@
 //! `/policy`: the policy in force as JSON, in the policy file's own keys, with
 //! secrets shown only by where they are read from.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use std::sync::Arc;
 
 use kpress_batch::{PolicyLookup, Target};
 use kpress_config::{
-    BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource, PolicySet,
-    TopicCompression, TopicConfigSource, TopicPolicy,
+    AutoBudget, AutoPolicy, BearerTokenSource, ClientAuth, Config, NodeRouting, PasswordSource,
+    PolicySet, TopicCompression, TopicConfigSource, TopicPolicy,
 };
 use kpress_proxy::LearnedTopic;
 use serde_json::{json, Map, Value};
@@ -57,6 +57,82 @@ pub(super) fn policy_json(applied: &AppliedPolicy) -> Value {
         }).collect::<Vec<_>>(),
         "consumers": consumers_json(config),
         "clients": clients_json(config),
+        "autopilot": autopilot_json(applied),
+    })
+}
+
+/// The autopilot (`null` while no rule is auto): whether it decides with the fleet or
+/// alone and why, and each auto topic's choice with the figures behind it.
+fn autopilot_json(applied: &AppliedPolicy) -> Value {
+    let Some(autopilot) = &applied.autopilot else {
+        return Value::Null;
+    };
+    if applied.rules.auto_rules().is_empty() {
+        return Value::Null;
+    }
+    let at = |ms: u64| rfc3339_utc(SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+    let status = autopilot.status();
+    let topics = status.topics.iter().map(|topic| {
+        let explanation = &topic.explanation;
+        let candidates = explanation.candidates.iter().map(|c| {
+            json!({
+                "candidate": c.candidate.as_deref().unwrap_or(kpress_proxy::metrics::AS_SENT),
+                "ratio": c.ratio,
+                "cpu_ms_per_mb": c.cpu_ms_per_mb,
+                "samples": c.samples,
+                "cores": c.cores,
+                "objective": c.objective,
+                "eligible": c.ineligible.is_none(),
+                "ineligible": c.ineligible.as_ref().map(ToString::to_string),
+            })
+        });
+        json!({
+            "topic": topic.topic,
+            "rule": topic.rule,
+            "choice": topic.choice,
+            "since": topic.since_ms.map(at),
+            "adopted_from": topic.adopted_from,
+            "why": explanation.why,
+            "traffic_bytes_per_s": explanation.traffic_bytes_per_s,
+            "budget_used_cores": explanation.budget_used_cores,
+            "budget_limit_cores": explanation.budget_limit_cores,
+            "candidates": candidates.collect::<Vec<_>>(),
+        })
+    });
+    json!({
+        "mode": if status.shared { "shared" } else { "alone" },
+        "alone_because": status.alone_because,
+        "topic": status.topic,
+        "replica": status.replica,
+        "replicas": status.replicas,
+        "window_ms": status.window_ms,
+        "last_window_at": status.last_window_ms.map(at),
+        "topics": topics.collect::<Vec<_>>(),
+    })
+}
+
+/// An auto rule's `auto.*` settings under the file's key names (without `auto.`).
+fn auto_json(auto: &AutoPolicy) -> Value {
+    let (max_cores, max_cpu_share) = match auto.budget {
+        AutoBudget::Unlimited => (None, None),
+        AutoBudget::Cores(cores) => (Some(cores), None),
+        AutoBudget::CpuShare(share) => (None, Some(share.fraction())),
+    };
+    json!({
+        "candidates": auto.candidates.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "initial": auto
+            .initial
+            .as_ref()
+            .map_or_else(|| "producer".to_owned(), ToString::to_string),
+        "max_cores": max_cores,
+        "max_cpu_share": max_cpu_share,
+        "objective": auto.objective.name(),
+        "price_per_gb_stored": auto.prices.stored_per_gb,
+        "price_per_gb_moved": auto.prices.moved_per_gb,
+        "price_per_core_hour": auto.prices.core_hour,
+        "min_samples": auto.min_samples,
+        "margin": auto.margin,
+        "max_changes_per_hour": auto.max_changes_per_hour,
     })
 }
 
@@ -286,13 +362,17 @@ fn rule_json(policy: &TopicPolicy) -> Value {
         "max_cpu_share".into(),
         policy.overload.max_cpu_share.map(|s| s.fraction()).into(),
     );
-    json!({
+    let mut rule = json!({
         "compression.type": policy.compression.name(),
         "options": options,
         "recompress": policy.recompress.name(),
         "only_if_smaller": policy.only_if_smaller,
         "overload": overload,
-    })
+    });
+    if policy.compression == Compression::Auto {
+        rule["auto"] = auto_json(&policy.auto);
+    }
+    rule
 }
 
 /// Each topic kpress learned from the cluster, sorted by name, with what the policy
@@ -367,8 +447,6 @@ fn rfc3339_utc(at: SystemTime) -> String {
 
 #[cfg(test)]
 pub(super) mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     pub(in crate::admin) fn config(extra: &str) -> Config {
@@ -512,6 +590,92 @@ pub(super) mod tests {
         let defaults = policy_json(&applied(config("")));
         assert_eq!(defaults["consumers"]["compression.lz4.level"], 9);
         assert_eq!(defaults["clients"], json!([]));
+    }
+
+    #[test]
+    fn auto_rules_show_their_settings_and_the_autopilot_its_choices() {
+        let config = config(
+            "[autopilot]\nshare = false\n\
+             [[topics]]\nmatch = \"logs.*\"\ncompression.type = \"auto\"\n\
+             auto.candidates = [\"zstd:3\", \"lz4\"]\nauto.max_cores = 1.5\n\
+             auto.min_samples = 5\n",
+        );
+        let json = policy_json(&applied(config.clone()));
+        assert_eq!(json["autopilot"], Value::Null);
+        assert_eq!(
+            json["topics"][0]["auto"],
+            json!({
+                "candidates": ["zstd:3", "lz4:9"],
+                "initial": "producer",
+                "max_cores": 1.5,
+                "max_cpu_share": null,
+                "objective": "bytes",
+                "price_per_gb_stored": 0.10,
+                "price_per_gb_moved": 0.02,
+                "price_per_core_hour": 0.04,
+                "min_samples": 5,
+                "margin": 0.02,
+                "max_changes_per_hour": 4,
+            })
+        );
+        assert!(json["defaults"].get("auto").is_none());
+
+        let autopilot =
+            kpress_proxy::Autopilot::new(config.autopilot.clone(), "here:19092".to_owned(), 100);
+        let policy = AppliedPolicy::at_start(
+            std::path::Path::new("/nonexistent"),
+            config,
+            None,
+            Some(Arc::clone(&autopilot)),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut fleet = autopilot.fleet(None);
+        let mut window = || {
+            runtime.block_on(autopilot.window(&mut fleet, &policy.config, &policy.rules));
+        };
+        window();
+        std::thread::sleep(Duration::from_millis(5));
+        let collector = autopilot.collector();
+        for _ in 0..6 {
+            collector.add_traffic("logs.a", 10_000, 1);
+            collector.add_batch(
+                "logs.a",
+                10_000,
+                40_000,
+                &[("zstd:3", 3000, 20_000), ("lz4:9", 5000, 5000)],
+            );
+        }
+        window();
+        let json = policy_json(&policy)["autopilot"].clone();
+        assert_eq!(json["mode"], "alone");
+        assert_eq!(json["alone_because"], "[autopilot] share = false");
+        assert_eq!(json["topic"], "_kpress_autopilot");
+        assert_eq!(json["replica"], "here:19092");
+        assert_eq!(json["replicas"], 1);
+        assert!(json["last_window_at"].as_str().unwrap().ends_with('Z'));
+        let topic = &json["topics"][0];
+        assert_eq!(topic["topic"], "logs.a");
+        assert_eq!(topic["rule"], "logs.*");
+        assert_eq!(topic["choice"], "zstd:3");
+        assert!(topic["since"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(topic["adopted_from"], Value::Null);
+        assert!(topic["why"].as_str().is_some_and(|why| !why.is_empty()));
+        assert_eq!(topic["budget_limit_cores"], 1.5);
+        assert!(topic["budget_used_cores"].as_f64().unwrap() > 0.0);
+        let candidates = topic["candidates"].as_array().unwrap();
+        let labels: Vec<&str> = candidates
+            .iter()
+            .map(|c| c["candidate"].as_str().unwrap())
+            .collect();
+        assert_eq!(labels, ["producer", "zstd:3", "lz4:9"]);
+        assert_eq!(candidates[1]["samples"], 6);
+        assert_eq!(candidates[1]["ratio"], 0.3);
+        assert_eq!(candidates[1]["cpu_ms_per_mb"], 0.5);
+        assert_eq!(candidates[1]["eligible"], true);
+        assert_eq!(candidates[1]["ineligible"], Value::Null);
     }
 
     #[test]
