@@ -5,8 +5,8 @@
 //! policy is an auto rule's choice (`target_source = auto`), so topics of other rules
 //! cost nothing here. The trial workers add each tried batch of a topic the window
 //! tracks. The window task takes everything at the end of each window
-//! ([`Collector::take`]), which also frees the slots: at most `cap` topics are
-//! tracked per window, batches of others are counted in
+//! ([`Collector::take`]), which also frees the slots of idle topics: at most `cap`
+//! topics are tracked at once, batches of others are counted in
 //! [`metrics::AUTOPILOT_UNTRACKED_BATCHES`](super::metrics::AUTOPILOT_UNTRACKED_BATCHES) and left out.
 
 use std::collections::{BTreeMap, HashMap};
@@ -83,23 +83,26 @@ impl Collector {
             .add_batch(bytes_in, raw, trials);
     }
 
-    /// Ends the window: every tracked topic's traffic and trials, and no topic tracked
-    /// any more.
+    /// Ends the window: every tracked topic's traffic and trials. A topic that had
+    /// neither stops being tracked (its slot goes to another); the others keep their
+    /// slots, so trials of batches sampled before the window ended still count.
     pub fn take(&self) -> BTreeMap<String, TopicWindow> {
-        let taken =
-            std::mem::take(&mut *self.topics.write().unwrap_or_else(PoisonError::into_inner));
-        taken
-            .into_iter()
-            .map(|(topic, slot)| {
-                let window = TopicWindow {
-                    traffic_bytes: slot.traffic.load(Ordering::Relaxed),
-                    trials: std::mem::take(
-                        &mut *slot.trials.lock().unwrap_or_else(PoisonError::into_inner),
-                    ),
-                };
-                (topic.to_string(), window)
-            })
-            .collect()
+        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        let mut out = BTreeMap::new();
+        topics.retain(|topic, slot| {
+            let window = TopicWindow {
+                traffic_bytes: slot.traffic.swap(0, Ordering::Relaxed),
+                trials: std::mem::take(
+                    &mut *slot.trials.lock().unwrap_or_else(PoisonError::into_inner),
+                ),
+            };
+            let active = window.traffic_bytes > 0 || !window.trials.candidates.is_empty();
+            if active {
+                out.insert(topic.to_string(), window);
+            }
+            active
+        });
+        out
     }
 
     /// Topics tracked in the current window.
@@ -131,13 +134,14 @@ mod tests {
         assert_eq!(logs.trials.candidates["lz4"].samples, 1);
         assert_eq!(logs.trials.candidates["zstd:3"].bytes_out, 40);
         assert_eq!(logs.trials.pairs.len(), 1);
-        // The window starts empty.
+        // The next window starts empty; an idle topic gives its slot up.
+        assert_eq!(collector.tracked(), 1);
         assert!(collector.take().is_empty());
         assert_eq!(collector.tracked(), 0);
     }
 
     #[test]
-    fn at_most_cap_topics_are_tracked_per_window() {
+    fn at_most_cap_topics_are_tracked_at_once() {
         let collector = Collector::new(2);
         for topic in ["a", "b", "c", "d"] {
             collector.add_traffic(topic, 10, 1);
@@ -148,8 +152,10 @@ mod tests {
         let taken = collector.take();
         assert_eq!(taken.keys().collect::<Vec<_>>(), ["a", "b"]);
         assert_eq!(taken["a"].traffic_bytes, 20);
-        // A new window has room again.
+        // Once a topic is idle for a window, its slot is free again.
+        collector.add_traffic("a", 10, 1);
+        collector.take();
         collector.add_traffic("c", 10, 1);
-        assert!(collector.take().contains_key("c"));
+        assert_eq!(collector.take().keys().collect::<Vec<_>>(), ["c"]);
     }
 }
