@@ -50,7 +50,7 @@ use std::sync::Arc;
 use kpress_codec::Codec;
 use kpress_config::{CodecSet, ConsumerSettings};
 use kpress_protocol::api::{self, ApiFacts};
-use kpress_protocol::{api_key, FETCH_MIN_VERSION};
+use kpress_protocol::{api_key, FETCH_MAX_VERSION, FETCH_MIN_VERSION};
 
 use super::addresses;
 use crate::handler::{
@@ -180,14 +180,22 @@ impl ApiHandler for Fetch {
 }
 
 /// Records a consumer that does not read every codec in [`seen::SeenConsumers`], from
-/// what the request step kept. A client at v10 or later with no `[[clients]]` rules
-/// reads every codec: it costs a policy snapshot and a comparison.
+/// what the request step kept. A client it kept nothing for costs a policy snapshot
+/// and a comparison; the rules are matched again only where the request step did not
+/// keep what it found (`[consumers] reencode = false`, a version kpress does not
+/// read).
 fn note_seen(conn: &ConnectionContext, request: &mut RequestContext) {
     let version = request.api_version();
     let (reads, handling) = match request.kept::<Upgraded>() {
         Some(upgraded) => (upgraded.reads, seen::Handling::Reencoded),
         None => {
             let consumers = Arc::clone(&conn.policy().consumers);
+            // With re-encoding on, the request step keeps what it found for every
+            // limited client at a version kpress reads: nothing kept, every codec read.
+            let read_versions = FETCH_MIN_VERSION..=FETCH_MAX_VERSION;
+            if consumers.reencode && read_versions.contains(&version) {
+                return;
+            }
             if version >= FETCH_FIRST_ZSTD_VERSION && consumers.clients.rules().is_empty() {
                 return;
             }
