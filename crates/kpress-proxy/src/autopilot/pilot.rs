@@ -270,6 +270,11 @@ impl Autopilot {
         }
     }
 
+    /// How old a replica's figures may be and still count.
+    fn stale_ms(&self) -> u64 {
+        self.settings.window.as_millis() as u64 * FLEET_STALE_WINDOWS
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -291,7 +296,7 @@ impl Autopilot {
         if !self.settings.share {
             self.set_mode(Mode::Alone("[autopilot] share = false".to_owned()));
         } else {
-            self.open(link).await;
+            self.open(link, config, rules).await;
         }
         if let Some(store) = link.store.as_mut() {
             match read_all(store, WINDOW_READS_MAX).await {
@@ -330,7 +335,7 @@ impl Autopilot {
 
     /// Opens the fleet topic when due: at the first window, then at [`FLEET_RETRY`]
     /// after a transient failure; never again once denied.
-    async fn open(&self, link: &mut FleetLink) {
+    async fn open(&self, link: &mut FleetLink, config: &Config, rules: &PolicySet) {
         if link.store.is_some() || link.denied {
             return;
         }
@@ -376,7 +381,7 @@ impl Autopilot {
         // The stored choices apply at once.
         let changes = {
             let mut st = self.lock();
-            self.adopt(&mut st, None)
+            self.adopt(&mut st, config, rules)
         };
         self.apply(changes);
     }
@@ -461,7 +466,8 @@ impl Autopilot {
                 }
                 let seen = st.replicas_seen.entry(replica.clone()).or_default();
                 *seen = (*seen).max(*window_end_ms);
-                if seed && *replica == self.replica && st.own.len() < self.cap {
+                let fresh = now_ms().saturating_sub(*window_end_ms) <= self.stale_ms();
+                if seed && fresh && *replica == self.replica && st.own.len() < self.cap {
                     st.own.insert(topic.clone(), figures.clone());
                 }
             }
@@ -469,9 +475,9 @@ impl Autopilot {
         }
     }
 
-    /// Adopts every choice record of another replica newer than the choice held; the
-    /// changes it makes. `rules`: only topics an auto rule decides (`None`: all).
-    fn adopt(&self, st: &mut State, rules: Option<&PolicySet>) -> Vec<Change> {
+    /// Adopts every choice record of another replica newer than the choice held, for
+    /// topics an auto rule of `rules` decides; the changes it makes.
+    fn adopt(&self, st: &mut State, config: &Config, rules: &PolicySet) -> Vec<Change> {
         let mut changes = Vec::new();
         let records: Vec<(String, kpress_autopilot::ChoiceRecord)> = st
             .view
@@ -483,7 +489,7 @@ impl Autopilot {
             if record.replica == self.replica {
                 continue;
             }
-            if rules.is_some_and(|rules| !rules.auto_decides(&topic)) {
+            if !rules.auto_decides(&topic) {
                 continue;
             }
             let held = st.choices.get(&topic);
@@ -498,12 +504,15 @@ impl Autopilot {
             if was.as_deref() != Some(now.as_str()) {
                 changes.push(Change {
                     topic: topic.clone(),
-                    rule: st
-                        .status
-                        .get(&topic)
-                        .map(|s| s.rule.clone())
+                    rule: rules
+                        .auto_rule(&topic)
+                        .map(|(i, _)| rule_name(config, i))
                         .unwrap_or_default(),
-                    was: was.unwrap_or_else(|| AS_SENT.to_owned()),
+                    was: was.unwrap_or_else(|| {
+                        rules
+                            .auto_rule(&topic)
+                            .map_or_else(|| AS_SENT.to_owned(), |(_, p)| initial_label(p))
+                    }),
                     now,
                     why: format!("adopted from replica {}", record.replica),
                 });
@@ -545,7 +554,9 @@ impl Autopilot {
                         .unwrap_or_default(),
                     was: label(&held.choice.candidate),
                     now: initial(&topic),
-                    why: "no auto rule decides the topic any more".to_owned(),
+                    why: "no auto rule decides it now (another rule matches first, or its \
+                          own compression.type pins it)"
+                        .to_owned(),
                     topic: topic.clone(),
                 });
             }
@@ -626,12 +637,11 @@ impl Autopilot {
                 st.view_topics.insert(topic.clone());
             }
             st.replicas_seen.insert(self.replica.clone(), now);
-            let stale = self.settings.window.as_millis() as u64 * FLEET_STALE_WINDOWS;
-            let since = now.saturating_sub(stale);
+            let since = now.saturating_sub(self.stale_ms());
             st.view.forget_before(since);
             st.replicas_seen.retain(|_, end| *end >= since);
             st.replicas = st.replicas_seen.len().max(1);
-            changes.extend(self.adopt(st, Some(rules)));
+            changes.extend(self.adopt(st, config, rules));
             st.view.merged()
         } else {
             st.replicas = 1;
@@ -1052,7 +1062,7 @@ mod tests {
         let older = encode_choice("here:1", now - 1000, "logs.b", &Choice::default());
         let mut st = pilot.lock();
         pilot.fold(&mut st, vec![older], false);
-        assert!(pilot.adopt(&mut st, Some(&rules)).is_empty());
+        assert!(pilot.adopt(&mut st, &config, &rules).is_empty());
     }
 
     #[test]
