@@ -1066,6 +1066,63 @@ mod tests {
     }
 
     #[test]
+    fn replicas_exchanging_records_decide_alike() {
+        let config = config(AUTO);
+        let one = Autopilot::new(AutopilotSettings::default(), "one:1".to_owned(), 100);
+        let two = Autopilot::new(AutopilotSettings::default(), "two:1".to_owned(), 100);
+        let rules_one = PolicySet::with_sources(&config, None, Some(one.clone() as _));
+        let rules_two = PolicySet::with_sources(&config, None, Some(two.clone() as _));
+        let now = now_ms();
+        // Only `one` sees the topic's traffic.
+        let step = |pilot: &Autopilot, rules: &PolicySet, now: u64| {
+            let mut st = pilot.lock();
+            let (out, changes) = pilot.step(&mut st, &config, rules, now, true);
+            drop(st);
+            pilot.apply(changes);
+            out
+        };
+        step(&one, &rules_one, now);
+        std::thread::sleep(Duration::from_millis(5));
+        feed(&one, "logs.a", 10, 3000, 5000);
+        let (figures, choices) = step(&one, &rules_one, now + 1000);
+        assert_eq!(figures.len(), 1);
+        assert_eq!(choices.len(), 1);
+        assert_eq!(one.auto_choice("logs.a").as_deref(), Some("zstd:3"));
+        // `two` reads them: it merges the figures and takes the choice.
+        {
+            let mut st = two.lock();
+            two.fold(&mut st, [figures, choices].concat(), false);
+        }
+        let (figures, choices) = step(&two, &rules_two, now + 1500);
+        assert!(figures.is_empty(), "no figures of its own");
+        assert!(choices.is_empty(), "the same choice is not published again");
+        assert_eq!(two.auto_choice("logs.a").as_deref(), Some("zstd:3"));
+        let status = two.status();
+        assert!(status.topics[0].adopted_from.as_deref() == Some("one:1"));
+        assert_eq!(status.replicas, 2);
+        // A hostile writer's records: bounded, and garbage is skipped.
+        let mut st = two.lock();
+        let invented: Vec<_> = (0..FLEET_REPLICAS_MAX + 10)
+            .map(|i| {
+                encode_figures(
+                    &format!("r{i}"),
+                    now + 1500,
+                    "logs.x",
+                    &TopicFigures::default(),
+                )
+            })
+            .collect();
+        two.fold(&mut st, invented, false);
+        assert_eq!(st.replicas_seen.len(), FLEET_REPLICAS_MAX);
+        two.fold(
+            &mut st,
+            vec![(b"choice/logs.y".to_vec(), vec![0xff; 10])],
+            false,
+        );
+        assert!(st.view.choice("logs.y").is_none());
+    }
+
+    #[test]
     fn budgets_scale_with_replicas_and_work_slots() {
         let config = config(
             "[[topics]]\nmatch = \"a\"\ncompression.type = \"auto\"\nauto.max_cores = 1.5\n\
