@@ -12,6 +12,9 @@ use crate::settings::CpuShare;
 /// `auto.candidates` unset: one fast and one dense codec of each family Kafka clients
 /// read, at the levels operators most often pick.
 pub const AUTO_CANDIDATES_DEFAULT: [&str; 4] = ["zstd:3", "lz4", "gzip:6", "snappy"];
+/// The label of a choice to leave batches as the producer sent them (as
+/// `auto.initial` spells it), beside the candidates' specs.
+pub const AUTO_AS_SENT: &str = "producer";
 /// `auto.objective` unset.
 pub const AUTO_OBJECTIVE_DEFAULT: AutoObjective = AutoObjective::Bytes;
 /// `auto.price_per_gb_stored` unset, in USD per GB stored. A placeholder: an operator

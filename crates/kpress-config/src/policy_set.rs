@@ -77,6 +77,8 @@ struct CompiledAuto {
     candidates: Vec<(String, RewritePolicy)>,
     /// `auto.initial`'s policy (a pass as sent for `producer`): undecided topics'.
     initial: RewritePolicy,
+    /// A pass as sent: the choice [`AUTO_AS_SENT`](crate::AUTO_AS_SENT).
+    producer: RewritePolicy,
     /// Topic mode, for topics the operator pinned with a topic-level `compression.type`.
     pinned: TopicModePolicies,
 }
@@ -102,6 +104,7 @@ impl CompiledAuto {
                 .map(|c| (c.to_string(), of(Some(c))))
                 .collect(),
             initial: of(settings.initial.as_ref()),
+            producer: of(None),
             pinned: TopicModePolicies::new(base, options),
             settings: settings.clone(),
         }
@@ -387,6 +390,9 @@ impl PolicySet {
         let Some(label) = self.auto.as_ref().and_then(|s| s.auto_choice(topic)) else {
             return &auto.initial;
         };
+        if &*label == crate::AUTO_AS_SENT {
+            return &auto.producer;
+        }
         // A label not among the rule's candidates (a reload dropped it): undecided.
         auto.candidates
             .iter()
@@ -858,6 +864,9 @@ mod tests {
             assert_eq!(target(initial), ("zstd", Some(3)));
             assert!(initial.only_if_smaller);
         }
+        // Chosen to pass as sent: as sent, whatever the initial policy.
+        let set = auto_set(&text, &[("random", crate::AUTO_AS_SENT)]);
+        assert_eq!(set.policy_for("random").target, Target::Producer);
         // Without topic configurations nothing is pinned.
         assert_eq!(
             target(PolicySet::new(&config).policy_for("pinned.a")),

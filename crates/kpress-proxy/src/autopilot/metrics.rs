@@ -22,8 +22,9 @@ pub const AUTOPILOT_REPLICAS: &str = "kpress_autopilot_replicas";
 /// window already tracked `[limits] max_topic_labels` topics.
 pub const AUTOPILOT_UNTRACKED_BATCHES: &str = "kpress_autopilot_untracked_batches_total";
 
-/// The `candidate` label of a topic left as the producer sent it.
-pub const AS_SENT: &str = "producer";
+/// The `candidate` label of a topic left as the producer sent it (the label the
+/// rules read as such).
+pub const AS_SENT: &str = kpress_config::AUTO_AS_SENT;
 
 pub(crate) fn choice(topic: &str, candidate: &str, chosen: bool) {
     metrics::gauge!(AUTOPILOT_CHOICE, "topic" => topic.to_owned(), "candidate" => candidate.to_owned())
