@@ -308,6 +308,7 @@ impl Autopilot {
             }
         }
         let shared = link.store.is_some();
+        let started = Instant::now();
         let (records, changes) = {
             let mut st = self.lock();
             self.step(&mut st, config, rules, now, shared)
@@ -331,6 +332,11 @@ impl Autopilot {
                 Err(err) => self.store_failed(link, err),
             }
         }
+        tracing::debug!(
+            took_ms = started.elapsed().as_millis() as u64,
+            shared,
+            "autopilot: window decided"
+        );
     }
 
     /// Opens the fleet topic when due: at the first window, then at [`FLEET_RETRY`]
@@ -586,8 +592,10 @@ impl Autopilot {
             .map_or(0, |(at, _)| instant.duration_since(at).as_millis() as u64);
         st.last_window = Some((instant, now));
 
-        // Own figures: forget, then add the window's.
-        let factor = decay_factor(DECAY_HALF_LIFE_WINDOWS_DEFAULT);
+        // Own figures: forget, then add the window's. The half-life is in windows of
+        // `window_ms`: a window that took longer (a slow fleet topic) forgets more.
+        let windows = span_ms as f64 / self.settings.window.as_millis().max(1) as f64;
+        let factor = decay_factor(DECAY_HALF_LIFE_WINDOWS_DEFAULT).powf(windows);
         for figures in st.own.values_mut() {
             figures.decay(factor);
             figures.add_span(span_ms);
