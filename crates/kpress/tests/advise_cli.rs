@@ -695,15 +695,23 @@ kpress_autopilot_choice{topic="fresh",candidate="lz4"} 0
 kpress_autopilot_shared 0
 "#;
 
-/// `/policy`'s autopilot object for the page above.
+/// `/policy`'s autopilot object for the page above, as kpress serves it (trimmed).
 const AUTOPILOT_POLICY: &str = r#"{"file": "kpress.toml", "autopilot": {
-  "mode": "alone", "why_alone": "kpress may not write _kpress_autopilot (ACLs)",
-  "topics": {
-    "logs": {"choice": "zstd:3", "since": "2026-11-28T14:00:00Z",
-             "why": "zstd:3 stores 0.21 of as sent, 9.5% smaller than lz4; first choice; 0.02 cores, no budget"},
-    "blobs": {"choice": "producer", "since": "2026-11-28T14:01:00Z",
-              "why": "as sent: no candidate saves more than the 2.0% margin; 0.00 cores, no budget"}
-  }}}"#;
+  "mode": "alone", "alone_because": "kpress may not open topic _kpress_autopilot (ACLs)",
+  "topic": "_kpress_autopilot", "replica": "kpress-0:9092", "replicas": 1,
+  "window_ms": 60000, "last_window_at": "2026-11-28T14:02:00.000Z",
+  "topics": [
+    {"topic": "logs", "rule": "[defaults]", "choice": "zstd:3",
+     "since": "2026-11-28T14:00:00.000Z", "adopted_from": null,
+     "why": "zstd:3 stores 0.21 of as sent, 9.5% smaller than lz4; first choice; 0.02 cores, no budget",
+     "traffic_bytes_per_s": 1000.0, "budget_used_cores": 0.02, "budget_limit_cores": null,
+     "candidates": []},
+    {"topic": "blobs", "rule": "[defaults]", "choice": "producer",
+     "since": "2026-11-28T14:01:00.000Z", "adopted_from": null,
+     "why": "as sent: no candidate saves more than the 2.0% margin; 0.00 cores, no budget",
+     "traffic_bytes_per_s": 500.0, "budget_used_cores": 0.02, "budget_limit_cores": null,
+     "candidates": []}
+  ]}}"#;
 
 #[test]
 fn autopilot_choices_are_shown_from_a_saved_page() {
@@ -789,7 +797,7 @@ fn autopilot_since_and_why_come_from_policy_on_the_same_address() {
         .iter()
         .find(|t| t["topic"] == "logs")
         .unwrap();
-    assert_eq!(logs["since"], "2026-11-28T14:00:00Z");
+    assert_eq!(logs["since"], "2026-11-28T14:00:00.000Z");
     assert!(logs["why"]
         .as_str()
         .unwrap()
@@ -813,12 +821,14 @@ fn autopilot_since_and_why_come_from_policy_on_the_same_address() {
     ]);
     server.join().unwrap();
     assert!(
-        text.contains("Autopilot (deciding alone: kpress may not write _kpress_autopilot (ACLs))"),
+        text.contains(
+            "Autopilot (deciding alone: kpress may not open topic _kpress_autopilot (ACLs))"
+        ),
         "{text}"
     );
     assert!(
         text.contains(
-            "\"blobs\": as sent (producer) since 2026-11-28T14:01:00Z: as sent: no candidate"
+            "\"blobs\": as sent (producer) since 2026-11-28T14:01:00.000Z: as sent: no candidate"
         ),
         "{text}"
     );

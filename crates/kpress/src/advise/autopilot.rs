@@ -7,16 +7,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use kpress_proxy::metrics::{AS_SENT, AUTOPILOT_CHOICE};
 use serde_json::{json, Value};
 
 use super::{metrics_page, prometheus};
 
-/// The gauge: 1 for the candidate an auto topic gets now.
-const CHOICE_GAUGE: &str = "kpress_autopilot_choice";
 /// Every autopilot metric's name starts so.
 const AUTOPILOT_PREFIX: &str = "kpress_autopilot_";
-/// The gauge's `candidate` for a topic left as the producer sent it.
-const AS_SENT: &str = "producer";
 /// More auto topics than a kpress page holds (`[limits] max_topic_labels` is at most
 /// 100000): the page is something else.
 const MAX_TOPICS: usize = 100_001;
@@ -31,6 +28,8 @@ pub(crate) struct AutoTopic {
     /// Since when, as `/policy` gives it.
     pub(crate) since: Option<String>,
     pub(crate) why: Option<String>,
+    /// The replica whose choice this one adopted (`None`: decided here).
+    pub(crate) adopted_from: Option<String>,
 }
 
 /// The autopilot section of the advice.
@@ -40,7 +39,7 @@ pub(crate) struct Section {
     /// `shared` or `alone`, from `/policy`.
     pub(crate) mode: Option<String>,
     /// Why this replica decides alone, from `/policy`.
-    pub(crate) alone_why: Option<String>,
+    pub(crate) alone_because: Option<String>,
     /// Why since and why are missing: `/policy` not read, or without an autopilot.
     pub(crate) policy_note: Option<String>,
 }
@@ -63,12 +62,13 @@ impl Section {
                     "choice": t.choice,
                     "since": t.since,
                     "why": t.why,
+                    "adopted_from": t.adopted_from,
                 })
             })
             .collect();
         json!({
             "mode": self.mode,
-            "alone_why": self.alone_why,
+            "alone_because": self.alone_because,
             "topics": topics,
             "policy_note": self.policy_note,
         })
@@ -79,7 +79,7 @@ impl Section {
             return;
         }
         let _ = write!(out, "\nAutopilot");
-        match (self.mode.as_deref(), self.alone_why.as_deref()) {
+        match (self.mode.as_deref(), self.alone_because.as_deref()) {
             (Some("alone"), Some(why)) => {
                 let _ = write!(out, " (deciding alone: {why})");
             }
@@ -98,6 +98,9 @@ impl Section {
             let _ = write!(out, "  {topic:?}: {choice}");
             if let Some(since) = &t.since {
                 let _ = write!(out, " since {since}");
+            }
+            if let Some(replica) = &t.adopted_from {
+                let _ = write!(out, " (adopted from {replica})");
             }
             match &t.why {
                 Some(why) => {
@@ -155,7 +158,7 @@ pub(crate) fn choices(page: &str) -> anyhow::Result<(BTreeMap<String, AutoTopic>
     for sample in prometheus::samples(page) {
         let sample = sample?;
         seen |= sample.name.starts_with(AUTOPILOT_PREFIX);
-        if sample.name != CHOICE_GAUGE {
+        if sample.name != AUTOPILOT_CHOICE {
             continue;
         }
         let (Some(topic), Some(candidate)) = (sample.label("topic"), sample.label("candidate"))
@@ -184,24 +187,23 @@ fn policy_url(source: &str) -> Option<String> {
     (!authority.is_empty()).then(|| format!("http://{authority}/policy"))
 }
 
-/// Adds `/policy`'s `autopilot` object: the mode, and per auto topic since when and
-/// why (a topic `/policy` knows and the page does not show is added with its choice).
+/// Adds `/policy`'s `autopilot` object: the mode, and per auto topic (its `topics`
+/// list) since when, why and the replica it was adopted from. A topic `/policy` knows
+/// and the page does not show is added with its choice.
 fn merge_policy(section: &mut Section, policy: &Value, url: &str) {
     let Some(autopilot) = policy.get("autopilot").filter(|a| !a.is_null()) else {
         section.policy_note = Some(format!("{url} has no autopilot"));
         return;
     };
     section.mode = text(autopilot.get("mode"));
-    section.alone_why = text(autopilot.get("why_alone"));
-    let entries: Vec<(String, &Value)> = match autopilot.get("topics") {
-        Some(Value::Object(map)) => map.iter().map(|(k, v)| (k.clone(), v)).collect(),
-        Some(Value::Array(list)) => list
-            .iter()
-            .filter_map(|v| Some((text(v.get("topic"))?, v)))
-            .collect(),
-        _ => Vec::new(),
+    section.alone_because = text(autopilot.get("alone_because"));
+    let Some(list) = autopilot.get("topics").and_then(Value::as_array) else {
+        return;
     };
-    for (topic, value) in entries {
+    for value in list {
+        let Some(topic) = text(value.get("topic")) else {
+            continue;
+        };
         if !section.topics.contains_key(&topic) && section.topics.len() >= MAX_TOPICS {
             break;
         }
@@ -211,6 +213,7 @@ fn merge_policy(section: &mut Section, policy: &Value, url: &str) {
         }
         entry.since = text(value.get("since"));
         entry.why = text(value.get("why"));
+        entry.adopted_from = text(value.get("adopted_from"));
     }
 }
 
@@ -247,51 +250,52 @@ mod tests {
     }
 
     #[test]
-    fn policy_adds_since_and_why_in_either_shape() {
+    fn policy_adds_since_why_and_the_mode() {
         let mut section = Section {
             topics: choices(PAGE).unwrap().0,
             ..Section::default()
         };
+        // `/policy`'s shape (crates/kpress/src/admin/policy.rs), trimmed.
         let policy = json!({"autopilot": {
-            "mode": "alone",
-            "why_alone": "kpress may not write _kpress_autopilot (ACLs)",
-            "topics": {"logs.a": {"choice": "zstd:3", "since": "2026-11-28T14:00:00Z", "why": "zstd:3 stores 0.21 of as sent"},
-                       "quiet": {"choice": null, "since": null, "why": "undecided"}}
-        }});
+        "mode": "alone",
+        "alone_because": "kpress may not open topic _kpress_autopilot (ACLs)",
+        "topic": "_kpress_autopilot", "replicas": 1,
+        "topics": [
+            {"topic": "logs.a", "rule": "logs.*", "choice": "zstd:3",
+             "since": "2026-11-28T14:00:00.000Z", "adopted_from": "kpress-1:9092",
+             "why": "zstd:3 stores 0.21 of as sent", "candidates": []},
+            {"topic": "quiet", "rule": "logs.*", "choice": null, "since": null,
+             "adopted_from": null, "why": "undecided: every candidate needs 30 samples"}
+        ]}});
         merge_policy(&mut section, &policy, "http://x/policy");
         assert_eq!(section.mode.as_deref(), Some("alone"));
         assert_eq!(
             section.topics["logs.a"].since.as_deref(),
-            Some("2026-11-28T14:00:00Z")
+            Some("2026-11-28T14:00:00.000Z")
         );
-        assert_eq!(section.topics["quiet"].why.as_deref(), Some("undecided"));
+        assert_eq!(section.topics["quiet"].choice, None);
         let mut text = String::new();
         section.text(&mut text);
-        assert!(
-            text.contains("deciding alone: kpress may not write"),
-            "{text}"
-        );
-        assert!(
-            text.contains("\"logs.a\": zstd:3 since 2026-11-28T14:00:00Z: zstd:3 stores"),
-            "{text}"
-        );
-        assert!(text.contains("\"blobs\": as sent (producer)"), "{text}");
-        assert!(text.contains("\"new\": undecided"), "{text}");
+        for line in [
+            "Autopilot (deciding alone: kpress may not open topic _kpress_autopilot (ACLs)): 4 auto topics.",
+            "\"logs.a\": zstd:3 since 2026-11-28T14:00:00.000Z (adopted from kpress-1:9092): zstd:3 stores",
+            "\"blobs\": as sent (producer)\n",
+            "\"new\": undecided\n",
+            "\"quiet\": undecided: undecided: every candidate needs 30 samples",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let json = section.json();
+        assert_eq!(json["alone_because"], policy["autopilot"]["alone_because"]);
+        assert_eq!(json["topics"][1]["adopted_from"], "kpress-1:9092");
 
-        let listed = json!({"autopilot": {"mode": "shared", "topics": [
-            {"topic": "blobs", "choice": null, "since": 1764338400000u64, "why": "as sent: no candidate saves more than the 2.0% margin"}
-        ]}});
-        let mut section = Section {
-            topics: choices(PAGE).unwrap().0,
-            ..Section::default()
-        };
-        merge_policy(&mut section, &listed, "http://x/policy");
-        assert_eq!(section.topics["blobs"].choice.as_deref(), Some("producer"));
-        assert_eq!(
-            section.topics["blobs"].since.as_deref(),
-            Some("1764338400000")
+        let mut section = Section::default();
+        merge_policy(
+            &mut section,
+            &json!({"file": "k.toml", "autopilot": null}),
+            "u",
         );
-        assert_eq!(section.json()["topics"][0]["topic"], "blobs");
+        assert_eq!(section.policy_note.as_deref(), Some("u has no autopilot"));
     }
 
     #[test]
