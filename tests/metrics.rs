@@ -4,7 +4,7 @@
 //! bytes in and out, records, batch outcomes and histograms must equal what was sent and
 //! what the broker stored (DumpLogSegments sizes); requests are counted by API. Every
 //! metric the Grafana dashboard (deploy/grafana/kpress.json) queries must be in the
-//! scrape. ~30 s.
+//! scrape, the autopilot's after one batch to an auto topic is decided. ~30 s.
 
 use kpress_batch::builder::{BatchBuilder, Record};
 use kpress_codec::Codec;
@@ -16,11 +16,14 @@ use kpress_tests::raw_batch::flip_payload_byte;
 use kpress_tests::{kafka_version, KafkaCluster};
 use std::collections::BTreeSet;
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const RULES: &str = "[defaults]\ncompression.type = \"producer\"\n\
     [[topics]]\nmatch = \"zstd.*\"\ncompression.type = \"zstd\"\n\
-    [[topics]]\nmatch = \"keep.*\"\ncompression.type = \"producer\"\n";
+    [[topics]]\nmatch = \"keep.*\"\ncompression.type = \"producer\"\n\
+    [[topics]]\nmatch = \"auto.*\"\ncompression.type = \"auto\"\nauto.min_samples = 1\n\
+    [shadow]\nsample = 1.0\nmax_cpu_fraction = 1.0\ncandidates = [\"lz4\"]\n\
+    [autopilot]\nshare = false\nwindow_ms = 200\n";
 
 /// A gzip batch of `n` log-like records.
 fn gzip_batch(n: usize, seed: usize) -> Vec<u8> {
@@ -93,6 +96,10 @@ fn metric_values_match_the_traffic_and_the_dashboard_queries_only_metrics_kpress
     client
         .create_producer_codec_topics(&cluster.bootstrap(), &topics, 1)
         .expect("creating topics");
+    // No compression.type of its own: one set on the topic, producer included, pins it.
+    client
+        .create_topic(&cluster.bootstrap(), "auto.raw", 1, &[])
+        .expect("creating auto.raw");
     let proxy = KpressProxy::start_in_front_of(&cluster, RULES).expect("starting kpress");
     let metric = |name: &str, labels: &[(&str, &str)]| proxy.counter(name, labels).unwrap();
 
@@ -252,6 +259,39 @@ fn metric_values_match_the_traffic_and_the_dashboard_queries_only_metrics_kpress
         );
     }
     assert!(metric("kpress_requests_total", &[("api", "Produce")]) >= 4.0);
+
+    // An auto topic: batches go on until the autopilot chose (every batch is tried;
+    // until kpress has read the topic's configuration they pass as sent), so the
+    // autopilot's gauges the dashboard reads are on the page too.
+    let mut stream = TcpStream::connect(proxy.listen()).expect("connecting to kpress");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let decided_by = Instant::now() + Duration::from_secs(60);
+    for request in 10.. {
+        if proxy
+            .scrape_metrics()
+            .unwrap()
+            .contains("kpress_autopilot_choice{")
+        {
+            break;
+        }
+        assert!(Instant::now() < decided_by, "auto.raw was not decided");
+        let auto = gzip_batch(50, request);
+        let response = exchange(
+            &mut stream,
+            &produce_v7(
+                request as i32,
+                -1,
+                30_000,
+                &[(&b"auto.raw"[..], vec![(0, &auto[..])])],
+            ),
+        )
+        .expect("a Produce answer");
+        let (_, answers) = parse_produce_v7(&response).unwrap();
+        assert!(answers.iter().all(|a| a.error_code == 0), "{answers:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // Every metric the dashboard reads is served.
     let scrape = proxy.scrape_metrics().unwrap();
