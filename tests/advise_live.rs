@@ -15,6 +15,7 @@ use kpress_tests::data::Dataset;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{kpress_binary, KpressProxy, KpressSetup};
 use kpress_tests::raw_produce::produce_raw;
+use kpress_tests::workloads::metric_samples;
 use kpress_tests::{kafka_version, KafkaCluster};
 use serde_json::Value;
 
@@ -188,5 +189,96 @@ fn advice_from_a_live_page_picks_the_smallest_trial_and_agrees_with_offline() {
         choice["candidate"],
         projected,
         100.0 * (1.0 - projected / bytes_out)
+    );
+}
+
+/// The gauge's candidate at 1 for `topic`, once the autopilot chose.
+fn chosen(page: &str, topic: &str) -> Option<String> {
+    metric_samples(page, "kpress_autopilot_choice")
+        .into_iter()
+        .find_map(|(labels, value)| {
+            let label = |name: &str| labels.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+            (value == 1.0 && label("topic").is_some_and(|t| t == topic))
+                .then(|| label("candidate").cloned())
+                .flatten()
+        })
+}
+
+#[test]
+fn autopilot_choices_of_a_live_kpress_come_with_since_and_why() {
+    const AUTO_TOPIC: &str = "auto.logs";
+    let cluster = KafkaCluster::start(kafka_version(), 1).expect("starting Kafka");
+    // No compression.type of its own: one set on the topic, producer included, pins it.
+    JavaClient::new(kafka_version())
+        .create_topic(&cluster.bootstrap(), AUTO_TOPIC, 1, &[])
+        .unwrap();
+    // Every batch tried, decisions every 200 ms, and no fleet: this kpress decides alone.
+    let rules = "[[topics]]\nmatch = \"auto.*\"\ncompression.type = \"auto\"\n\
+         auto.min_samples = 3\n\
+         [shadow]\ncandidates = [\"lz4\"]\nsample = 1.0\nmax_cpu_fraction = 1.0\n\
+         [autopilot]\nshare = false\nwindow_ms = 200\n";
+    let proxy = KpressProxy::start_with(KpressSetup::in_front_of(
+        &cluster.node_addresses(),
+        &cluster.node_ids(),
+        rules,
+    ))
+    .unwrap();
+    let id = u16::try_from(cluster.node_ids()[0]).unwrap();
+    let node = std::net::SocketAddr::from((
+        [127, 0, 0, 1],
+        proxy.node_port_base().expect("ports mode") + id,
+    ));
+    // Batches go on until the autopilot chose: until kpress has read the topic's
+    // configuration (an auto topic pinned at topic level is left to topic mode), they
+    // pass as sent and count for nothing.
+    let mut lines = Dataset::ApacheAccessLog.records();
+    lines.truncate(BATCHES * RECORDS_PER_BATCH);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut chunks = lines.chunks(RECORDS_PER_BATCH).cycle();
+    let choice = loop {
+        if let Some(choice) = chosen(&proxy.scrape_metrics().unwrap(), AUTO_TOPIC) {
+            break choice;
+        }
+        assert!(Instant::now() < deadline, "no choice\n{}", proxy.log());
+        let chunk = chunks.next().unwrap();
+        let records: Vec<Record> = chunk.iter().cloned().map(Record::value).collect();
+        let batch = BatchBuilder::codec(Codec::Lz4).build(&records).unwrap();
+        let answer = produce_raw(node, AUTO_TOPIC, 0, &batch, Duration::from_secs(30)).unwrap();
+        assert_eq!(answer.error_code, 0);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+
+    let admin = proxy.admin_address().expect("an admin endpoint");
+    let url = format!("http://{admin}/metrics");
+    let report = advise(&["--from-metrics", &url]);
+    let autopilot = &report["autopilot"];
+    assert_eq!(autopilot["mode"], "alone", "{autopilot:#}");
+    assert_eq!(autopilot["alone_because"], "[autopilot] share = false");
+    let topic = autopilot["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic"] == AUTO_TOPIC)
+        .unwrap_or_else(|| panic!("{AUTO_TOPIC} missing: {autopilot:#}"));
+    // Apache log lines shrink with every candidate: a codec, not as sent.
+    assert_eq!(topic["choice"], choice.as_str(), "{topic:#}");
+    assert_ne!(choice, "producer");
+    assert!(topic["since"].as_str().unwrap().ends_with('Z'), "{topic:#}");
+    let why = topic["why"].as_str().unwrap();
+    assert!(why.contains(&choice), "{why}");
+    assert_eq!(topic["adopted_from"], Value::Null);
+
+    let text = Command::new(kpress_binary())
+        .args(["advise", "--from-metrics", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Autopilot (deciding alone: [autopilot] share = false): 1 auto topics."),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\"{AUTO_TOPIC}\": {choice} since ")),
+        "{text}"
     );
 }
