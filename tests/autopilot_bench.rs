@@ -34,6 +34,7 @@
 //!   AUTOPILOT_TINY_RATE=100     batches/s of each tiny-batch topic
 //!   AUTOPILOT_MAX_CORES=1       the auto route's `auto.max_cores`
 //!   AUTOPILOT_SAMPLE=0.25       its `[shadow] sample`
+//!   AUTOPILOT_TRIAL_CPU=0.2     its `[shadow] max_cpu_fraction` (of the host's CPUs)
 //!   AUTOPILOT_MIN_SAMPLES=10    its `auto.min_samples`
 //!   AUTOPILOT_WINDOW_MS=2000    its `[autopilot] window_ms`
 //!   AUTOPILOT_REPORT=path.md    also write the report there
@@ -136,10 +137,14 @@ impl Route {
         match self {
             Route::Auto => format!(
                 "[defaults]\ncompression.type = \"auto\"\nauto.max_cores = {:?}\n\
-                 auto.min_samples = {}\n\n[shadow]\nsample = {:?}\n\
+                 auto.min_samples = {}\n\n[shadow]\nsample = {:?}\nmax_cpu_fraction = {:?}\n\
                  candidates = [\"zstd:3\", \"lz4\", \"gzip:6\", \"snappy\"]\n\n\
                  [autopilot]\ntopic = \"_kpress_autopilot.bench\"\nwindow_ms = {}\n",
-                settings.max_cores, settings.min_samples, settings.sample, settings.window_ms
+                settings.max_cores,
+                settings.min_samples,
+                settings.sample,
+                settings.trial_cpu,
+                settings.window_ms
             ),
             Route::Fixed(_, keys) => format!("[defaults]\n{keys}\n"),
         }
@@ -150,6 +155,7 @@ impl Route {
 struct AutoSettings {
     max_cores: f64,
     sample: f64,
+    trial_cpu: f64,
     min_samples: u64,
     window_ms: u64,
 }
@@ -173,6 +179,8 @@ struct RouteRun {
     acked: BTreeMap<String, Vec<(i64, f64)>>,
     cpu_seconds: f64,
     wall_seconds: f64,
+    /// The auto route's trials: batches tried, and skipped by reason.
+    trials: Option<(f64, BTreeMap<String, f64>)>,
     /// The auto route's gauge, polled: (seconds from the first record, topic → choice).
     choices: Vec<(f64, BTreeMap<String, String>)>,
 }
@@ -208,6 +216,24 @@ fn choices(proxy: &KpressProxy) -> BTreeMap<String, String> {
             Some((get("topic")?, get("candidate")?))
         })
         .collect()
+}
+
+/// Batches tried, and skipped by reason, by `proxy`'s shadow trials.
+fn trials(proxy: &KpressProxy) -> (f64, BTreeMap<String, f64>) {
+    let text = proxy.scrape_metrics().unwrap_or_default();
+    let tried = metric_samples(&text, "kpress_shadow_batches_total")
+        .iter()
+        .map(|(_, v)| v)
+        .sum();
+    let mut skipped = BTreeMap::new();
+    for (labels, value) in metric_samples(&text, "kpress_shadow_skipped_total") {
+        let reason = labels
+            .iter()
+            .find(|(k, _)| k == "reason")
+            .map_or_else(String::new, |(_, v)| v.clone());
+        *skipped.entry(reason).or_insert(0.0) += value;
+    }
+    (tried, skipped)
 }
 
 fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
@@ -323,6 +349,7 @@ fn run_route(
         run.cpu_seconds = proc_stat::cpu_seconds(pid).unwrap() - cpu_before;
         // The choices a window or two after the last record.
         if route == Route::Auto {
+            run.trials = Some(trials(&proxy));
             std::thread::sleep(Duration::from_millis(2 * settings.window_ms));
         }
         done.store(true, Ordering::Relaxed);
@@ -383,6 +410,7 @@ fn autopilot_bench() {
     let settings = AutoSettings {
         max_cores: env_float("AUTOPILOT_MAX_CORES", 1.0),
         sample: env_float("AUTOPILOT_SAMPLE", 0.25),
+        trial_cpu: env_float("AUTOPILOT_TRIAL_CPU", 0.2),
         min_samples: env_number("AUTOPILOT_MIN_SAMPLES", 10),
         window_ms: env_number("AUTOPILOT_WINDOW_MS", 2000),
     };
@@ -434,11 +462,22 @@ fn report(
     let _ = writeln!(
         out,
         "{seconds} s a route, paced; auto: `auto.max_cores = {}`, `[shadow] sample = {}`, \
-         `auto.min_samples = {}`, `window_ms = {}`; stored MB from the broker's segments.\n",
-        settings.max_cores, settings.sample, settings.min_samples, settings.window_ms
+         `max_cpu_fraction = {}`, `auto.min_samples = {}`, `window_ms = {}`; stored MB from \
+         the broker's segments.\n",
+        settings.max_cores,
+        settings.sample,
+        settings.trial_cpu,
+        settings.min_samples,
+        settings.window_ms
     );
     for note in notes {
         let _ = writeln!(out, "{note}\n");
+    }
+    if let Some((tried, skipped)) = runs.iter().find_map(|(_, r)| r.trials.as_ref()) {
+        let _ = writeln!(
+            out,
+            "The auto route's trials: {tried} batches tried, skipped {skipped:?}.\n"
+        );
     }
     let fixed: Vec<&(Route, RouteRun)> = runs.iter().filter(|(r, _)| *r != Route::Auto).collect();
     let auto = runs.iter().find(|(r, _)| *r == Route::Auto).map(|(_, r)| r);
