@@ -4,17 +4,22 @@
 //! policy's `max_batch_bytes`, a topic with a zstd level of its own (a note), and clean
 //! topics. A policy that suits every topic exits 0; a dead bootstrap server is
 //! reported beside a live one; over SASL_SSL, kpress's own TLS and SCRAM login are each
-//! reported ok, and a wrong password as a failed SASL step.
+//! reported ok, and a wrong password as a failed SASL step. With auto rules, the
+//! autopilot's fleet topic is checked without being created: shared where kpress may
+//! use it; on a broker with the StandardAuthorizer, each replica would decide alone
+//! where kpress may not describe it, create it, or write it.
 
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
+use kpress_tests::java::client_command;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::kpress_binary;
 use kpress_tests::ports::free_port;
+use kpress_tests::process::run_ok;
 use kpress_tests::tls::{SaslMechanism, SaslUser};
 use kpress_tests::{kafka_version, KafkaCluster};
 use serde_json::Value;
@@ -372,4 +377,100 @@ fn with_auto_rules_the_fleet_topic_is_checked_without_being_created() {
         .unwrap()
         .iter()
         .all(|f| !f["kind"].as_str().unwrap().starts_with("autopilot")));
+}
+
+/// Kafka's `kafka-acls --add` against `cluster`'s PLAINTEXT listener (a super user).
+fn add_acl(cluster: &KafkaCluster, args: &[&str]) {
+    // The tool moved from core to tools in 4.0.
+    let class = if cluster.version().starts_with('3') {
+        "kafka.admin.AclCommand"
+    } else {
+        "org.apache.kafka.tools.AclCommand"
+    };
+    let mut cmd = client_command(cluster.version(), &[]);
+    cmd.arg(class)
+        .args([
+            "--bootstrap-server",
+            &cluster.bootstrap(),
+            "--add",
+            "--force",
+        ])
+        .args(args);
+    run_ok(&mut cmd, Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("kafka-acls {args:?}: {e:#}"));
+}
+
+#[test]
+fn without_acls_for_the_fleet_topic_each_replica_would_decide_alone() {
+    // The StandardAuthorizer; kpress logs in with SASL/PLAIN and may describe the
+    // topics prefixed "a." (their configs too), read "a.read-only", nothing else.
+    let kpress = SaslUser::new(SaslMechanism::Plain, "kpress", "kpress-secret");
+    let security = ClusterSecurity {
+        listeners: vec![BrokerListener::SaslPlaintext],
+        sasl_users: vec![kpress.clone()],
+    };
+    let properties =
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+         super.users=User:ANONYMOUS\n";
+    let cluster = KafkaCluster::start_with_properties(kafka_version(), 1, &security, properties)
+        .unwrap_or_else(|e| panic!("starting Kafka with ACLs: {e:#}"));
+    JavaClient::new(kafka_version())
+        .create_topic(
+            &cluster.bootstrap(),
+            "a.read-only",
+            1,
+            &["cleanup.policy=compact"],
+        )
+        .unwrap();
+    let kpress_may = |operations: &[&str], pattern: &[&str]| {
+        let mut args = vec!["--allow-principal", "User:kpress"];
+        for operation in operations {
+            args.extend(["--operation", operation]);
+        }
+        args.extend(pattern);
+        add_acl(&cluster, &args);
+    };
+    kpress_may(
+        &["Describe", "DescribeConfigs"],
+        &["--resource-pattern-type", "prefixed", "--topic", "a."],
+    );
+    kpress_may(&["Read"], &["--topic", "a.read-only"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, &kpress.password).unwrap();
+    let upstream = format!(
+        "[upstream.sasl]\nmechanism = \"PLAIN\"\nusername = \"kpress\"\npassword_file = \"{}\"\n",
+        password.display()
+    );
+    let sasl = cluster.sasl_addresses()[0].to_string();
+    let alone = |fleet_topic: &str| -> (i32, String) {
+        let rules = format!(
+            "[defaults]\ncompression.type = \"auto\"\n[autopilot]\ntopic = \"{fleet_topic}\"\n"
+        );
+        let config = policy_file(dir.path(), std::slice::from_ref(&sasl), &upstream, &rules);
+        let (code, doc) = doctor(&config);
+        let found = findings(&doc, "autopilot_alone");
+        assert_eq!(found.len(), 1, "{doc:#}");
+        assert_eq!(found[0]["severity"], "problem");
+        let message = found[0]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("each replica would decide alone"),
+            "{message}"
+        );
+        (code, message)
+    };
+    // Not even DESCRIBE on the default fleet topic.
+    let (code, message) = alone("_kpress_autopilot");
+    assert_eq!(code, 1);
+    assert!(
+        message.contains("may not describe _kpress_autopilot"),
+        "{message}"
+    );
+    // DESCRIBE (the prefix) on a missing topic, but no CREATE.
+    let (_, message) = alone("a.fleet");
+    assert!(message.contains("may not create it"), "{message}");
+    // Present, readable, not writable: the broker's authorized operations say so.
+    let (_, message) = alone("a.read-only");
+    assert!(message.contains("may not WRITE a.read-only"), "{message}");
 }
