@@ -176,7 +176,10 @@ mod tests {
     #[test]
     fn only_changes_that_may_touch_a_watched_file_reload() {
         assert!(concern(&["/etc/kpress/policy.toml"]));
-        assert!(concern(&["/etc/kpress/.policy.toml.tmp", "/etc/kpress/policy.toml"]));
+        assert!(concern(&[
+            "/etc/kpress/.policy.toml.tmp",
+            "/etc/kpress/policy.toml"
+        ]));
         assert!(concern(&["/etc/kpress/tls/ca.pem"]));
         assert!(concern(&["/etc/kpress/..data"]));
         assert!(concern(&["/etc/kpress/..2026_11_28_14_00_00.123"]));
