@@ -45,8 +45,8 @@ pub mod secure_stream;
 pub mod steady_producer;
 pub mod timed_producer;
 pub mod tls;
-pub mod workloads;
 mod wire_reader;
+pub mod workloads;
 
 pub use cluster::KafkaCluster;
 pub use compression::Compression;
