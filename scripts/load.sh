@@ -36,10 +36,10 @@
 # The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`,
 # `scaling` and `noisy_neighbour`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 45 minutes on 2 cores (10 for load, 3 to 7 for
+#   scripts/load.sh                      about 43 minutes on 2 cores (10 for load, 3 to 7 for
 #                                        recompression_vs_java, about 5 for scaling, about 7
 #                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN, about 3
-#                                        for consumers_cost, about 9 for autopilot_bench), plus
+#                                        for consumers_cost, about 7 for autopilot_bench), plus
 #                                        release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
@@ -59,7 +59,7 @@
 #                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
 #   LOAD_CONSUMERS=0                     leave out consumers_cost (about 3 minutes;
 #                                        CONSUMER_ROUNDS, default 5, CONSUMER_RECORDS)
-#   LOAD_AUTOPILOT=0                     leave out autopilot_bench (about 9 minutes;
+#   LOAD_AUTOPILOT=0                     leave out autopilot_bench (about 7 minutes;
 #                                        AUTOPILOT_SECONDS a route, default 60, and the
 #                                        knobs tests/autopilot_bench.rs lists)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
@@ -75,7 +75,7 @@ records=${LOAD_RECORDS:-2000000}
 estimate=$((2 + rounds * 5 * records / 4000000))
 echo "load.sh: about ${estimate} minutes for the load test at LOAD_ROUNDS=$rounds LOAD_RECORDS=$records on 2 cores,"
 echo "         then 3 to 7 for recompression_vs_java, about 5 for scaling and 7 to 10 for the"
-echo "         noisy neighbour, about 3 for consumers, about 9 for the autopilot; plus release builds"
+echo "         noisy neighbour, about 3 for consumers, about 7 for the autopilot; plus release builds"
 
 scripts/setup.sh
 if [ -z "${KPRESS_BIN:-}" ]; then
