@@ -684,7 +684,8 @@ fn add_acl(cluster: &KafkaCluster, args: &[&str]) {
 /// A SASL/PLAIN broker with the StandardAuthorizer where kpress's principal may
 /// describe the `d.*` topics and their configs but has no ACL for the fleet topic (nor
 /// to create topics): each of two processes decides its own topic's codec alone, the
-/// other's topic stays undecided there, and each says so in its log.
+/// other's topic stays undecided there, and each says so in its log, its
+/// `kpress_autopilot_shared` gauge (0) and `/policy` (mode `alone`).
 #[test]
 fn without_acls_for_the_fleet_topic_each_process_decides_alone() {
     let kpress = SaslUser::new(SaslMechanism::Plain, "kpress", "kpress-secret");
@@ -778,6 +779,17 @@ fn without_acls_for_the_fleet_topic_each_process_decides_alone() {
                 "a process that decides alone has {other}'s choice {choice:?}, \
                  though its traffic went through the other"
             ));
+        }
+        if counter(proxy, "kpress_autopilot_shared", &[]) != 0.0 {
+            failures.push("kpress_autopilot_shared is not 0".to_string());
+        }
+        let mode = proxy
+            .http_get("/policy")
+            .ok()
+            .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+            .map(|json| json["autopilot"]["mode"].clone());
+        if mode != Some(serde_json::json!("alone")) {
+            failures.push(format!("/policy shows the autopilot's mode as {mode:?}"));
         }
         let log = proxy.log();
         let said = log.lines().any(|line| {
