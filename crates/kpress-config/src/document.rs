@@ -132,6 +132,7 @@ impl Walk<'_> {
         let mut log = Some(LogSettings::default());
         // `Some(None)`: no [shadow]; `None`: a [shadow] with problems.
         let mut shadow = Some(None);
+        let mut shadow_value = None;
         let mut overload = Some(OverloadSettings::default());
         let mut defaults = Some(TopicPolicy::default());
         let mut topics_value = None;
@@ -157,6 +158,7 @@ impl Walk<'_> {
                 "admin" => admin = self.table(key, value).and_then(|t| self.admin(t, value)),
                 "log" => log = self.table(key, value).and_then(|t| self.log(t)),
                 "shadow" => {
+                    shadow_value = Some(value);
                     shadow = self
                         .table(key, value)
                         .and_then(|t| self.shadow(t, value))
@@ -220,6 +222,20 @@ impl Walk<'_> {
         }
         if let (Some(shadow), Some(defaults), Some(topics)) = (&shadow, &defaults, &topics) {
             self.trial_cap(shadow.as_ref(), defaults, topics, &keys);
+            let auto = std::iter::once(defaults)
+                .chain(topics.iter().map(|rule| &rule.policy))
+                .any(|policy| policy.compression == crate::Compression::Auto);
+            if let (Some(shadow), Some(section)) = (shadow, shadow_value) {
+                if shadow.candidates.is_empty() && !auto {
+                    self.sink.report(
+                        &(section.span().start..section.span().start),
+                        Some("shadow.candidates"),
+                        None,
+                        "missing key in [shadow]: it is needed unless a rule sets compression.type = \"auto\", whose auto.candidates are then tried".to_owned(),
+                        None,
+                    );
+                }
+            }
         }
         let listener = listener?;
         let upstream = upstream?;

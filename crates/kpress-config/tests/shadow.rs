@@ -84,6 +84,17 @@ fn bad_values_name_the_key_the_value_and_the_allowed_range() {
 }
 
 #[test]
+fn an_auto_rule_supplies_the_candidates_a_shadow_section_leaves_out() {
+    let text = format!("{HEAD}[defaults]\ncompression.type = \"auto\"\n\n[shadow]\nsample = 0.5\n");
+    let config = parse(&text, "t.toml").unwrap();
+    assert!(config.shadow.as_ref().unwrap().candidates.is_empty());
+    let trials = config.trial_settings().unwrap();
+    let labels: Vec<String> = trials.candidates.iter().map(|c| c.to_string()).collect();
+    assert_eq!(labels, ["zstd:3", "lz4:9", "gzip:6", "snappy"]);
+    assert_eq!(trials.sample, 0.5);
+}
+
+#[test]
 fn candidates_are_required_checked_and_distinct() {
     let p = one_problem(&format!("{HEAD}[shadow]\nsample = 0.5\n"));
     assert!(

@@ -32,12 +32,11 @@ impl Walk<'_> {
         section: &Spanned<DeValue<'_>>,
     ) -> Option<ShadowSettings> {
         let keys = self.known_keys("shadow", table, &KEYS);
+        // Left out, the auto rules' candidates are tried; the file as a whole is checked
+        // for a rule that supplies some (`Walk::shadow_needs_candidates`).
         let candidates = match keys.get("candidates") {
             Some((_, v)) => self.candidates("shadow.candidates", v),
-            None => {
-                self.missing_key("shadow", "candidates", section);
-                None
-            }
+            None => Some(Vec::new()),
         };
         let sample = match keys.get("sample") {
             // Zero is no trials: leave out [shadow] for that.
