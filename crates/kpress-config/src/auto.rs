@@ -28,6 +28,10 @@ pub const AUTO_PRICE_PER_GB_MOVED_DEFAULT: f64 = 0.02;
 pub const AUTO_PRICE_PER_CORE_HOUR_DEFAULT: f64 = 0.04;
 /// `auto.min_samples` unset: trial samples a topic needs before its first choice.
 pub const AUTO_MIN_SAMPLES_DEFAULT: u64 = 30;
+/// The share of an undecided auto topic's batches the shadow trials sample (or
+/// `[shadow] sample` if higher), so a first choice comes within minutes; a decided
+/// topic is sampled at `[shadow] sample`.
+pub const AUTO_EXPLORE_SAMPLE: f64 = 0.1;
 /// `auto.min_samples`' largest value.
 pub const AUTO_MIN_SAMPLES_MAX: u64 = 1_000_000;
 /// `auto.margin` unset: the relative gain over the current choice a change needs.

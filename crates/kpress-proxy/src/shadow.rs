@@ -8,6 +8,10 @@
 //! `[limits]`, and compress the records with every candidate, counting whole-batch
 //! sizes (61-byte header + compressed records) and the CPU each candidate took.
 //!
+//! An auto topic the autopilot has not decided yet is sampled at
+//! [`AUTO_EXPLORE_SAMPLE`] (or `sample` if higher), so its first choice comes
+//! sooner; once decided, at `sample`, enough to follow it.
+//!
 //! The CPU budget is a bucket of CPU time filled at `max_cpu_fraction` × the host's
 //! available parallelism per second, holding at most one [`SHADOW_CPU_WINDOW`] of it:
 //! a batch sampled, or taken from the queue, while the bucket is empty is skipped and
@@ -28,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use kpress_batch::{batches, RecordBatch, HEADER_LEN};
 use kpress_codec::{Codec, Compressor, Decompressor};
-use kpress_config::{Limits, ShadowSettings, SHADOW_CPU_WINDOW};
+use kpress_config::{Limits, ShadowSettings, AUTO_EXPLORE_SAMPLE, SHADOW_CPU_WINDOW};
 
 use crate::autopilot::Collector;
 use crate::metrics::{self, ShadowResult};
@@ -279,11 +283,12 @@ impl Trials {
     /// is counted and not copied.
     pub(crate) fn sample(&self, topic: &str, records: &[u8], out: &mut Vec<Sample>) {
         let count = &self.counts[slot(topic)];
+        let rate = self.rate(topic);
         let mut name: Option<Arc<str>> = None;
         // An unparseable tail is the rewrite's business; trials take what parses.
         for batch in batches(records).map_while(Result::ok) {
             let n = count.fetch_add(1, Ordering::Relaxed);
-            if !picked(n, self.settings.sample) {
+            if !picked(n, rate) {
                 continue;
             }
             if !self.budget.has_room() {
@@ -304,6 +309,17 @@ impl Trials {
                 _held: held,
                 topic,
             });
+        }
+    }
+
+    /// The share of `topic`'s batches sampled: the exploration rate while it is an
+    /// undecided auto topic, else `[shadow] sample`.
+    fn rate(&self, topic: &str) -> f64 {
+        match &self.collector {
+            Some(collector) if collector.exploring(topic) => {
+                self.settings.sample.max(AUTO_EXPLORE_SAMPLE)
+            }
+            _ => self.settings.sample,
         }
     }
 
@@ -653,6 +669,38 @@ mod tests {
         assert_eq!(trials.queued.held.load(Ordering::Acquire), 2 * batch.len());
         out.clear();
         assert_eq!(trials.queued.held.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn undecided_auto_topics_are_sampled_at_the_exploration_rate() {
+        let collector = Arc::new(Collector::new(8));
+        let trials = Trials::start(
+            settings(&["zstd:3"], 0.01),
+            TrialLimits::of(&Limits::default()),
+            Some(Arc::clone(&collector)),
+        )
+        .unwrap();
+        // Auto topics are the ones whose traffic the collector counts.
+        collector.add_traffic("undecided", 100, 1);
+        collector.add_traffic("decided", 100, 1);
+        collector.set_decided([Box::from("decided")]);
+        let batch = BatchBuilder::codec(Codec::Lz4)
+            .build(&[Record::value("a record")])
+            .unwrap();
+        let picks = |topic: &str| {
+            let mut out = Vec::new();
+            for _ in 0..1000 {
+                trials.sample(topic, &batch, &mut out);
+            }
+            out.len()
+        };
+        let explore = (1000.0 * AUTO_EXPLORE_SAMPLE) as usize;
+        assert_eq!(picks("undecided"), explore);
+        assert_eq!(picks("decided"), 10);
+        assert_eq!(picks("not-auto"), 10);
+        // Once decided, the topic drops to the base rate.
+        collector.set_decided([Box::from("decided"), Box::from("undecided")]);
+        assert_eq!(picks("undecided"), 10);
     }
 
     #[test]

@@ -8,11 +8,15 @@
 //! ([`Collector::take`]), which also frees the slots of idle topics: at most `cap`
 //! topics are tracked at once, batches of others are counted in
 //! [`metrics::AUTOPILOT_UNTRACKED_BATCHES`](super::metrics::AUTOPILOT_UNTRACKED_BATCHES) and left out.
+//!
+//! It also knows which topics have a choice, so the trials sample an undecided tracked
+//! topic at the exploration rate ([`Collector::exploring`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use arc_swap::ArcSwap;
 use kpress_autopilot::TopicFigures;
 
 use super::metrics;
@@ -29,6 +33,8 @@ struct Slot {
 pub struct Collector {
     cap: usize,
     topics: RwLock<HashMap<Arc<str>, Arc<Slot>>>,
+    /// Topics with a choice (a candidate or as sent), as the autopilot last applied.
+    decided: ArcSwap<HashSet<Box<str>>>,
 }
 
 /// A topic's window as taken: bytes produced (as sent) and trial figures (no traffic,
@@ -45,7 +51,22 @@ impl Collector {
         Collector {
             cap,
             topics: RwLock::default(),
+            decided: ArcSwap::default(),
         }
+    }
+
+    /// Sets the topics that have a choice.
+    pub fn set_decided(&self, topics: impl IntoIterator<Item = Box<str>>) {
+        let decided: HashSet<Box<str>> = topics.into_iter().collect();
+        if **self.decided.load() != decided {
+            self.decided.store(Arc::new(decided));
+        }
+    }
+
+    /// Whether `topic` is an auto topic tracked this window that has no choice yet:
+    /// its batches are sampled at the exploration rate. A read lock and two lookups.
+    pub fn exploring(&self, topic: &str) -> bool {
+        self.read().contains_key(topic) && !self.decided.load().contains(topic)
     }
 
     /// Counts `bytes` of `batches` produced to `topic` (an auto topic), as sent. A
@@ -138,6 +159,22 @@ mod tests {
         assert_eq!(collector.tracked(), 1);
         assert!(collector.take().is_empty());
         assert_eq!(collector.tracked(), 0);
+    }
+
+    #[test]
+    fn a_tracked_topic_explores_until_it_has_a_choice() {
+        let collector = Collector::new(8);
+        // Not counted as an auto topic: never explored.
+        assert!(!collector.exploring("logs"));
+        collector.add_traffic("logs", 100, 1);
+        collector.add_traffic("metrics", 100, 1);
+        assert!(collector.exploring("logs"));
+        collector.set_decided([Box::from("logs")]);
+        assert!(!collector.exploring("logs"));
+        assert!(collector.exploring("metrics"));
+        // A choice dropped (a reload, a rule's candidates changed): exploring again.
+        collector.set_decided([]);
+        assert!(collector.exploring("logs"));
     }
 
     #[test]

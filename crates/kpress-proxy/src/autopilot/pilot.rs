@@ -783,6 +783,7 @@ impl Autopilot {
             .collect();
         let current = self.chosen.load();
         if **current != map {
+            self.collector.set_decided(map.keys().cloned());
             self.chosen.store(Arc::new(map));
         }
         for change in &changes {
