@@ -4,11 +4,12 @@
 //! are known). The autopilot must choose a codec for each compressible topic and leave
 //! the random one as sent; once it has chosen, what the broker stores must be in the
 //! chosen codec and within 3% of the smallest of zstd-3, lz4, gzip-6 and snappy of the
-//! same records. Two kpress processes sharing the fleet topic must agree on every
-//! topic's choice, one restarted must have the choices before any new trial, and a topic
-//! whose data turns from JSON to random must follow within 40 s without flapping. Where kpress's
-//! principal may not use the fleet topic (ACLs, StandardAuthorizer), each process
-//! decides alone and says so.
+//! same records, and kafka-clients 2.0.1 (no zstd) reading through kpress must get every
+//! record, the batches stored in zstd re-encoded for it. Two kpress processes sharing
+//! the fleet topic must agree on every topic's choice, one restarted must have the
+//! choices before any new trial, and a topic whose data turns from JSON to random must
+//! follow within 40 s without flapping. Where kpress's principal may not use the fleet
+//! topic (ACLs, StandardAuthorizer), each process decides alone and says so.
 //!
 //! Trials sample every batch (`[shadow] sample = 1`) and decisions are taken every
 //! second (`[autopilot] window_ms = 1000`) with `auto.min_samples = 5`, so a topic is
@@ -25,8 +26,9 @@ use kpress_codec::{Candidate, Codec};
 use kpress_tests::cluster::{BrokerListener, ClusterSecurity};
 use kpress_tests::data::diff_records;
 use kpress_tests::java;
-use kpress_tests::java_client::JavaClient;
+use kpress_tests::java_client::{ConsumeOptions, JavaClient};
 use kpress_tests::kpress::{KpressProxy, KpressSetup, UpstreamSaslKeys};
+use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::process::run_ok;
 use kpress_tests::raw_produce::{connect, produce_raw_on};
 use kpress_tests::secure_stream::SecureStream;
@@ -57,6 +59,8 @@ const ROUND: Duration = Duration::from_millis(50);
 const CHOICE_GAUGE: &str = "kpress_autopilot_choice";
 /// Candidate labels of the gauge that mean "left as sent".
 const AS_SENT_LABELS: [&str; 3] = ["producer", "as_sent", "none"];
+/// Batches kpress re-encoded in Fetch responses for a consumer that cannot read them.
+const REENCODED: &str = "kpress_fetch_batches_reencoded_total";
 
 fn shared_cluster() -> &'static KafkaCluster {
     static CLUSTER: OnceLock<KafkaCluster> = OnceLock::new();
@@ -505,7 +509,78 @@ fn each_topic_converges_and_is_stored_in_the_smallest_codec() {
             failures.push(format!("{}: stored records: {diff}", feed.topic));
         }
     }
+    failures.extend(old_consumer_reads_through_kpress(
+        &proxy,
+        cluster,
+        &feeds[0],
+        &chosen[json],
+    ));
     proxy.assert_no_failures(&failures, cluster);
+}
+
+/// The autopilot's safety for consumers that cannot read its choice: kafka-clients
+/// 2.0.1 (Fetch v8, no zstd) bootstrapping through kpress reads every record of
+/// `feed`'s topic byte for byte, and where the choice is zstd each batch stored in zstd
+/// is counted re-encoded for it. (tests/consumers.rs shows it failing straight from the
+/// broker.)
+fn old_consumer_reads_through_kpress(
+    proxy: &KpressProxy,
+    cluster: &KafkaCluster,
+    feed: &Feed,
+    choice: &Choice,
+) -> Vec<String> {
+    let reader = format!("kafka-clients {}", pre_zstd_clients_version());
+    let expected: Vec<&[u8]> = feed
+        .sent
+        .iter()
+        .flat_map(|s| s.records.iter().map(Vec::as_slice))
+        .collect();
+    let options = ConsumeOptions {
+        timeout: Duration::from_secs(120),
+        ..ConsumeOptions::default()
+    };
+    let started = Instant::now();
+    let mut failures = match pre_zstd_java_client().read_back_problems(
+        &proxy.bootstrap(),
+        &[&feed.topic],
+        &expected,
+        &options,
+        &reader,
+    ) {
+        Ok(found) => found,
+        Err(e) => vec![format!("{}: {reader} through kpress: {e:#}", feed.topic)],
+    };
+    let read_in = started.elapsed();
+    let zstd_batches = stored_batches(cluster, &feed.topic)
+        .unwrap()
+        .iter()
+        .filter(|b| codec_name(b.codec) == "zstd")
+        .count();
+    let reencoded = counter(
+        proxy,
+        REENCODED,
+        &[("from", "zstd"), ("topic", &feed.topic)],
+    );
+    eprintln!(
+        "{}: {reader} read {} records through kpress in {:.1} s; {zstd_batches} batches \
+         stored in zstd, {reencoded} re-encoded from zstd",
+        feed.topic,
+        expected.len(),
+        read_in.as_secs_f64()
+    );
+    if choice.stored_codec(feed.codec) != "zstd" {
+        eprintln!(
+            "{}: chose {choice:?}, not zstd: no re-encoding to check this run",
+            feed.topic
+        );
+    } else if zstd_batches == 0 || reencoded < zstd_batches as f64 {
+        failures.push(format!(
+            "{}: {REENCODED}{{from=\"zstd\"}} is {reencoded}; expected at least the \
+             {zstd_batches} batches stored in zstd",
+            feed.topic
+        ));
+    }
+    failures
 }
 
 #[test]
