@@ -161,7 +161,7 @@ impl Walk<'_> {
                     shadow_value = Some(value);
                     shadow = self
                         .table(key, value)
-                        .and_then(|t| self.shadow(t, value))
+                        .and_then(|t| self.shadow(t))
                         .map(Some)
                 }
                 "overload" => overload = self.table(key, value).and_then(|t| self.overload(t)),

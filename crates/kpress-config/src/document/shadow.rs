@@ -26,11 +26,7 @@ const CANDIDATES_ALLOWED: &str =
      \"zstd:3:window=22\", \"snappy\", \"none\"";
 
 impl Walk<'_> {
-    pub(super) fn shadow(
-        &mut self,
-        table: &DeTable<'_>,
-        section: &Spanned<DeValue<'_>>,
-    ) -> Option<ShadowSettings> {
+    pub(super) fn shadow(&mut self, table: &DeTable<'_>) -> Option<ShadowSettings> {
         let keys = self.known_keys("shadow", table, &KEYS);
         // Left out, the auto rules' candidates are tried; the file as a whole is checked
         // for a rule that supplies some (`Walk::shadow_needs_candidates`).
