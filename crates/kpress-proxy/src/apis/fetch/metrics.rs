@@ -43,6 +43,8 @@ pub(crate) const FETCH_BATCHES_PASSED: &str = "kpress_fetch_batches_passed_total
 pub(crate) const FETCH_UNREADABLE: &str = "kpress_fetch_responses_unparsed_total";
 /// Re-encoded batches found in the cache (`[consumers] cache_bytes`): a re-encoding
 /// saved.
+/// Batches served re-encoded from the cache, by `topic`.
+pub(crate) const FETCH_BATCHES_FROM_CACHE: &str = "kpress_fetch_batches_from_cache_total";
 pub(crate) const FETCH_CACHE_HITS: &str = "kpress_fetch_cache_hits_total";
 /// Re-encoded batches looked for in the cache and not found.
 pub(crate) const FETCH_CACHE_MISSES: &str = "kpress_fetch_cache_misses_total";
@@ -90,12 +92,17 @@ pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
             by_pair[pair_index(*from, *to)] += 1;
         }
         for from in Codec::ALL {
+            let reason = reencode_reason(report.client_version, from);
             for to in Codec::ALL {
                 let count = by_pair[pair_index(from, to)];
                 if count > 0 {
-                    batches_reencoded(label.clone(), from, to, count);
+                    batches_reencoded(label.clone(), from, to, reason, count);
                 }
             }
+        }
+        if partition.from_cache > 0 {
+            metrics::counter!(FETCH_BATCHES_FROM_CACHE, "topic" => label.clone())
+                .increment(partition.from_cache as u64);
         }
         for reason in PassReason::ALL {
             let count = partition.passed.iter().filter(|&&r| r == reason).count();
@@ -110,12 +117,35 @@ pub(crate) fn record(conn: &ConnectionContext, report: &ResponseReport) {
     }
 }
 
-fn batches_reencoded(topic: metrics::SharedString, from: Codec, to: Codec, count: u64) {
+/// `reason` of [`FETCH_BATCHES_REENCODED`]: the consumer's Fetch version cannot carry
+/// the stored codec (zstd before v10).
+const REASON_FETCH_VERSION: &str = "fetch_version";
+/// `reason` of [`FETCH_BATCHES_REENCODED`]: a `[[clients]]` rule leaves the codec out.
+const REASON_CLIENT_RULE: &str = "client_rule";
+
+/// Why a batch stored in `from` was re-encoded for a consumer fetching at
+/// `client_version`: a codec its version reads was left out by its `[[clients]]` rule.
+fn reencode_reason(client_version: i16, from: Codec) -> &'static str {
+    if super::readable_at(client_version).contains(from) {
+        REASON_CLIENT_RULE
+    } else {
+        REASON_FETCH_VERSION
+    }
+}
+
+fn batches_reencoded(
+    topic: metrics::SharedString,
+    from: Codec,
+    to: Codec,
+    reason: &'static str,
+    count: u64,
+) {
     metrics::counter!(
         FETCH_BATCHES_REENCODED,
         "topic" => topic,
         "from" => from.name(),
-        "to" => to.name()
+        "to" => to.name(),
+        "reason" => reason
     )
     .increment(count);
 }
@@ -149,5 +179,19 @@ fn log_passed(conn: &ConnectionContext, topic: &str, reason: PassReason, count: 
              max_decompression_ratio); the consumer meets them as it would straight from \
              the broker"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_reencoded_for_the_fetch_version_or_for_the_clients_rule() {
+        assert_eq!(reencode_reason(8, Codec::Zstd), REASON_FETCH_VERSION);
+        assert_eq!(reencode_reason(9, Codec::Zstd), REASON_FETCH_VERSION);
+        assert_eq!(reencode_reason(8, Codec::Lz4), REASON_CLIENT_RULE);
+        assert_eq!(reencode_reason(10, Codec::Zstd), REASON_CLIENT_RULE);
+        assert_eq!(reencode_reason(18, Codec::Snappy), REASON_CLIENT_RULE);
     }
 }

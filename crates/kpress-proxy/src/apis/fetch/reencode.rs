@@ -109,6 +109,7 @@ impl<'a> Reencoder<'a> {
         let mut out = Vec::with_capacity(records.len());
         out.extend_from_slice(&records[..start]);
         let mut reencoded = Vec::new();
+        let mut from_cache = 0;
         let mut passed = Vec::new();
         let mut cut = None;
         let mut iter = batches(&records[start..]);
@@ -155,7 +156,10 @@ impl<'a> Reencoder<'a> {
                     }
                     self.frame_bytes = grown;
                     out.extend_from_slice(&bytes);
-                    reencoded.extend(fresh);
+                    match fresh {
+                        Some(pair) => reencoded.push(pair),
+                        None => from_cache += 1,
+                    }
                 }
                 Err(CutReason::Batch(reason)) if passes_as_stored(reason) => {
                     // The broker's bytes, so the consumer sees what it would directly.
@@ -173,6 +177,7 @@ impl<'a> Reencoder<'a> {
             bytes_in: records.len(),
             bytes_out: out.len(),
             reencoded,
+            from_cache,
             passed,
             cut,
         });

@@ -44,6 +44,9 @@ impl CutReason {
 pub(crate) struct ResponseReport {
     /// One entry per partition whose records changed.
     pub(crate) partitions: Vec<PartitionReport>,
+    /// The Fetch version the consumer asked at: whether a batch was re-encoded for its
+    /// version or for a `[[clients]]` rule.
+    pub(crate) client_version: i16,
 }
 
 /// One partition whose records changed.
@@ -54,6 +57,8 @@ pub(crate) struct PartitionReport {
     pub(crate) bytes_out: usize,
     /// Batches re-encoded, by (from, to); not those copied from the cache.
     pub(crate) reencoded: Vec<(Codec, Codec)>,
+    /// Batches served re-encoded from the cache, at no codec work.
+    pub(crate) from_cache: usize,
     /// Batches passed as stored because they can never be re-encoded, by reason.
     pub(crate) passed: Vec<PassReason>,
     pub(crate) cut: Option<CutReason>,

@@ -310,7 +310,8 @@ fn rebuild(
             *records = Some(new);
         }
     });
-    let report = std::mem::take(&mut reencoder.report);
+    let mut report = std::mem::take(&mut reencoder.report);
+    report.client_version = upgraded.client_version;
     let out = decoded.encode_frame(upgraded.client_version, &bytes[SIZE_PREFIX_LEN..header_end])?;
     Ok((out, report))
 }
