@@ -12,7 +12,9 @@
 //! topics of its own:
 //!
 //!  - `auto`: `[defaults] compression.type = "auto"` with `auto.max_cores` (the CPU
-//!    budget), trials at `[shadow] sample`, decisions every `[autopilot] window_ms`;
+//!    budget), trials at kpress's `[shadow]` defaults (an undecided topic sampled at
+//!    the exploration rate, a decided one at `[shadow] sample`) unless the knobs below
+//!    set them, decisions every `[autopilot] window_ms`;
 //!  - `zstd-3`, `lz4`, `gzip-6`, `snappy`: every topic in that codec (kpress's default
 //!    rewrite, whether or not smaller);
 //!  - `producer`: every batch as sent.
@@ -25,17 +27,20 @@
 //! total: stored bytes per route, auto over the best in hindsight (target: within 3%),
 //! the auto route's choices, when each was taken (from the first record) and how many
 //! changes led there (the `kpress_autopilot_choice` gauge, polled every 200 ms); per
-//! route, kpress's CPU seconds (`/proc/<pid>/stat`) and stored bytes per CPU-second.
+//! route, kpress's CPU seconds (`/proc/<pid>/stat`; the auto route's trials apart, from
+//! `kpress_shadow_cpu_seconds_total`), stored bytes and MB saved per CPU-second, over
+//! the run and over the batches sent once every auto topic had its final choice; and
+//! per topic what each candidate made of the auto route's trials (ratio, CPU per MB).
 //!
 //! Knobs:
 //!
-//!   AUTOPILOT_SECONDS=60        how long each route sends (paced)
+//!   AUTOPILOT_SECONDS=120       how long each route sends (paced)
 //!   AUTOPILOT_LARGE_RATE=4      batches/s of each large-batch topic (256 KiB each)
 //!   AUTOPILOT_TINY_RATE=100     batches/s of each tiny-batch topic
 //!   AUTOPILOT_MAX_CORES=1       the auto route's `auto.max_cores`
-//!   AUTOPILOT_SAMPLE=0.25       its `[shadow] sample`
-//!   AUTOPILOT_TRIAL_CPU=0.2     its `[shadow] max_cpu_fraction` (of the host's CPUs)
-//!   AUTOPILOT_MIN_SAMPLES=10    its `auto.min_samples`
+//!   AUTOPILOT_SAMPLE            its `[shadow] sample` (unset: kpress's default)
+//!   AUTOPILOT_TRIAL_CPU         its `[shadow] max_cpu_fraction` (unset: kpress's default)
+//!   AUTOPILOT_MIN_SAMPLES       its `auto.min_samples` (unset: kpress's default)
 //!   AUTOPILOT_WINDOW_MS=2000    its `[autopilot] window_ms`
 //!   AUTOPILOT_REPORT=path.md    also write the report there
 //!
@@ -135,17 +140,30 @@ impl Route {
 
     fn rules(self, settings: &AutoSettings) -> String {
         match self {
-            Route::Auto => format!(
-                "[defaults]\ncompression.type = \"auto\"\nauto.max_cores = {:?}\n\
-                 auto.min_samples = {}\n\n[shadow]\nsample = {:?}\nmax_cpu_fraction = {:?}\n\
-                 candidates = [\"zstd:3\", \"lz4\", \"gzip:6\", \"snappy\"]\n\n\
-                 [autopilot]\ntopic = \"_kpress_autopilot.bench\"\nwindow_ms = {}\n",
-                settings.max_cores,
-                settings.min_samples,
-                settings.sample,
-                settings.trial_cpu,
-                settings.window_ms
-            ),
+            Route::Auto => {
+                let mut rules = format!(
+                    "[defaults]\ncompression.type = \"auto\"\nauto.max_cores = {:?}\n",
+                    settings.max_cores
+                );
+                if let Some(min) = settings.min_samples {
+                    let _ = writeln!(rules, "auto.min_samples = {min}");
+                }
+                if settings.sample.is_some() || settings.trial_cpu.is_some() {
+                    rules.push_str("\n[shadow]\n");
+                }
+                if let Some(sample) = settings.sample {
+                    let _ = writeln!(rules, "sample = {sample:?}");
+                }
+                if let Some(fraction) = settings.trial_cpu {
+                    let _ = writeln!(rules, "max_cpu_fraction = {fraction:?}");
+                }
+                let _ = write!(
+                    rules,
+                    "\n[autopilot]\ntopic = \"_kpress_autopilot.bench\"\nwindow_ms = {}\n",
+                    settings.window_ms
+                );
+                rules
+            }
             Route::Fixed(_, keys) => format!("[defaults]\n{keys}\n"),
         }
     }
@@ -154,10 +172,37 @@ impl Route {
 #[derive(Debug, Clone, Copy)]
 struct AutoSettings {
     max_cores: f64,
-    sample: f64,
-    trial_cpu: f64,
-    min_samples: u64,
+    /// `None`: kpress's default.
+    sample: Option<f64>,
+    trial_cpu: Option<f64>,
+    min_samples: Option<u64>,
     window_ms: u64,
+}
+
+impl AutoSettings {
+    /// The trial settings as the report states them.
+    fn describe(&self) -> String {
+        let or_default = |value: Option<String>, default: String| {
+            value.unwrap_or_else(|| format!("{default} (default)"))
+        };
+        format!(
+            "`[shadow] sample = {}` (undecided topics at `max(sample, {})`), \
+             `max_cpu_fraction = {}`, `auto.min_samples = {}`",
+            or_default(
+                self.sample.map(|v| v.to_string()),
+                kpress_config::SHADOW_SAMPLE_DEFAULT.to_string()
+            ),
+            kpress_config::AUTO_EXPLORE_SAMPLE,
+            or_default(
+                self.trial_cpu.map(|v| v.to_string()),
+                kpress_config::SHADOW_MAX_CPU_FRACTION_DEFAULT.to_string()
+            ),
+            or_default(
+                self.min_samples.map(|v| v.to_string()),
+                kpress_config::AUTO_MIN_SAMPLES_DEFAULT.to_string()
+            ),
+        )
+    }
 }
 
 fn env_float(name: &str, default: f64) -> f64 {
@@ -167,6 +212,26 @@ fn env_float(name: &str, default: f64) -> f64 {
             .unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
         Err(_) => default,
     }
+}
+
+fn env_optional<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
+    )
+}
+
+/// The auto route's trials, read from its /metrics once its topics were sent.
+#[derive(Debug, Default)]
+struct TrialFigures {
+    tried: f64,
+    skipped: BTreeMap<String, f64>,
+    /// `kpress_shadow_cpu_seconds_total`, summed: the candidates' compression.
+    cpu_seconds: f64,
+    /// Per (topic, candidate): bytes in, bytes out, CPU seconds; and per topic raw bytes.
+    candidates: BTreeMap<(String, String), (f64, f64, f64)>,
+    raw: BTreeMap<String, f64>,
 }
 
 /// What one route stored and cost.
@@ -179,8 +244,10 @@ struct RouteRun {
     acked: BTreeMap<String, Vec<(i64, f64)>>,
     cpu_seconds: f64,
     wall_seconds: f64,
-    /// The auto route's trials: batches tried, and skipped by reason.
-    trials: Option<(f64, BTreeMap<String, f64>)>,
+    /// kpress's CPU seconds, polled: (seconds from the first record, CPU seconds since).
+    cpu: Vec<(f64, f64)>,
+    /// The auto route's trials.
+    trials: Option<TrialFigures>,
     /// The auto route's gauge, polled: (seconds from the first record, topic → choice).
     choices: Vec<(f64, BTreeMap<String, String>)>,
 }
@@ -195,6 +262,12 @@ impl RouteRun {
         self.stored
             .get(topic)
             .map_or(0, |b| b.range(from..).map(|(_, s)| s).sum())
+    }
+
+    /// kpress's CPU seconds from the first poll at or after `at` to the end of sending.
+    fn cpu_from(&self, at: f64) -> Option<f64> {
+        let (_, start) = self.cpu.iter().find(|(t, _)| *t >= at)?;
+        Some(self.cpu_seconds - start)
     }
 }
 
@@ -218,22 +291,55 @@ fn choices(proxy: &KpressProxy) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Batches tried, and skipped by reason, by `proxy`'s shadow trials.
-fn trials(proxy: &KpressProxy) -> (f64, BTreeMap<String, f64>) {
-    let text = proxy.scrape_metrics().unwrap_or_default();
-    let tried = metric_samples(&text, "kpress_shadow_batches_total")
+fn label(labels: &[(String, String)], name: &str) -> String {
+    labels
         .iter()
-        .map(|(_, v)| v)
-        .sum();
-    let mut skipped = BTreeMap::new();
-    for (labels, value) in metric_samples(&text, "kpress_shadow_skipped_total") {
-        let reason = labels
+        .find(|(k, _)| k == name)
+        .map_or_else(String::new, |(_, v)| v.clone())
+}
+
+/// What `proxy`'s shadow trials did: batches tried, skipped by reason, their CPU, and
+/// per topic and candidate what they made.
+fn trials(proxy: &KpressProxy) -> TrialFigures {
+    let text = proxy.scrape_metrics().unwrap_or_default();
+    let mut figures = TrialFigures {
+        tried: metric_samples(&text, "kpress_shadow_batches_total")
             .iter()
-            .find(|(k, _)| k == "reason")
-            .map_or_else(String::new, |(_, v)| v.clone());
-        *skipped.entry(reason).or_insert(0.0) += value;
+            .map(|(_, v)| v)
+            .sum(),
+        ..TrialFigures::default()
+    };
+    for (labels, value) in metric_samples(&text, "kpress_shadow_skipped_total") {
+        *figures
+            .skipped
+            .entry(label(&labels, "reason"))
+            .or_insert(0.0) += value;
     }
-    (tried, skipped)
+    for (labels, value) in metric_samples(&text, "kpress_shadow_raw_bytes_total") {
+        *figures.raw.entry(label(&labels, "topic")).or_insert(0.0) += value;
+    }
+    for (index, metric) in [
+        "kpress_shadow_bytes_in_total",
+        "kpress_shadow_bytes_out_total",
+        "kpress_shadow_cpu_seconds_total",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (labels, value) in metric_samples(&text, metric) {
+            let key = (label(&labels, "topic"), label(&labels, "candidate"));
+            let entry = figures.candidates.entry(key).or_default();
+            match index {
+                0 => entry.0 += value,
+                1 => entry.1 += value,
+                _ => {
+                    entry.2 += value;
+                    figures.cpu_seconds += value;
+                }
+            }
+        }
+    }
+    figures
 }
 
 fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
@@ -308,18 +414,23 @@ fn run_route(
     let cpu_before = proc_stat::cpu_seconds(pid).unwrap();
     let started = Instant::now();
     std::thread::scope(|scope| {
-        let poller = (route == Route::Auto).then(|| {
-            scope.spawn(|| {
-                let mut seen: Vec<(f64, BTreeMap<String, String>)> = Vec::new();
-                while !done.load(Ordering::Relaxed) {
+        let poller = scope.spawn(|| {
+            let mut seen: Vec<(f64, BTreeMap<String, String>)> = Vec::new();
+            let mut cpu = Vec::new();
+            while !done.load(Ordering::Relaxed) {
+                let at = started.elapsed().as_secs_f64();
+                if let Ok(seconds) = proc_stat::cpu_seconds(pid) {
+                    cpu.push((at, seconds - cpu_before));
+                }
+                if route == Route::Auto {
                     let now = choices(&proxy);
                     if seen.last().map(|(_, c)| c) != Some(&now) {
-                        seen.push((started.elapsed().as_secs_f64(), now));
+                        seen.push((at, now));
                     }
-                    std::thread::sleep(Duration::from_millis(200));
                 }
-                seen
-            })
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            (seen, cpu)
         });
         let senders: Vec<_> = topics
             .iter()
@@ -353,9 +464,7 @@ fn run_route(
             std::thread::sleep(Duration::from_millis(2 * settings.window_ms));
         }
         done.store(true, Ordering::Relaxed);
-        if let Some(poller) = poller {
-            run.choices = poller.join().expect("the poller panicked");
-        }
+        (run.choices, run.cpu) = poller.join().expect("the poller panicked");
     });
     for name in &names {
         let stored = stored_batches(cluster, name).unwrap();
@@ -404,14 +513,14 @@ fn mb(bytes: usize) -> f64 {
 #[ignore = "measurement: scripts/load.sh, or KPRESS_BIN=… cargo test -p kpress-tests --test autopilot_bench -- --ignored --nocapture"]
 fn autopilot_bench() {
     assert_release_kpress(Some("scripts/load.sh"));
-    let seconds = env_number("AUTOPILOT_SECONDS", 60) as f64;
+    let seconds = env_number("AUTOPILOT_SECONDS", 120) as f64;
     let large_rate = env_float("AUTOPILOT_LARGE_RATE", 4.0);
     let tiny_rate = env_float("AUTOPILOT_TINY_RATE", 100.0);
     let settings = AutoSettings {
         max_cores: env_float("AUTOPILOT_MAX_CORES", 1.0),
-        sample: env_float("AUTOPILOT_SAMPLE", 0.25),
-        trial_cpu: env_float("AUTOPILOT_TRIAL_CPU", 0.2),
-        min_samples: env_number("AUTOPILOT_MIN_SAMPLES", 10),
+        sample: env_optional("AUTOPILOT_SAMPLE"),
+        trial_cpu: env_optional("AUTOPILOT_TRIAL_CPU"),
+        min_samples: env_optional("AUTOPILOT_MIN_SAMPLES"),
         window_ms: env_number("AUTOPILOT_WINDOW_MS", 2000),
     };
     let built = Instant::now();
@@ -461,22 +570,21 @@ fn report(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{seconds} s a route, paced; auto: `auto.max_cores = {}`, `[shadow] sample = {}`, \
-         `max_cpu_fraction = {}`, `auto.min_samples = {}`, `window_ms = {}`; stored MB from \
-         the broker's segments.\n",
+        "{seconds} s a route, paced; auto: `auto.max_cores = {}`, {}, `window_ms = {}`; \
+         stored MB from the broker's segments.\n",
         settings.max_cores,
-        settings.sample,
-        settings.trial_cpu,
-        settings.min_samples,
+        settings.describe(),
         settings.window_ms
     );
     for note in notes {
         let _ = writeln!(out, "{note}\n");
     }
-    if let Some((tried, skipped)) = runs.iter().find_map(|(_, r)| r.trials.as_ref()) {
+    if let Some(t) = runs.iter().find_map(|(_, r)| r.trials.as_ref()) {
         let _ = writeln!(
             out,
-            "The auto route's trials: {tried} batches tried, skipped {skipped:?}.\n"
+            "The auto route's trials: {} batches tried, skipped {:?}, {:.2} CPU s compressing \
+             (`kpress_shadow_cpu_seconds_total`).\n",
+            t.tried, t.skipped, t.cpu_seconds
         );
     }
     let fixed: Vec<&(Route, RouteRun)> = runs.iter().filter(|(r, _)| *r != Route::Auto).collect();
@@ -616,34 +724,138 @@ fn report(
     );
     let _ = writeln!(
         out,
-        "| route | kpress CPU s | wall s | cores | stored MB | stored MB per CPU-second | saved MB (vs as sent) per CPU-second |"
+        "| route | kpress CPU s | of which trials (compressing) | the rest | wall s | cores | stored MB | stored MB per CPU-second | saved MB (vs as sent) per CPU-second |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let as_sent = runs
         .iter()
         .position(|(r, _)| r.name() == "producer")
         .map(|i| totals[i]);
+    let per_cpu = |bytes: f64, cpu: f64| {
+        if cpu > 0.0 {
+            format!("{:.1}", bytes / 1e6 / cpu)
+        } else {
+            "-".to_string()
+        }
+    };
     for (i, (route, run)) in runs.iter().enumerate() {
-        let per_cpu = |bytes: f64| {
-            if run.cpu_seconds > 0.0 {
-                format!("{:.1}", bytes / 1e6 / run.cpu_seconds)
-            } else {
-                "-".to_string()
-            }
-        };
         let saved = as_sent.map_or("-".to_string(), |sent| {
-            per_cpu(sent as f64 - totals[i] as f64)
+            per_cpu(sent as f64 - totals[i] as f64, run.cpu_seconds)
         });
+        let trial_cpu = run.trials.as_ref().map_or(0.0, |t| t.cpu_seconds);
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {:.1} | {:.2} | {:.2} | {} | {saved} |",
+            "| {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.2} | {:.2} | {} | {saved} |",
             route.name(),
             run.cpu_seconds,
+            trial_cpu,
+            run.cpu_seconds - trial_cpu,
             run.wall_seconds,
             run.cpu_seconds / run.wall_seconds,
             mb(totals[i]),
-            per_cpu(totals[i] as f64),
+            per_cpu(totals[i] as f64, run.cpu_seconds),
         );
     }
+    if let Some(auto) = auto {
+        steady(&mut out, topics, runs, auto);
+        profile(&mut out, auto);
+    }
     out
+}
+
+/// Every route over the batches sent once every auto topic had its final choice.
+fn steady(out: &mut String, topics: &[Topic], runs: &[(Route, RouteRun)], auto: &RouteRun) {
+    let stories: Vec<(String, Convergence)> = topics
+        .iter()
+        .map(|t| {
+            let name = format!("auto.{}", t.name());
+            let story = convergence(&auto.choices, &name);
+            (t.name(), story)
+        })
+        .collect();
+    let Some(settled) = stories
+        .iter()
+        .map(|(_, s)| s.final_at)
+        .collect::<Option<Vec<f64>>>()
+        .and_then(|ats| ats.into_iter().reduce(f64::max))
+    else {
+        let _ = writeln!(
+            out,
+            "\nNot every auto topic had a choice: no settled period."
+        );
+        return;
+    };
+    // Per topic, the first batch acknowledged on the auto route after `settled`; every
+    // route stored the same batches at the same offsets.
+    let from: BTreeMap<String, i64> = stories
+        .iter()
+        .filter_map(|(name, _)| {
+            let acked = auto.acked.get(&format!("auto.{name}"))?;
+            let (offset, _) = acked.iter().find(|(_, at)| *at > settled)?;
+            Some((name.clone(), *offset))
+        })
+        .collect();
+    let stored_after = |route: Route, run: &RouteRun| -> usize {
+        from.iter()
+            .map(|(name, offset)| run.total_from(&format!("{}.{name}", route.name()), *offset))
+            .sum()
+    };
+    let as_sent = runs
+        .iter()
+        .find(|(r, _)| r.name() == "producer")
+        .map(|(r, run)| stored_after(*r, run));
+    let _ = writeln!(
+        out,
+        "\nSettled: from {settled:.1} s (every auto topic at its final choice) to the end of \
+         sending, the same batches on every route:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| route | kpress CPU s | stored MB | stored MB per CPU-second | saved MB (vs as sent) per CPU-second |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
+    for (route, run) in runs {
+        let stored = stored_after(*route, run);
+        let Some(cpu) = run.cpu_from(settled).filter(|c| *c > 0.0) else {
+            let _ = writeln!(out, "| {} | - | {:.2} | - | - |", route.name(), mb(stored));
+            continue;
+        };
+        let saved = as_sent.map_or("-".to_string(), |sent| {
+            format!("{:.1}", (sent as f64 - stored as f64) / 1e6 / cpu)
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {cpu:.2} | {:.2} | {:.1} | {saved} |",
+            route.name(),
+            mb(stored),
+            mb(stored) / cpu,
+        );
+    }
+}
+
+/// Per topic, what each candidate made of the auto route's trials: ratio (bytes out over
+/// bytes in as sent) and CPU ms per MB of records.
+fn profile(out: &mut String, auto: &RouteRun) {
+    let Some(trials) = &auto.trials else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nThe auto route's trials per topic: each candidate's bytes out / bytes in as sent, \
+         and its compression CPU in ms per MB of records:\n"
+    );
+    let _ = writeln!(out, "| topic | candidate | out / in | CPU ms per MB |");
+    let _ = writeln!(out, "|---|---|---:|---:|");
+    for ((topic, candidate), (bytes_in, bytes_out, cpu)) in &trials.candidates {
+        let raw = trials.raw.get(topic).copied().unwrap_or(0.0);
+        if *bytes_in <= 0.0 || raw <= 0.0 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| {topic} | {candidate} | {:.3} | {:.2} |",
+            bytes_out / bytes_in,
+            cpu * 1e3 / (raw / 1e6)
+        );
+    }
 }
