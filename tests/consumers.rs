@@ -20,11 +20,17 @@ use kpress_tests::kafkajs;
 use kpress_tests::kpress::KpressProxy;
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::{kafka_old_version, kafka_version, KafkaCluster};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// kpress keeps every batch as the producer sent it: the topics hold what the Java
 /// producer wrote (zstd), and only the Fetch side is under test.
 const RULES: &str = "[defaults]\ncompression.type = \"producer\"\n";
+
+/// The `[[clients]]` rules of the shared scene: each matches only the `client.id`s of
+/// the one test that uses it, so the other consumers there see [`RULES`] alone.
+const GZIP_ONLY_CLIENTS: &str = "\n[[clients]]\nmatch = \"gzip-only*\"\naccept = [\"gzip\"]\n";
+const KAFKAJS_CLIENTS: &str = "\n[[clients]]\nmatch = \"kafkajs-*\"\naccept = [\"gzip\"]\n";
 
 const REENCODED: &str = "kpress_fetch_batches_reencoded_total";
 const UPGRADED: &str = "kpress_fetch_requests_upgraded_total";
@@ -111,6 +117,18 @@ impl Scene {
             self.cluster.describe_logs()
         );
     }
+}
+
+/// One Kafka 4.1 scene under [`RULES`] and both `[[clients]]` rules, shared by the
+/// tests whose topics are their own and whose counters they read by topic.
+fn shared_scene() -> &'static Scene {
+    static SCENE: OnceLock<Scene> = OnceLock::new();
+    SCENE.get_or_init(|| {
+        Scene::start(
+            kafka_version(),
+            &format!("{RULES}{GZIP_ONLY_CLIENTS}{KAFKAJS_CLIENTS}"),
+        )
+    })
 }
 
 /// Reports how the old consumer ended where it cannot read everything: a problem if
@@ -258,7 +276,7 @@ fn old_consumer_reads_zstd_from_kafka_3_9_through_kpress() {
 /// transactions list, which kpress keeps as it came).
 #[test]
 fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
-    let scene = Scene::start(kafka_version(), RULES);
+    let scene = shared_scene();
     let (version, current, old) = (scene.version, &scene.current, &scene.old);
     let (cluster, proxy) = (&scene.cluster, &scene.proxy);
     let topic = "zstd-transactions";
@@ -324,8 +342,7 @@ fn old_read_committed_consumer_skips_aborted_zstd_through_kpress() {
 /// re-encoded into gzip.
 #[test]
 fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
-    let rules = format!("{RULES}\n[[clients]]\nmatch = \"gzip-only*\"\naccept = [\"gzip\"]\n");
-    let scene = Scene::start(kafka_version(), &rules);
+    let scene = shared_scene();
     let (cluster, proxy, old) = (&scene.cluster, &scene.proxy, &scene.old);
     let codecs = [Compression::Lz4, Compression::Snappy, Compression::Zstd];
     let topics: Vec<String> = codecs
@@ -339,7 +356,6 @@ fn gzip_only_consumer_reads_every_codec_in_gzip_through_kpress() {
     // One producer per codec, at once: the test's time is mostly JVM start-up.
     std::thread::scope(|scope| {
         for (codec, topic) in codecs.iter().zip(&topic_names) {
-            let scene = &scene;
             scope.spawn(move || {
                 let options = ProduceOptions {
                     compression: *codec,
@@ -483,7 +499,7 @@ fn consumers_of_the_same_zstd_batches_share_their_reencoding() {
 #[test]
 fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
     const PASSED: &str = "kpress_fetch_batches_passed_total";
-    let scene = Scene::start(kafka_version(), RULES);
+    let scene = shared_scene();
     let (version, cluster, proxy) = (scene.version, &scene.cluster, &scene.proxy);
     let (current, old, old_name) = (&scene.current, &scene.old, &scene.old_name);
     let topic = "zstd-bomb";
@@ -567,8 +583,7 @@ fn a_decompression_bomb_reaches_the_old_consumer_as_stored() {
 /// byte for byte, every batch re-encoded to gzip.
 #[test]
 fn kafkajs_without_codec_plugins_reads_every_codec_through_kpress() {
-    let rules = format!("{RULES}\n[[clients]]\nmatch = \"kafkajs-*\"\naccept = [\"gzip\"]\n");
-    let scene = Scene::start(kafka_version(), &rules);
+    let scene = shared_scene();
     let (cluster, proxy) = (&scene.cluster, &scene.proxy);
     let reader = format!("KafkaJS {}", kafkajs::kafkajs_version());
     let codecs = [Compression::Lz4, Compression::Snappy, Compression::Zstd];
@@ -582,7 +597,6 @@ fn kafkajs_without_codec_plugins_reads_every_codec_through_kpress() {
     let expected = dataset.records();
     std::thread::scope(|scope| {
         for (codec, topic) in codecs.iter().zip(&topic_names) {
-            let scene = &scene;
             scope.spawn(move || {
                 let options = ProduceOptions {
                     compression: *codec,
@@ -704,7 +718,7 @@ fn kafkajs_without_codec_plugins_reads_every_codec_through_kpress() {
 /// for (an info, not a problem).
 #[test]
 fn doctor_names_the_old_consumer_of_a_zstd_topic() {
-    let scene = Scene::start(kafka_version(), RULES);
+    let scene = shared_scene();
     let (proxy, old, old_name) = (&scene.proxy, &scene.old, &scene.old_name);
     let topic = "zstd-seen-by-doctor";
     let expected = scene.zstd_topic(topic, Dataset::NginxPlusStatus);

@@ -414,14 +414,6 @@ fn without_acls_for_the_fleet_topic_each_replica_would_decide_alone() {
          super.users=User:ANONYMOUS\n";
     let cluster = KafkaCluster::start_with_properties(kafka_version(), 1, &security, properties)
         .unwrap_or_else(|e| panic!("starting Kafka with ACLs: {e:#}"));
-    JavaClient::new(kafka_version())
-        .create_topic(
-            &cluster.bootstrap(),
-            "a.read-only",
-            1,
-            &["cleanup.policy=compact"],
-        )
-        .unwrap();
     let kpress_may = |operations: &[&str], pattern: &[&str]| {
         let mut args = vec!["--allow-principal", "User:kpress"];
         for operation in operations {
@@ -430,11 +422,26 @@ fn without_acls_for_the_fleet_topic_each_replica_would_decide_alone() {
         args.extend(pattern);
         add_acl(&cluster, &args);
     };
-    kpress_may(
-        &["Describe", "DescribeConfigs"],
-        &["--resource-pattern-type", "prefixed", "--topic", "a."],
-    );
-    kpress_may(&["Read"], &["--topic", "a.read-only"]);
+    // Three JVM tools, independent of each other: at once.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            JavaClient::new(kafka_version())
+                .create_topic(
+                    &cluster.bootstrap(),
+                    "a.read-only",
+                    1,
+                    &["cleanup.policy=compact"],
+                )
+                .unwrap()
+        });
+        scope.spawn(|| {
+            kpress_may(
+                &["Describe", "DescribeConfigs"],
+                &["--resource-pattern-type", "prefixed", "--topic", "a."],
+            )
+        });
+        scope.spawn(|| kpress_may(&["Read"], &["--topic", "a.read-only"]));
+    });
 
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("password");
