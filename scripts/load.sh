@@ -36,10 +36,10 @@
 # The measurements are the ignored tests `load` (tests/load.rs), `recompression_vs_java`,
 # `scaling` and `noisy_neighbour`. Run it when little else runs on the machine.
 #
-#   scripts/load.sh                      about 43 minutes on 2 cores (10 for load, 3 to 7 for
+#   scripts/load.sh                      about 49 minutes on 2 cores (10 for load, 3 to 7 for
 #                                        recompression_vs_java, about 5 for scaling, about 7
 #                                        for noisy_neighbour, 10 with KPRESS_BASE_BIN, about 3
-#                                        for consumers_cost, about 7 for autopilot_bench), plus
+#                                        for consumers_cost, about 13 for autopilot_bench), plus
 #                                        release builds
 #   LOAD_ROUNDS=5                        rounds of each kind (default 3)
 #   LOAD_RECORDS=5000000                 records of a throughput run (default 2000000)
@@ -59,8 +59,8 @@
 #                                        NOISY_ROUNDS, NOISY_ADAPTIVE: tests/noisy_neighbour.rs)
 #   LOAD_CONSUMERS=0                     leave out consumers_cost (about 3 minutes;
 #                                        CONSUMER_ROUNDS, default 5, CONSUMER_RECORDS)
-#   LOAD_AUTOPILOT=0                     leave out autopilot_bench (about 7 minutes;
-#                                        AUTOPILOT_SECONDS a route, default 60, and the
+#   LOAD_AUTOPILOT=0                     leave out autopilot_bench (about 13 minutes;
+#                                        AUTOPILOT_SECONDS a route, default 120, and the
 #                                        knobs tests/autopilot_bench.rs lists)
 #   KPRESS_BIN=/path/to/kpress           measure this release binary instead of building one
 #   KPRESS_BASE_BIN=/path/to/kpress      the noisy neighbour measures this build too, side by
