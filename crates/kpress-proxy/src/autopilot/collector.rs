@@ -64,9 +64,10 @@ impl Collector {
     }
 
     /// Whether `topic` is an auto topic tracked this window that has no choice yet:
-    /// its batches are sampled at the exploration rate. A read lock and two lookups.
+    /// its batches are sampled at the exploration rate. A decided topic costs one
+    /// lookup, without the read lock.
     pub fn exploring(&self, topic: &str) -> bool {
-        self.read().contains_key(topic) && !self.decided.load().contains(topic)
+        !self.decided.load().contains(topic) && self.read().contains_key(topic)
     }
 
     /// Counts `bytes` of `batches` produced to `topic` (an auto topic), as sent. A
