@@ -12,6 +12,7 @@ mod format;
 mod gzip_providers;
 mod healthcheck;
 mod logging;
+mod plain_http;
 mod policy_reload;
 mod recompress;
 mod reload;

@@ -4,9 +4,7 @@
 //! re-encodes for it, a problem where it does not (straight from the broker, or with
 //! re-encoding off, it fails on those batches).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use kpress_codec::Codec;
@@ -14,12 +12,13 @@ use serde::Deserialize;
 
 use super::findings::Finding;
 use super::report::TopicRow;
+use crate::plain_http;
 
 /// What fetching the page may take in all.
 const DEADLINE: Duration = Duration::from_secs(5);
 
 /// The largest answer read: 256 consumers with 32 topics each fit many times over.
-const MAX_ANSWER_BYTES: usize = 8 << 20;
+const MAX_ANSWER_BYTES: u64 = 8 << 20;
 
 /// The admin endpoint's path.
 const PATH: &str = "/consumers";
@@ -54,60 +53,18 @@ pub(super) fn read(admin: &str) -> anyhow::Result<Vec<SeenConsumer>> {
 
 /// The body of `GET admin/consumers`, over HTTP/1.0 (the admin endpoint's plain HTTP).
 fn get(admin: &str) -> anyhow::Result<String> {
-    let authority = admin
-        .strip_prefix("http://")
-        .context("--admin wants http://HOST:PORT (the admin endpoint serves plain HTTP)")?
-        .trim_end_matches('/');
-    if authority.is_empty() || authority.contains(['/', '@']) {
+    let url = format!("{}{PATH}", admin.trim_end_matches('/'));
+    if plain_http::parse_url(&url).map_or(true, |target| target.path != PATH) {
         bail!("--admin wants http://HOST:PORT, got {admin}");
     }
-    let started = Instant::now();
-    let addresses: Vec<SocketAddr> = authority
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {authority}"))?
-        .collect();
-    let mut stream = None;
-    let mut last_error = None;
-    for address in addresses {
-        match TcpStream::connect_timeout(&address, DEADLINE) {
-            Ok(connected) => {
-                stream = Some(connected);
-                break;
-            }
-            Err(err) => last_error = Some(format!("connecting to {address}: {err}")),
-        }
+    let answer = plain_http::get(&url, "kpress-doctor", DEADLINE, MAX_ANSWER_BYTES)?;
+    if answer.status != 200 {
+        bail!(
+            "{url} answered {:?} (a kpress without /consumers is older than this doctor)",
+            answer.status_line
+        );
     }
-    let Some(mut stream) = stream else {
-        bail!(last_error.unwrap_or_else(|| format!("no address for {authority}")));
-    };
-    let remaining = DEADLINE
-        .checked_sub(started.elapsed())
-        .filter(|d| !d.is_zero())
-        .context("timed out connecting")?;
-    stream.set_read_timeout(Some(remaining))?;
-    stream.set_write_timeout(Some(remaining))?;
-    write!(
-        stream,
-        "GET {PATH} HTTP/1.0\r\nHost: {authority}\r\nUser-Agent: kpress-doctor\r\n\r\n"
-    )
-    .context("sending the request")?;
-    let mut answer = Vec::new();
-    stream
-        .take(MAX_ANSWER_BYTES as u64 + 1)
-        .read_to_end(&mut answer)
-        .context("reading the answer")?;
-    if answer.len() > MAX_ANSWER_BYTES {
-        bail!("the answer is over {MAX_ANSWER_BYTES} bytes");
-    }
-    let text = String::from_utf8(answer).context("the answer is not UTF-8")?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("the answer has no end of headers")?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        bail!("{admin}{PATH} answered {status:?} (a kpress without /consumers is older than this doctor)");
-    }
-    Ok(body.to_owned())
+    answer.ok_text()
 }
 
 /// A consumer named for people: its `client.id`, software and listener.
