@@ -1,7 +1,8 @@
 //! `kpress advise --from-metrics`: what the autopilot decided for each auto topic
 //! (`compression.type = "auto"`). The choice comes from the metrics page
-//! (`kpress_autopilot_choice`), so a saved page shows it too; since when and why come
-//! from `/policy` on the same address when the page was read over HTTP. A `/policy`
+//! (`kpress_autopilot_choice`), so a saved page shows it too; since when, why, each
+//! option's measured ratio and CPU, and the budget used come from `/policy` on the same
+//! address when the page was read over HTTP. A `/policy`
 //! that cannot be read leaves them out and says so: the choices stand on their own.
 
 use std::collections::BTreeMap;
@@ -30,7 +31,27 @@ pub(crate) struct AutoTopic {
     pub(crate) why: Option<String>,
     /// The replica whose choice this one adopted (`None`: decided here).
     pub(crate) adopted_from: Option<String>,
+    /// What the trials measured of each option on this topic, from `/policy`.
+    pub(crate) candidates: Vec<Measured>,
+    /// Cores the rule's choices are expected to use, and its budget (`None`: none).
+    pub(crate) budget_used_cores: Option<f64>,
+    pub(crate) budget_limit_cores: Option<f64>,
 }
+
+/// One option of an auto topic as its trials measured it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Measured {
+    pub(crate) candidate: String,
+    /// Stored bytes over the bytes as sent.
+    pub(crate) ratio: Option<f64>,
+    pub(crate) cpu_ms_per_mb: Option<f64>,
+    pub(crate) samples: Option<u64>,
+    /// Why it cannot be chosen (`None`: it can).
+    pub(crate) ineligible: Option<String>,
+}
+
+/// Options listed per topic at most: a candidate list is at most 16 long.
+const MAX_CANDIDATES: usize = 32;
 
 /// The autopilot section of the advice.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -57,12 +78,28 @@ impl Section {
             .topics
             .iter()
             .map(|(topic, t)| {
+                let candidates: Vec<Value> = t
+                    .candidates
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "candidate": c.candidate,
+                            "ratio": c.ratio,
+                            "cpu_ms_per_mb": c.cpu_ms_per_mb,
+                            "samples": c.samples,
+                            "ineligible": c.ineligible,
+                        })
+                    })
+                    .collect();
                 json!({
                     "topic": topic,
                     "choice": t.choice,
                     "since": t.since,
                     "why": t.why,
                     "adopted_from": t.adopted_from,
+                    "budget_used_cores": t.budget_used_cores,
+                    "budget_limit_cores": t.budget_limit_cores,
+                    "candidates": candidates,
                 })
             })
             .collect();
@@ -107,6 +144,31 @@ impl Section {
                     let _ = writeln!(out, ": {why}");
                 }
                 None => out.push('\n'),
+            }
+            for c in &t.candidates {
+                let number = |x: Option<f64>, digits: usize| {
+                    x.map_or_else(|| "?".to_owned(), |x| format!("{x:.digits$}"))
+                };
+                let _ = write!(
+                    out,
+                    "    {}: {} of as sent, {} ms CPU per MB, {} samples",
+                    c.candidate,
+                    number(c.ratio, 3),
+                    number(c.cpu_ms_per_mb, 2),
+                    c.samples.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+                );
+                match &c.ineligible {
+                    Some(why) => {
+                        let _ = writeln!(out, " (not eligible: {why})");
+                    }
+                    None => out.push('\n'),
+                }
+            }
+            if let Some(used) = t.budget_used_cores {
+                let limit = t
+                    .budget_limit_cores
+                    .map_or_else(|| "no budget".to_owned(), |l| format!("of {l:.2} cores"));
+                let _ = writeln!(out, "    the rule's choices use {used:.3} cores, {limit}");
             }
         }
         if let Some(note) = &self.policy_note {
@@ -214,6 +276,24 @@ fn merge_policy(section: &mut Section, policy: &Value, url: &str) {
         entry.since = text(value.get("since"));
         entry.why = text(value.get("why"));
         entry.adopted_from = text(value.get("adopted_from"));
+        entry.budget_used_cores = value.get("budget_used_cores").and_then(Value::as_f64);
+        entry.budget_limit_cores = value.get("budget_limit_cores").and_then(Value::as_f64);
+        entry.candidates = value
+            .get("candidates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .take(MAX_CANDIDATES)
+            .filter_map(|c| {
+                Some(Measured {
+                    candidate: text(c.get("candidate"))?,
+                    ratio: c.get("ratio").and_then(Value::as_f64),
+                    cpu_ms_per_mb: c.get("cpu_ms_per_mb").and_then(Value::as_f64),
+                    samples: c.get("samples").and_then(Value::as_u64),
+                    ineligible: text(c.get("ineligible")),
+                })
+            })
+            .collect();
     }
 }
 
@@ -263,7 +343,13 @@ mod tests {
         "topics": [
             {"topic": "logs.a", "rule": "logs.*", "choice": "zstd:3",
              "since": "2026-11-28T14:00:00.000Z", "adopted_from": "kpress-1:9092",
-             "why": "zstd:3 stores 0.21 of as sent", "candidates": []},
+             "why": "zstd:3 stores 0.21 of as sent",
+             "budget_used_cores": 0.012, "budget_limit_cores": 1.5,
+             "candidates": [
+                {"candidate": "zstd:3", "ratio": 0.21, "cpu_ms_per_mb": 3.5, "samples": 40,
+                 "eligible": true, "ineligible": null},
+                {"candidate": "lz4:9", "ratio": 0.33, "cpu_ms_per_mb": 1.25, "samples": 12,
+                 "eligible": false, "ineligible": "12 of 30 samples"}]},
             {"topic": "quiet", "rule": "logs.*", "choice": null, "since": null,
              "adopted_from": null, "why": "undecided: every candidate needs 30 samples"}
         ]}});
@@ -282,12 +368,17 @@ mod tests {
             "\"blobs\": as sent (producer)\n",
             "\"new\": undecided\n",
             "\"quiet\": undecided: undecided: every candidate needs 30 samples",
+            "    zstd:3: 0.210 of as sent, 3.50 ms CPU per MB, 40 samples\n",
+            "    lz4:9: 0.330 of as sent, 1.25 ms CPU per MB, 12 samples (not eligible: 12 of 30 samples)\n",
+            "    the rule's choices use 0.012 cores, of 1.50 cores\n",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
         let json = section.json();
         assert_eq!(json["alone_because"], policy["autopilot"]["alone_because"]);
         assert_eq!(json["topics"][1]["adopted_from"], "kpress-1:9092");
+        assert_eq!(json["topics"][1]["candidates"][1]["samples"], 12);
+        assert_eq!(json["topics"][1]["budget_limit_cores"], 1.5);
 
         let mut section = Section::default();
         merge_policy(
