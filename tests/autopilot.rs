@@ -30,7 +30,7 @@ use kpress_tests::java_client::{ConsumeOptions, JavaClient};
 use kpress_tests::kpress::{KpressProxy, KpressSetup, UpstreamSaslKeys};
 use kpress_tests::pre_zstd_client::{pre_zstd_clients_version, pre_zstd_java_client};
 use kpress_tests::process::run_ok;
-use kpress_tests::raw_produce::{connect, produce_raw_on};
+use kpress_tests::raw_produce::{connect_retrying, produce_raw_on};
 use kpress_tests::secure_stream::SecureStream;
 use kpress_tests::tls::{ClientSecurity, SaslMechanism, SaslUser};
 use kpress_tests::workloads::{
@@ -93,24 +93,11 @@ fn start(cluster: &KafkaCluster, rules: &str) -> KpressProxy {
 }
 
 fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
-    let id = u16::try_from(cluster.node_ids()[0]).unwrap();
-    SocketAddr::from((
-        [127, 0, 0, 1],
-        proxy.node_port_base().expect("ports mode") + id,
-    ))
+    proxy.node_address(cluster.node_ids()[0])
 }
 
-/// A connection to a kpress node port: kpress binds it once it has learned the broker
-/// nodes, shortly after its bootstrap listener, so refusals are tried again for 10 s.
 fn connect_node(to: SocketAddr) -> std::net::TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match connect(to, Duration::from_secs(120)) {
-            Ok(stream) => return stream,
-            Err(e) if Instant::now() > deadline => panic!("{e:#}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
+    connect_retrying(to, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{to}: {e:#}"))
 }
 
 /// What a topic's autopilot chose.

@@ -58,7 +58,7 @@ use kpress_codec::Codec;
 use kpress_tests::java_client::JavaClient;
 use kpress_tests::kpress::{KpressProxy, KpressSetup};
 use kpress_tests::measure::{assert_release_kpress, env_number, kpress_pid, publish_report};
-use kpress_tests::raw_produce::{connect, produce_raw_on};
+use kpress_tests::raw_produce::{connect_retrying, produce_raw_on};
 use kpress_tests::workloads::{metric_samples, stored_batches, Kind, Shape, TopicLoad};
 use kpress_tests::{kafka_version, proc_stat, KafkaCluster};
 
@@ -343,24 +343,11 @@ fn trials(proxy: &KpressProxy) -> TrialFigures {
 }
 
 fn node(proxy: &KpressProxy, cluster: &KafkaCluster) -> SocketAddr {
-    let id = u16::try_from(cluster.node_ids()[0]).unwrap();
-    SocketAddr::from((
-        [127, 0, 0, 1],
-        proxy.node_port_base().expect("ports mode") + id,
-    ))
+    proxy.node_address(cluster.node_ids()[0])
 }
 
-/// A connection to a kpress node port: kpress binds it once it has learned the broker
-/// nodes, shortly after its bootstrap listener, so refusals are tried again for 10 s.
 fn connect_node(to: SocketAddr) -> std::net::TcpStream {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match connect(to, Duration::from_secs(120)) {
-            Ok(stream) => return stream,
-            Err(e) if Instant::now() > deadline => panic!("{e:#}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
+    connect_retrying(to, Duration::from_secs(120)).unwrap_or_else(|e| panic!("{to}: {e:#}"))
 }
 
 /// Error codes a Produce may meet while a new partition's leadership settles:

@@ -717,6 +717,13 @@ impl KpressProxy {
         self.node_port_base
     }
 
+    /// Where kpress serves broker node `node_id` in ports mode (`base + node_id`).
+    pub fn node_address(&self, node_id: u32) -> SocketAddr {
+        let base = self.node_port_base.expect("ports mode");
+        let id = u16::try_from(node_id).expect("a node id within a port's range");
+        SocketAddr::from(([127, 0, 0, 1], base + id))
+    }
+
     /// The bootstrap string for clients going through the proxy: the listener's
     /// address, or in SNI mode with a `bootstrap_host` that name and the port.
     pub fn bootstrap(&self) -> String {

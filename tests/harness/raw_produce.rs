@@ -168,6 +168,19 @@ fn put_uvarint(out: &mut Vec<u8>, mut v: u32) {
 }
 
 /// A TCP connection to `addr` with `timeout` for reads and writes.
+/// [`connect`], with refusals tried again for 10 s: kpress binds a node port once it
+/// has learned the broker nodes, shortly after its bootstrap listener.
+pub fn connect_retrying(to: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect(to, timeout) {
+            Ok(stream) => return Ok(stream),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
 pub fn connect(addr: SocketAddr, timeout: Duration) -> anyhow::Result<TcpStream> {
     let stream = TcpStream::connect_timeout(&addr, timeout)
         .with_context(|| format!("connecting to {addr}"))?;
