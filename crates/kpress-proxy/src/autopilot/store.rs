@@ -63,7 +63,11 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 pub enum StoreError {
     /// TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED: kpress's principal
     /// may not `what` (ACLs).
-    #[error("kpress may not {what} (ACLs)")]
+    #[error(
+        "kpress may not {what}: grant its principal CREATE, WRITE, READ and DESCRIBE on \
+         the topic (or create it yourself: one partition, cleanup.policy=compact), then \
+         restart kpress"
+    )]
     Denied { what: String },
     /// The cluster did not do `what` this time (no leader, a lost connection, no
     /// answer in time, an error code); a later call may succeed.
@@ -853,14 +857,7 @@ mod tests {
             headers: Vec::new(),
         };
         let mut log = Vec::new();
-        let codecs = [
-            Codec::None,
-            Codec::Gzip,
-            Codec::Snappy,
-            Codec::Lz4,
-            Codec::Zstd,
-        ];
-        for (i, codec) in codecs.into_iter().enumerate() {
+        for (i, codec) in Codec::ALL.into_iter().enumerate() {
             let key = format!("k{i}");
             log.extend(batch(i as i64 * 2, codec, &[kv(&key, "a"), kv(&key, "b")]));
         }
